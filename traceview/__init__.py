@@ -1,0 +1,8 @@
+"""traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames."""
+from .errors import RuleError, TraceReadError, TraceviewError
+from .load import load
+from .model import Trace
+
+__version__ = "0.1.0"
+
+__all__ = ["load", "Trace", "TraceviewError", "TraceReadError", "RuleError", "__version__"]

@@ -1,0 +1,19 @@
+"""Exceptions a user can cause. Each message is one line naming the file and the problem."""
+from __future__ import annotations
+
+
+class TraceviewError(Exception):
+    """Base of every error traceview raises on purpose; the CLI prints it and exits 1."""
+
+
+class TraceReadError(TraceviewError):
+    """The file could not be read as a trace (missing, empty, not JSON, truncated, corrupt)."""
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class RuleError(TraceviewError):
+    """A user-supplied classification rule file is malformed."""

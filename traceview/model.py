@@ -1,0 +1,216 @@
+"""Raw columns -> typed DataFrames (events, flows, thread names) and the Trace.
+
+Categories are normalised across Kineto's formats into a ``role`` column
+(2021's ``Operator``/``Runtime``/``Kernel`` and today's ``cpu_op``/
+``cuda_runtime``/``kernel`` alike) so that later stages never look at format
+quirks again. Times are int64 nanoseconds, absolute when the trace gives
+``baseTimeNanoseconds``.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .numbers import MISSING
+
+# cat (as written, lower-cased) -> role
+ROLES = {
+    "cpu_op": "cpu_op", "operator": "cpu_op",
+    "user_annotation": "annotation",
+    "cuda_runtime": "runtime", "runtime": "runtime", "cuda_driver": "runtime",
+    "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
+    "gpu_memset": "memset", "memset": "memset",
+    "gpu_user_annotation": "gpu_annotation",
+    "python_function": "python", "cuda_sync": "sync",
+}
+GPU_ROLES = ("kernel", "memcpy", "memset")
+CPU_NEST_ROLES = ("cpu_op", "annotation", "runtime")
+FLOW_CATS = ("ac2g", "async_cpu_to_gpu", "async", "flow_event")
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+_STREAM_RE = re.compile(r"(\d+)\s*$")
+
+
+@dataclass
+class Trace:
+    """One loaded trace: typed, linked, classified DataFrames plus metadata."""
+
+    path: str
+    events: pd.DataFrame
+    kernels: pd.DataFrame
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    meta: dict
+    warnings: list = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Collector variant when the trace says one, else the file's stem."""
+        info = self.meta.get("traceview")
+        if isinstance(info, dict) and info.get("variant"):
+            return str(info["variant"])
+        name = self.path.rsplit("/", 1)[-1]
+        for suffix in (".gz", ".json", ".pt.trace"):
+            name = name[: -len(suffix)] if name.endswith(suffix) else name
+        return name
+
+    @property
+    def device_name(self) -> str | None:
+        props = self.meta.get("deviceProperties")
+        if isinstance(props, list) and props and isinstance(props[0], dict):
+            return props[0].get("name")
+        info = self.meta.get("traceview")
+        return info.get("device_name") if isinstance(info, dict) else None
+
+    def __repr__(self) -> str:
+        return (f"<Trace {self.label!r}: {len(self.events)} events, {len(self.kernels)} GPU activities, "
+                f"{len(self.ops)} CPU ops, {len(self.steps)} steps>")
+
+
+def categorical(values) -> pd.Categorical:
+    """Strings (or mixed str/int ids) as a categorical of strings; None stays missing."""
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+    labels = [str(u) for u in uniques]
+    if len(set(labels)) != len(labels):  # e.g. tid 7 and "7": merge them
+        labels_arr = np.array(labels, dtype=object)
+        merged, remap = np.unique(labels_arr, return_inverse=True)
+        codes = np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1)
+        labels = list(merged)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
+
+
+def int_column(values) -> pd.array:
+    """ints with None (or non-int junk) -> nullable Int64."""
+    if not values:
+        return pd.array([], dtype="Int64")
+    arr = np.array(values)
+    if arr.dtype == np.int64:
+        return pd.arrays.IntegerArray(arr, np.zeros(len(arr), dtype=bool))
+    if arr.dtype != object:
+        arr = np.array(values, dtype=object)
+    ok = np.fromiter((type(v) is int for v in values), dtype=bool, count=len(values))
+    out = np.zeros(len(values), dtype=np.int64)
+    if ok.any():
+        out[ok] = arr[ok].astype(np.int64)
+    return pd.arrays.IntegerArray(out, ~ok)
+
+
+def ns_column(ns: np.ndarray) -> pd.array:
+    return pd.arrays.IntegerArray(np.where(ns == MISSING, 0, ns), ns == MISSING)
+
+
+def build_events(cols: dict, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """The duration-event table, the flow table and per-phase counts."""
+    base = _base_ns(meta)
+    events = _duration_events(cols, _shift(cols["ts_ns"], base))
+    flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
+    return events, flows, cols["counts"]
+
+
+def _shift(ts: np.ndarray, base: int) -> np.ndarray:
+    return np.where(ts == MISSING, MISSING, ts + base) if base else ts
+
+
+def _base_ns(meta: dict) -> int:
+    base = meta.get("baseTimeNanoseconds")
+    return int(base) if isinstance(base, int) and not isinstance(base, bool) else 0
+
+
+def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
+    cat = categorical(cols["cat"])
+    frame = pd.DataFrame({
+        "name": _names(cols["name"]),
+        "cat": cat,
+        "role": _roles(cat),
+        "ts_ns": ts,
+        "dur_ns": cols["dur_ns"],
+        "pid": categorical(cols["pid"]),
+        "tid": categorical(cols["tid"]),
+        "correlation": int_column(cols["arg_correlation"]),
+        "external_id": _external_id(cols),
+        "device": int_column(cols["arg_device"]),
+        "stream": int_column(cols["arg_stream"]),
+        "bytes": int_column(cols["arg_bytes"]),
+    })
+    frame.attrs["input_dims"] = cols["arg_input_dims"]
+    return frame
+
+
+def _names(values: list) -> pd.Categorical:
+    cat = categorical(values)
+    if cat.isna().any():  # an event without a name is still an event
+        cat = cat.add_categories([""]) if "" not in cat.categories else cat
+        cat = cat.fillna("")
+    return cat
+
+
+def _external_id(cols: dict) -> pd.array:
+    new = int_column(cols["arg_external_id"])
+    old = int_column(cols["arg_external_id_2021"])
+    return new.fillna(old) if (~old.isna()).any() else new
+
+
+def _roles(cat: pd.Categorical) -> pd.Categorical:
+    roles = [ROLES.get(str(c).lower(), "other") for c in cat.categories]
+    mapped = np.asarray(roles, dtype=object)[cat.codes] if len(roles) else np.array([], dtype=object)
+    mapped = np.where(cat.codes < 0, "other", mapped)
+    return pd.Categorical(mapped, categories=sorted(set(ROLES.values()) | {"other"}))
+
+
+def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
+    cats = np.asarray(flows["cat"], dtype=object)
+    keep = np.flatnonzero(np.isin(cats, FLOW_CATS))
+    pick = (lambda v: [v[i] for i in keep]) if len(keep) != len(cats) else (lambda v: v)
+    return pd.DataFrame({
+        "ph": categorical(pick(flows["ph"])),
+        "id": categorical(pick(flows["id"])),
+        "pid": categorical(pick(flows["pid"])),
+        "tid": categorical(pick(flows["tid"])),
+        "ts_ns": ts[keep],
+    })
+
+
+def gpu_activities(events: pd.DataFrame) -> pd.DataFrame:
+    """The kernels/memcpy/memset rows with device and stream filled from pid/tid."""
+    mask = events["role"].isin(GPU_ROLES).to_numpy()
+    k = events.loc[mask, ["name", "role", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
+                          "correlation", "external_id", "bytes"]].copy()
+    k = k.rename(columns={"role": "kind"})
+    k["kind"] = pd.Categorical(k["kind"].astype(str), categories=list(GPU_ROLES))
+    k["device"] = k["device"].fillna(_id_from(k["pid"]))
+    k["stream"] = k["stream"].fillna(_id_from(k["tid"]))
+    k["event"] = np.flatnonzero(mask)
+    return k.reset_index(drop=True)
+
+
+def _id_from(col: pd.Series) -> pd.Series:
+    """Trailing integer of a pid/tid label ("stream 7" -> 7), per category, vectorised."""
+    cats = col.cat.categories
+    parsed = []
+    for c in cats:
+        m = _STREAM_RE.search(str(c))
+        parsed.append(int(m.group(1)) if m else None)
+    lookup = pd.array(parsed + [None], dtype="Int64")
+    codes = col.cat.codes.to_numpy()
+    return pd.Series(lookup[np.where(codes < 0, len(parsed), codes)], index=col.index)
+
+
+def step_table(events: pd.DataFrame) -> pd.DataFrame:
+    """ProfilerStep#N spans: step number, pid, tid, start and end in ns."""
+    names = events["name"]
+    is_step = names.cat.categories.str.match(STEP_RE.pattern)
+    step_codes = np.flatnonzero(is_step)
+    mask = np.isin(names.cat.codes.to_numpy(), step_codes) & events["role"].isin(("annotation", "cpu_op")).to_numpy()
+    s = events.loc[mask, ["name", "ts_ns", "dur_ns", "pid", "tid"]]
+    out = pd.DataFrame({
+        "step": s["name"].astype(str).str.extract(STEP_RE.pattern, expand=False).astype("int64").to_numpy(),
+        "pid": s["pid"].to_numpy(),
+        "tid": s["tid"].to_numpy(),
+        "ts_ns": s["ts_ns"].to_numpy(),
+        "dur_ns": s["dur_ns"].to_numpy(),
+        "event": np.flatnonzero(mask),
+    })
+    return out.sort_values("ts_ns", kind="stable").drop_duplicates("step").reset_index(drop=True)

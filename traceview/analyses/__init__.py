@@ -1,0 +1,1 @@
+"""Pure functions from a Trace's DataFrames to Reports (one module per analysis)."""

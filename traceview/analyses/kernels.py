@@ -1,0 +1,51 @@
+"""``kernel_stats``: per kernel name, the columns of ``nsys stats`` cuda_gpu_kern_sum."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..report import Report
+from .select import Selection, select_kernels
+
+NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+                "StdDev (ns)", "Name"]
+
+
+def kernel_stats(trace, sel: Selection | None = None, kind: str | None = None) -> Report:
+    """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus category."""
+    k = select_kernels(trace, sel)
+    if kind is not None:
+        k = k[k["kind"] == kind]
+    table = name_stats(k)
+    return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables={"kernels": table},
+                  info={"trace": trace.path, "selection": (sel or Selection()).describe(),
+                        "gpu_time_ns": int(k["dur_ns"].sum()), "gpu_activities": int(len(k))},
+                  notes=list(trace.warnings))
+
+
+def name_stats(k: pd.DataFrame) -> pd.DataFrame:
+    g = k.groupby("name", observed=True)["dur_ns"]
+    out = pd.DataFrame({
+        "Total Time (ns)": g.sum(), "Instances": g.size(), "Avg (ns)": g.mean(), "Med (ns)": g.median(),
+        "Min (ns)": g.min(), "Max (ns)": g.max(), "StdDev (ns)": g.std(ddof=1).fillna(0.0),
+    })
+    total = out["Total Time (ns)"].sum()
+    out.insert(0, "Time (%)", 100.0 * out["Total Time (ns)"] / total if total else 0.0)
+    out = out.reset_index().rename(columns={"name": "Name"})[NSYS_COLUMNS]
+    if "category" in k.columns:
+        cats = k.drop_duplicates("name").set_index("name")
+        for col in ("category", "tensor_core", "attention_backend"):
+            if col in cats.columns:
+                out[col] = cats[col].reindex(out["Name"].astype(str)).to_numpy()
+    return out.sort_values("Total Time (ns)", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def unclassified_report(trace, sel: Selection | None = None) -> Report:
+    from ..classify import unclassified
+
+    k = select_kernels(trace, sel)
+    table = unclassified(k)
+    return Report(kind="unclassified", title=f"Kernel names no rule matched in {trace.label}",
+                  tables={"unclassified": table},
+                  info={"trace": trace.path, "unclassified_pct_of_gpu_time": float(table["pct_of_gpu_time"].sum())
+                        if len(table) else 0.0},
+                  notes=list(trace.warnings))

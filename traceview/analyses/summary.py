@@ -1,0 +1,55 @@
+"""``summary``: device, GPU time and activity counts, per step, per kind, top kernels."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..report import Report
+from .select import Selection, count_regions, select_kernels
+
+
+def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
+    k = select_kernels(trace, sel)
+    regions = count_regions(trace, sel)
+    info = {
+        "trace": trace.path,
+        "label": trace.label,
+        "device": trace.device_name,
+        "selection": (sel or Selection()).describe(),
+        "gpu_activities": int(len(k)),
+        "gpu_time_ns": int(k["dur_ns"].sum()),
+        "steps": int(trace.kernels["step"].nunique()),
+        "kernels_per_step": len(k) / regions,
+        "gpu_time_per_step_ns": float(k["dur_ns"].sum()) / regions,
+        "linked_to_op": float(k["op"].notna().mean()) if len(k) else None,
+    }
+    tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
+    if "category" in k.columns:
+        tables["by_category"] = by_category(k)
+    return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info,
+                  notes=list(trace.warnings))
+
+
+def _totals(k: pd.DataFrame, key: str) -> pd.DataFrame:
+    g = k.groupby(key, observed=True)["dur_ns"]
+    out = pd.DataFrame({"count": g.size(), "total_ns": g.sum()})
+    total = out["total_ns"].sum()
+    out["pct_time"] = 100.0 * out["total_ns"] / total if total else 0.0
+    return out.sort_values("total_ns", ascending=False).reset_index()
+
+
+def by_kind(k: pd.DataFrame) -> pd.DataFrame:
+    return _totals(k, "kind")
+
+
+def by_category(k: pd.DataFrame) -> pd.DataFrame:
+    return _totals(k, "category")
+
+
+def per_step(k: pd.DataFrame) -> pd.DataFrame:
+    stepped = k.dropna(subset=["step"])
+    g = stepped.groupby("step", observed=True)["dur_ns"]
+    return pd.DataFrame({"gpu_activities": g.size(), "gpu_time_ns": g.sum()}).reset_index()
+
+
+def top_kernels(k: pd.DataFrame, n: int) -> pd.DataFrame:
+    return _totals(k, "name").head(n)

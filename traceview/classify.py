@@ -1,0 +1,316 @@
+"""Kernel taxonomy: read a GPU kernel's name and say what it does.
+
+The knowledge lives in ``traceview/rules/kernels.toml`` (see its header for how rules
+combine); this module only loads, validates and applies it. A trace has few distinct
+kernel names and many launches, so everything classifies each distinct name once and
+maps the result onto rows through categorical codes.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from traceview.errors import RuleError
+
+DEFAULT_RULES_PATH = Path(__file__).parent / "rules" / "kernels.toml"
+
+#: Output columns, in order. ``pass`` is a Python keyword, hence ``KernelClass.pass_``.
+COLUMNS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass", "rule")
+_FIELDS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass")
+_RULE_KEYS = {"id", "pattern", "source", "note", "examples", "applies_to", *_FIELDS}
+_TOP_KEYS = {"version", "categories", "precisions", "rule"}
+_PASSES = ("fwd", "bwd")
+_NONE = "none"  # a field set to "none" is pinned to None: traits may not fill it
+_PINNED = object()
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    """What one kernel name says. Fields are None where the name does not tell."""
+
+    category: str
+    tensor_core: bool | None = None
+    attention_backend: str | None = None
+    library: str | None = None
+    precision: str | None = None
+    pass_: str | None = None
+    rule: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One [[rule]] of a rule file; a *trait* when it sets no category."""
+
+    id: str
+    pattern: re.Pattern
+    fields: Mapping[str, object]  # field -> value, _PINNED for "none"
+    applies_to: frozenset | None = None
+    source: str = ""
+    examples: tuple = ()
+    origin: str = ""
+
+    @property
+    def is_trait(self) -> bool:
+        return "category" not in self.fields
+
+    def __hash__(self):  # fields is a dict; identity within a RuleSet is enough
+        return hash((self.id, self.pattern.pattern, self.origin))
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered list of rules plus the vocabulary they may use."""
+
+    rules: tuple
+    version: int = 1
+    categories: tuple = ()
+    precisions: tuple = ()
+    _split: tuple = field(default=(), compare=False, repr=False)
+
+    def __post_init__(self):
+        cats = tuple(r for r in self.rules if not r.is_trait)
+        traits = tuple(r for r in self.rules if r.is_trait)
+        object.__setattr__(self, "_split", (cats, traits))
+
+    def __hash__(self):
+        return hash((self.rules, self.version, self.categories, self.precisions))
+
+    def with_overrides(self, user: "RuleSet") -> "RuleSet":
+        """User rules go first; a user rule with a default rule's id replaces it."""
+        user_ids = {r.id for r in user.rules}
+        kept = tuple(r for r in self.rules if r.id not in user_ids)
+        return RuleSet(
+            rules=user.rules + kept,
+            version=self.version,
+            categories=_union(self.categories[:-1], user.categories, ("other",)),
+            precisions=_union(self.precisions, user.precisions),
+        )
+
+    def dtypes(self) -> dict:
+        """Stable column dtypes, so tables classified with one RuleSet concatenate cleanly."""
+        def vocab(key):
+            return sorted({r.fields[key] for r in self.rules if isinstance(r.fields.get(key), str)})
+        return {
+            "category": pd.CategoricalDtype(list(self.categories)),
+            "tensor_core": pd.BooleanDtype(),
+            "attention_backend": pd.CategoricalDtype(vocab("attention_backend")),
+            "library": pd.CategoricalDtype(vocab("library")),
+            "precision": pd.CategoricalDtype(list(self.precisions)),
+            "pass": pd.CategoricalDtype(list(_PASSES)),
+            "rule": pd.CategoricalDtype([r.id for r in self.rules if not r.is_trait]),
+        }
+
+
+def _union(*seqs) -> tuple:
+    return tuple(dict.fromkeys(x for s in seqs for x in s))
+
+
+# ------------------------------------------------------------------ loading / validation
+
+
+@functools.cache
+def default_rules() -> RuleSet:
+    """The rules shipped in traceview/rules/kernels.toml."""
+    return _load(DEFAULT_RULES_PATH, base=None)
+
+
+def load_rules(path) -> RuleSet:
+    """A user rule file (same format as kernels.toml; ``version`` optional).
+
+    Combine with ``default_rules().with_overrides(load_rules(path))``.
+    Raises RuleError naming the file and the problem.
+    """
+    return _load(Path(path), base=default_rules())
+
+
+def rules_from(path=None) -> RuleSet:
+    """Defaults, overridden by the user file at ``path`` when one is given."""
+    return default_rules() if path is None else default_rules().with_overrides(load_rules(path))
+
+
+def _load(path: Path, base: RuleSet | None) -> RuleSet:
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RuleError(f"{path}: cannot read rule file ({e.strerror or e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise RuleError(f"{path}: not valid TOML ({e})") from None
+    try:
+        return _parse(doc, base, str(path))
+    except ValueError as e:
+        raise RuleError(f"{path}: {e}") from None
+
+
+def _parse(doc: dict, base: RuleSet | None, origin: str) -> RuleSet:
+    unknown = set(doc) - _TOP_KEYS
+    if unknown:
+        raise ValueError(f"unknown top-level key {sorted(unknown)[0]!r}")
+    version = doc.get("version", base.version if base else None)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ValueError("'version' must be an integer")
+    own_cats = _str_list(doc, "categories")
+    categories = _union(base.categories[:-1] if base else (), own_cats, ("other",))
+    precisions = _union(base.precisions if base else (), _str_list(doc, "precisions"))
+    raw = doc.get("rule", [])
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        raise ValueError("'rule' must be an array of tables ([[rule]])")
+    rules = tuple(_parse_rule(r, i, categories, precisions, origin) for i, r in enumerate(raw))
+    dup = _first_duplicate(r.id for r in rules)
+    if dup:
+        raise ValueError(f"duplicate rule id {dup!r}")
+    return RuleSet(rules=rules, version=version, categories=categories, precisions=precisions)
+
+
+def _str_list(doc, key) -> tuple:
+    val = doc.get(key, [])
+    if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
+        raise ValueError(f"{key!r} must be a list of strings")
+    return tuple(val)
+
+
+def _first_duplicate(ids):
+    seen = set()
+    for i in ids:
+        if i in seen:
+            return i
+        seen.add(i)
+    return None
+
+
+def _parse_rule(raw: dict, index: int, categories, precisions, origin) -> Rule:
+    rid = raw.get("id")
+    if not isinstance(rid, str) or not rid:
+        raise ValueError(f"rule #{index + 1}: missing 'id'")
+    where = f"rule {rid!r}"
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    pattern = raw.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError(f"{where}: missing 'pattern'")
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"{where}: bad regex {pattern!r} ({e})") from None
+    fields = {k: _check_field(where, k, raw[k], categories, precisions) for k in _FIELDS if k in raw}
+    if not fields:
+        raise ValueError(f"{where}: sets no field")
+    applies = raw.get("applies_to")
+    if applies is not None:
+        applies = frozenset(_check_list(where, "applies_to", applies, categories))
+    examples = raw.get("examples", [])
+    if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
+        raise ValueError(f"{where}: 'examples' must be a list of strings")
+    return Rule(rid, compiled, fields, applies, str(raw.get("source", "")), tuple(examples), origin)
+
+
+def _check_list(where, key, val, allowed):
+    if not isinstance(val, list) or not all(v in allowed for v in val):
+        raise ValueError(f"{where}: {key!r} must list known categories, got {val!r}")
+    return val
+
+
+def _check_field(where, key, val, categories, precisions):
+    if val == _NONE and key != "category":
+        return _PINNED
+    allowed = {"category": categories, "precision": precisions, "pass": _PASSES}.get(key)
+    if key == "tensor_core":
+        ok = isinstance(val, bool)
+    elif allowed is not None:
+        ok = val in allowed and val != "other"
+    else:
+        ok = isinstance(val, str) and bool(val)
+    if not ok:
+        raise ValueError(f"{where}: bad {key} {val!r}")
+    return val
+
+
+# ------------------------------------------------------------------ classification
+
+
+def explain(name: str, rules: RuleSet | None = None) -> dict:
+    """field -> (value, id of the rule that set it); the basis of classify() and the tests."""
+    cat_rules, traits = (rules or default_rules())._split
+    out: dict = {}
+    for r in cat_rules:
+        if r.pattern.search(name):
+            out = {k: (v, r.id) for k, v in r.fields.items()}
+            break
+    category = out.get("category", ("other", None))[0]
+    for r in traits:
+        if r.applies_to is not None and category not in r.applies_to:
+            continue
+        missing = [k for k in r.fields if k not in out]
+        if missing and r.pattern.search(name):
+            out.update({k: (r.fields[k], r.id) for k in missing})
+    return out
+
+
+def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
+    """Classify one kernel name (first matching category rule, then traits)."""
+    got = explain(name, rules)
+    val = {k: (None if v is _PINNED else v) for k, (v, _) in got.items()}
+    return KernelClass(
+        category=val.get("category", "other"),
+        tensor_core=val.get("tensor_core"),
+        attention_backend=val.get("attention_backend"),
+        library=val.get("library"),
+        precision=val.get("precision"),
+        pass_=val.get("pass"),
+        rule=got["category"][1] if "category" in got else None,
+    )
+
+
+def classify_names(names: Iterable, rules: RuleSet | None = None) -> pd.DataFrame:
+    """One row per distinct name (index), the 7 taxonomy columns with stable dtypes."""
+    rules = rules or default_rules()
+    distinct = pd.unique(pd.Series(list(names), dtype=object).dropna().astype(str))
+    rows = [classify(n, rules) for n in distinct]
+    data = {
+        "category": [k.category for k in rows],
+        "tensor_core": [k.tensor_core for k in rows],
+        "attention_backend": [k.attention_backend for k in rows],
+        "library": [k.library for k in rows],
+        "precision": [k.precision for k in rows],
+        "pass": [k.pass_ for k in rows],
+        "rule": [k.rule for k in rows],
+    }
+    dtypes = rules.dtypes()
+    index = pd.Index(distinct, dtype=object, name="name")
+    return pd.DataFrame({c: pd.array(data[c], dtype=dtypes[c]) for c in COLUMNS}, index=index)
+
+
+def annotate(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFrame:
+    """Copy of ``kernels`` with the 7 taxonomy columns, classifying each distinct name once."""
+    names = kernels["name"]
+    cat = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(names)
+    table = classify_names(cat.categories, rules)
+    codes = np.asarray(cat.codes)  # -1 (missing name) -> NA via allow_fill
+    out = kernels.copy()
+    for col in COLUMNS:
+        out[col] = table[col].array.take(codes, allow_fill=True)
+    return out
+
+
+def unclassified(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFrame:
+    """Names no rule matched: name, count, total_ns, pct_of_gpu_time; biggest first."""
+    if "category" not in kernels.columns:
+        kernels = annotate(kernels, rules)
+    total = kernels["dur_ns"].sum()
+    other = kernels.loc[kernels["category"] == "other", ["name", "dur_ns"]]
+    grouped = other.groupby(other["name"].astype(str), sort=False)["dur_ns"].agg(["count", "sum"])
+    out = grouped.rename(columns={"sum": "total_ns"}).rename_axis("name").reset_index()
+    out["total_ns"] = out["total_ns"].astype("int64")
+    out["pct_of_gpu_time"] = 100.0 * out["total_ns"] / total if total else 0.0
+    return out.sort_values("total_ns", ascending=False, ignore_index=True)

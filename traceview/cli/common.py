@@ -1,0 +1,111 @@
+"""Options, loading and error handling shared by every command."""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from .. import load as load_trace
+from ..analyses.select import Selection
+from ..errors import TraceviewError
+from ..render import FORMATS, render
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
+EXIT_UNREADABLE = 1
+EXIT_INTERNAL = 3
+
+
+def expand_paths(paths) -> list[str]:
+    """Files as given; folders contribute their trace files (sorted)."""
+    out = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
+                           and f.name != "manifest.json")
+            if not found:
+                raise TraceviewError(f"{p}: folder holds no .json or .json.gz traces")
+            out += found
+        else:
+            out.append(str(p))
+    return out
+
+
+def load_options(f):
+    """Options every command that reads traces takes."""
+    opts = [
+        click.option("--salvage", is_flag=True, help="Load a truncated trace up to the cut, with a warning."),
+        click.option("--max-size", type=int, default=None, metavar="MIB",
+                     help="Refuse traces that decompress to more than MIB mebibytes (default 16384)."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the columnar cache."),
+        click.option("--rules", type=click.Path(dir_okay=False), default=None,
+                     help="TOML file of kernel classification rules that override the defaults."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def select_options(f):
+    opts = [
+        click.option("--step", type=int, default=None, help="Only this ProfilerStep#N."),
+        click.option("--annotation", default=None, help="Only activities launched inside this record_function."),
+        click.option("--device", type=int, default=None, help="Only this GPU device."),
+        click.option("--stream", type=int, default=None, help="Only this stream."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def format_option(f):
+    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+                        help="Output format.")(f)
+
+
+def loader(salvage, max_size, no_cache, rules):
+    kwargs = {"salvage": salvage, "cache": False if no_cache else None}
+    if max_size is not None:
+        kwargs["max_bytes"] = max_size * 2**20
+    if rules is not None:
+        from ..classify import default_rules, load_rules
+
+        kwargs["rules"] = default_rules().with_overrides(load_rules(rules))
+
+    def _load(path):
+        trace = load_trace(path, **kwargs)
+        for w in trace.warnings:
+            click.echo(f"warning: {w}", err=True)
+        return trace
+
+    return _load
+
+
+def friendly(f):
+    """User-caused failures print one line and exit 1; bugs print one line and exit 3."""
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except TraceviewError as exc:
+            click.echo(f"traceview: error: {exc}", err=True)
+            sys.exit(EXIT_UNREADABLE)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except BrokenPipeError:
+            sys.exit(0)
+        except Exception as exc:  # a bug, not the user's fault: say so in one line
+            if os.environ.get("TRACEVIEW_DEBUG"):
+                raise
+            click.echo(f"traceview: internal error: {type(exc).__name__}: {exc} "
+                       "(set TRACEVIEW_DEBUG=1 for the traceback)", err=True)
+            sys.exit(EXIT_INTERNAL)
+    return wrapper
+
+
+def emit(report, fmt):
+    click.echo(render(report, fmt), nl=False)
+
+

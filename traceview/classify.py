@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -212,7 +213,7 @@ def _parse_rule(raw: dict, index: int, categories, precisions, origin) -> Rule:
     examples = raw.get("examples", [])
     if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
         raise ValueError(f"{where}: 'examples' must be a list of strings")
-    return Rule(rid, compiled, fields, applies, str(raw.get("source", "")), tuple(examples), origin)
+    return Rule(rid, compiled, types.MappingProxyType(fields), applies, str(raw.get("source", "")), tuple(examples), origin)
 
 
 def _check_list(where, key, val, allowed):
@@ -241,7 +242,7 @@ def _check_field(where, key, val, categories, precisions):
 
 def explain(name: str, rules: RuleSet | None = None) -> dict:
     """field -> (value, id of the rule that set it); the basis of classify() and the tests."""
-    cat_rules, traits = (rules or default_rules())._split
+    cat_rules, traits = _resolve(rules)._split
     out: dict = {}
     for r in cat_rules:
         if r.pattern.search(name):
@@ -255,6 +256,15 @@ def explain(name: str, rules: RuleSet | None = None) -> dict:
         if missing and r.pattern.search(name):
             out.update({k: (r.fields[k], r.id) for k in missing})
     return out
+
+
+def _resolve(rules) -> RuleSet:
+    """None -> defaults; a RuleSet as is; a path -> defaults overridden by that user file."""
+    if rules is None:
+        return default_rules()
+    if isinstance(rules, RuleSet):
+        return rules
+    return default_rules().with_overrides(load_rules(rules))
 
 
 def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
@@ -273,8 +283,11 @@ def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
 
 
 def classify_names(names: Iterable, rules: RuleSet | None = None) -> pd.DataFrame:
-    """One row per distinct name (index), the 7 taxonomy columns with stable dtypes."""
-    rules = rules or default_rules()
+    """One row per distinct name (index), the 7 taxonomy columns with stable dtypes.
+
+    ``rules``: None (defaults), a RuleSet, or the path of a user rule file (overrides defaults).
+    """
+    rules = _resolve(rules)
     distinct = pd.unique(pd.Series(list(names), dtype=object).dropna().astype(str))
     rows = [classify(n, rules) for n in distinct]
     data = {
@@ -295,7 +308,7 @@ def annotate(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFram
     """Copy of ``kernels`` with the 7 taxonomy columns, classifying each distinct name once."""
     names = kernels["name"]
     cat = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(names)
-    table = classify_names(cat.categories, rules)
+    table = classify_names(cat.categories, _resolve(rules))
     codes = np.asarray(cat.codes)  # -1 (missing name) -> NA via allow_fill
     out = kernels.copy()
     for col in COLUMNS:

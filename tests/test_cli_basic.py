@@ -1,0 +1,106 @@
+"""The summary and kernels commands: numbers, formats, exit codes."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import traceview as tv
+from corpus import CORPUS
+from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+H100 = CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
+needs_corpus = pytest.mark.skipif(not H100.exists(), reason="corpus absent")
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_summary_runs_on_every_sample_trace():
+    result = run("summary", SAMPLES, "--no-cache")
+    assert result.exit_code == 0, result.output
+    for variant in ("naive", "naive_inplace", "sdpa_math", "sdpa_flash"):
+        assert f"Summary of {variant}" in result.output
+
+
+@needs_corpus
+def test_kernels_json_matches_the_dataframe():
+    result = run("kernels", H100, "--format", "json", "--no-cache")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["schema"] == "traceview.report" and doc["kind"] == "kernels"
+    rows = doc["tables"]["kernels"]
+    k = tv.load(H100, cache=False).kernels
+    assert sum(r["Instances"] for r in rows) == len(k)
+    assert sum(r["Total Time (ns)"] for r in rows) == int(k["dur_ns"].sum())
+    top = rows[0]
+    same = k[k["name"] == top["Name"]]["dur_ns"]
+    assert top["Total Time (ns)"] == int(same.sum()) and top["Max (ns)"] == int(same.max())
+    assert top["Med (ns)"] == float(same.median())
+    assert abs(sum(r["Time (%)"] for r in rows) - 100.0) < 1e-6
+
+
+@needs_corpus
+def test_kernels_csv_and_markdown():
+    out = run("kernels", H100, "--format", "csv", "--no-cache").output
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and {"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
+                     "Max (ns)", "Name"} <= set(rows[0])
+    md = run("kernels", H100, "--format", "markdown", "--no-cache").output
+    assert "| Time (%) | Total Time (ns) | Instances |" in md
+
+
+@needs_corpus
+def test_summary_step_selection_counts_one_step():
+    t = tv.load(H100, cache=False)
+    step = int(t.kernels["step"].dropna().iloc[0])
+    doc = json.loads(run("summary", H100, "--step", step, "--format", "json", "--no-cache").output)
+    assert doc["info"]["gpu_activities"] == int((t.kernels["step"] == step).sum())
+
+
+@needs_corpus
+def test_unclassified_lists_only_other():
+    doc = json.loads(run("kernels", H100, "--unclassified", "--format", "json", "--no-cache").output)
+    assert doc["kind"] == "unclassified"
+    assert doc["tables"]["unclassified"] == []
+
+
+def test_unknown_step_is_a_one_line_error(tmp_path):
+    result = run("summary", SAMPLES / "naive.json.gz", "--step", 999, "--no-cache")
+    assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("content,needle", [
+    (None, "no such file"),
+    (b"", "empty file"),
+    (b"hello", "not JSON"),
+    (b'{"traceEvents": [{"ph": "X", ', "truncated"),
+    (b'{"foo": 1}', "no traceEvents"),
+    (b"\x1f\x8b\x08\x00garbage-garbage", "gzip"),
+])
+def test_bad_input_is_one_line_on_stderr_exit_1(tmp_path, content, needle):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "traceview", "summary", str(path), "--no-cache"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(path) in lines[0] and needle in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_usage_error_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "traceview", "summary", "--format", "xml", "x"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

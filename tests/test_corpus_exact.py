@@ -35,9 +35,14 @@ def independent_counts(path):
     return count, dur, ts, n_x
 
 
-@pytest.mark.parametrize("path", corpus_params())
-def test_counts_and_durations_exact(path):
-    trace = tv.load(path, cache=False)
+@pytest.fixture(scope="module", params=corpus_params())
+def loaded(request):
+    """Each corpus trace loaded once for all the tests below (pytest groups them by file)."""
+    return request.param, tv.load(request.param, cache=False)
+
+
+def test_counts_and_durations_exact(loaded):
+    path, trace = loaded
     count, dur, ts, n_x = independent_counts(path)
     k = trace.kernels
     assert len(trace.events) == n_x
@@ -50,10 +55,9 @@ def test_counts_and_durations_exact(path):
     assert isinstance(k["name"].dtype, pd.CategoricalDtype)
 
 
-@pytest.mark.parametrize("path", corpus_params())
-def test_linkage(path):
+def test_linkage(loaded):
     """Report the share of GPU activities linked to a CPU op; modern traces link (nearly) all."""
-    trace = tv.load(path, cache=False)
+    path, trace = loaded
     k = trace.kernels
     linked = float(k["op"].notna().mean()) if len(k) else 1.0
     print(f"\n{path.parent.name}/{path.name}: {len(k)} GPU activities, {linked:.1%} linked to a CPU op, "
@@ -70,15 +74,14 @@ def test_linkage(path):
         assert linked >= 0.99
 
 
-@pytest.mark.parametrize("path", corpus_params())
-def test_external_id_agrees_with_nesting(path):
+def test_external_id_agrees_with_nesting(loaded):
     """Where a launch's External id names a cpu_op, nesting found that very op.
 
     Some 2022-2023 Kineto builds wrote the correlation id into the launch's
     External id instead; those launches name no op and are left out here,
     which is why traceview links by nesting first.
     """
-    trace = tv.load(path, cache=False)
+    path, trace = loaded
     ev, k = trace.events, trace.kernels
     ok = ((k["launch"] >= 0) & (k["op_event"] >= 0)).to_numpy()
     launch_rows = k.loc[ok, "launch"].to_numpy()

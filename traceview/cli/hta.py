@@ -1,0 +1,36 @@
+"""``traceview hta``: Holistic Trace Analysis's breakdowns of a trace, as a traceview Report."""
+from __future__ import annotations
+
+import click
+
+from . import main
+from .common import emit, format_option, friendly, load_options, loader
+
+ANALYSES = ("temporal", "idle", "kernels", "launch")
+
+
+@main.command()
+@click.argument("trace")
+@format_option
+@load_options
+@click.option("--analysis", type=click.Choice(ANALYSES), default="temporal", show_default=True,
+              help="Which HTA analysis: temporal breakdown, idle time, kernel breakdown, launch statistics.")
+@click.option("--rank", type=int, default=None,
+              help="Rank to file the trace under (default: distributedInfo.rank in the trace, else 0).")
+@click.option("--drop-last-step", is_flag=True, help="Drop the last ProfilerStep, as HTA does by default.")
+@click.option("--no-ns-rounding", is_flag=True,
+              help="Keep fractional-µs timestamps instead of HTA's inward rounding (HTA_DISABLE_NS_ROUNDING).")
+@friendly
+def hta(trace, fmt, salvage, max_size, no_cache, rules, analysis, rank, drop_last_step, no_ns_rounding):
+    """HTA's temporal/idle/kernel/launch analysis, COMPUTATION split by traceview's categories.
+
+    Needs Holistic Trace Analysis: pip install 'traceview[hta]'.
+    """
+    from ..interop.hta import import_hta, to_hta
+
+    import_hta()  # fail fast, before loading, with the install hint
+    from ..analyses.hta_views import hta_report
+
+    t = loader(salvage, max_size, no_cache, rules)(trace)
+    ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=not no_ns_rounding)
+    emit(hta_report(t, ta, analysis), fmt)

@@ -1,0 +1,1 @@
+"""Bridges to other trace-analysis tools. Each bridge imports its tool only when called."""

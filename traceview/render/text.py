@@ -47,24 +47,25 @@ def _render_rich(report) -> str:
     from io import StringIO
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     buf = StringIO()
     console = Console(file=buf, force_terminal=True, width=160)
     console.print(f"[bold]{report.title}[/bold]")
     for key, value in info_lines(report.info):
-        console.print(f"  [dim]{key}:[/dim] {value}")
+        console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}")
     if report.findings:
         console.print("\n[bold]Findings[/bold]")
         for f in report.findings:
-            console.print(f"  • {f}")
+            console.print(f"  • {escape(f)}")
     for name, df in report.tables.items():
-        table = Table(title=name, title_justify="left")
+        table = Table(title=escape(name), title_justify="left")
         for c in df.columns:
-            table.add_column(str(c), justify="right" if df[c].dtype.kind in "iuf" else "left")
+            table.add_column(escape(str(c)), justify="right" if df[c].dtype.kind in "iuf" else "left")
         for row in display_frame(df):
-            table.add_row(*row)
+            table.add_row(*(escape(c) for c in row))
         console.print(table)
     for n in report.notes:
-        console.print(f"[yellow]note:[/yellow] {n}")
+        console.print(f"[yellow]note:[/yellow] {escape(n)}")
     return buf.getvalue()

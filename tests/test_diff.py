@@ -1,0 +1,372 @@
+"""``traceview diff``: kernel-name matching, per-step numbers, findings, formats, CLI.
+
+GPU-side behaviour is tested on synthetic traces (tests/synth.py) that carry the
+real kernel names of the attention story; CPU-side behaviour on the CPU sample
+traces; real-world behaviour on the HTA trace_diff pair of the shared corpus
+(an A100 vs a V100 run of the same model), skipped when the corpus is absent.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import synth
+import traceview as tv
+from corpus import CORPUS
+from traceview.analyses.diff import ARROW, gemm_family, normalise_kernel_name, short_kernel_name
+from traceview.analyses.select import Selection
+from traceview.cli import main
+from traceview.errors import TraceviewError
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+HTA_A = CORPUS / "hta" / "trace_diff__control__control.json.gz"
+HTA_B = CORPUS / "hta" / "trace_diff__test__test.json.gz"
+needs_corpus = pytest.mark.skipif(not (HTA_A.exists() and HTA_B.exists()), reason="corpus absent")
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("synth")
+    for variant in synth.EXPECTED_PER_STEP:
+        synth.make(d, variant)
+    synth.make(d, "naive", steps=5, name="naive_5steps", first_step=10)
+    synth.make(d, "sdpa_math", steps=5, name="sdpa_math_5steps")
+    return d
+
+
+@pytest.fixture(scope="module")
+def st(synth_dir):
+    """Loaded synthetic traces by file stem."""
+    return {p.name[:-len(".json.gz")]: tv.load(p, cache=False) for p in sorted(synth_dir.glob("*.json.gz"))}
+
+
+def per_step_kernels(trace) -> float:
+    """Independently: GPU activities inside steps / number of steps."""
+    k = trace.kernels
+    return float(k["step"].notna().sum()) / len(trace.steps)
+
+
+def per_step_gpu_ns(trace) -> float:
+    k = trace.kernels
+    return float(k.loc[k["step"].notna().to_numpy(), "dur_ns"].sum()) / len(trace.steps)
+
+
+def overview(report) -> dict:
+    o = report["overview"]
+    return {m: (a, b) for m, a, b in zip(o["metric"], o["a"], o["b"])}
+
+
+# ------------------------------------------------------------------ kernel-name matching
+
+
+@pytest.mark.parametrize("a, b", [
+    ("ampere_sgemm_128x64_tn", "ampere_sgemm_64x32_tn"),                      # tile size
+    ("ampere_sgemm_128x64_tn", "volta_sgemm_128x32_tn"),                      # architecture
+    ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn",
+     "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_tn"),           # dtype + tiles
+    (synth.MUL, synth.MUL_F32),                                               # template type args
+    (synth.SOFTMAX, synth.SOFTMAX_F32),
+    (synth.FMHA, "fmha_cutlassF_f16_aligned_32x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+                 "cutlass::half_t, cutlass::arch::Sm80, true, 32, 128, 128, true, true>::Params)"),
+    (synth.FLASH, synth.FLASH.replace("64, 128, 128, 4", "128, 64, 64, 4").replace("true, false>", "false, false>")),
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(cutlass_80_tensorop_s1688gemm_"
+     "64x64_16x6_nn_align4::Params)",
+     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x256_32x3_nn_align1>(cutlass_80_tensorop_s1688gemm_"
+     "128x256_32x3_nn_align1::Params)"),
+    (synth.MASKED_FILL, synth.MASKED_FILL.replace("c10::BFloat16, bool", "float, bool").replace("#10", "#7")),
+    ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_12"),
+])
+def test_same_kernel_matches_across_numbers_templates_and_dtypes(a, b):
+    assert normalise_kernel_name(a) == normalise_kernel_name(b)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("ampere_sgemm_128x64_tn", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"),  # CUDA vs tensor cores
+    (synth.MUL, synth.ADD),                                   # different functor, same template
+    (synth.MUL, synth.FILL),
+    ("Memcpy DtoD (Device -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+    (synth.FMHA, synth.FLASH),
+    (synth.WHERE, synth.MASKED_FILL),                         # lambdas of different kernels
+    ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_nn"),     # layout is not a number
+])
+def test_different_kernels_stay_apart(a, b):
+    assert normalise_kernel_name(a) != normalise_kernel_name(b)
+
+
+def test_normalised_names_read_well():
+    assert normalise_kernel_name(synth.MUL) == \
+        "at::native::vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>, Array>"
+    assert normalise_kernel_name(synth.SOFTMAX) == "softmax_warp_forward"
+    assert normalise_kernel_name("ampere_sgemm_128x64_tn") == "ARCH_sgemm_NxN_tn"
+    assert normalise_kernel_name(synth.MASKED_FILL) == \
+        "at::native::elementwise_kernel<gpu_kernel_impl_nocast<masked_fill_kernel>>"
+    assert normalise_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
+    # unbalanced brackets (operator<) must not raise
+    assert normalise_kernel_name("void foo<int(bar") != ""
+
+
+def test_gemm_families_and_short_names():
+    assert gemm_family(synth.GEMM_TC) == "s16816"
+    assert gemm_family(synth.GEMM_SIMT) == "sgemm"
+    assert gemm_family("volta_sgemm_128x32_nt") == "sgemm"
+    assert gemm_family("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x)") == "s1688"
+    assert short_kernel_name(synth.FMHA) == "fmha_cutlassF"
+    assert short_kernel_name(synth.FLASH) == "flash_fwd_kernel"
+    assert short_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
+
+
+# ------------------------------------------------------------------ the attention story (synthetic GPU traces)
+
+
+def test_naive_vs_inplace_the_memcpy_is_gone_with_its_op_chain(st):
+    a, b = st["naive"], st["naive_inplace"]
+    r = tv.diff(a, b)
+    assert r.kind == "diff"
+    ov = overview(r)
+    assert ov["gpu_activities_per_step"] == (per_step_kernels(a), per_step_kernels(b)) == (6.0, 5.0)
+    assert ov["gpu_time_per_step_us"] == pytest.approx((per_step_gpu_ns(a) / 1e3, per_step_gpu_ns(b) / 1e3))
+    only_a = r["only_in_a"]
+    assert only_a["kernel"].tolist() == ["Memcpy DtoD (Device -> Device)"]
+    row = only_a.iloc[0]
+    assert row["count"] == 1.0 and row["time_ns"] == 15_000 and row["category"] == "memcpy"
+    chain = row["launched_by"].split(ARROW)
+    assert chain[0] == "aten::masked_fill" and chain[-1] == "aten::copy_"
+    assert row["launched_by"] == "aten::masked_fill → aten::clone → aten::copy_"
+    assert len(r["only_in_b"]) == 0
+    text = " ".join(r.findings)
+    assert "Memcpy DtoD (Device -> Device) (1 per step" in text and "is gone in B" in text
+    assert "launched by aten::masked_fill → aten::clone → aten::copy_" in text
+    assert "B launches 5 kernels per step vs 6 in A" in text
+    cat = r["by_category"].set_index("category")
+    assert cat.loc["memcpy", "a_count"] == 1 and cat.loc["memcpy", "b_count"] == 0
+    assert cat.loc["gemm", "ratio_time"] == pytest.approx(1.0)
+
+
+def test_naive_vs_sdpa_math_gemms_move_to_cuda_cores(st):
+    a, b = st["naive"], st["sdpa_math"]
+    r = tv.diff(a, b)
+    ov = overview(r)
+    assert ov["gpu_activities_per_step"] == (6.0, 17.0)
+    assert r.info["ratio_kernels"] == pytest.approx(17 / 6)
+    assert r.info["ratio_gpu_time"] == pytest.approx(per_step_gpu_ns(b) / per_step_gpu_ns(a))
+    g = r["gemm_path"].set_index("side")
+    assert g.loc["A", "tensor_core_pct"] == 100.0 and g.loc["B", "tensor_core_pct"] == 0.0
+    assert g.loc["A", "dominant_family"] == "s16816" and g.loc["B", "dominant_family"] == "sgemm"
+    assert "GEMMs moved from tensor cores (s16816) to CUDA cores (sgemm)" in " ".join(r.findings)
+    assert "most GPU time runs in fp32 in B" in " ".join(r.findings)
+    only_b = r["only_in_b"].set_index("kernel")
+    assert only_b.loc["ARCH_sgemm_NxN_tn", "launched_by"].endswith("aten::matmul → aten::bmm")
+    assert only_b.loc[normalise_kernel_name(synth.CAST), "count"] == 4.0
+    # the softmax kernel matches across bf16 -> fp32 and shows up as changed, not new
+    both = r["by_kernel"].set_index("kernel")
+    assert both.loc["softmax_warp_forward", "ratio_time"] == pytest.approx(25 / 12)
+    att = r["attention"].set_index("side")
+    assert att.loc["A", "backend"] == "none" and att.loc["B", "backend"] == "unfused: math"
+
+
+@pytest.mark.parametrize("variant, backend, words", [
+    ("sdpa_efficient", "mem_efficient", "attention runs as one fmha_cutlassF kernel per step (memory-efficient backend)"),
+    ("sdpa_flash", "flash", "attention runs as one flash_fwd_kernel kernel per step (flash backend)"),
+])
+def test_fused_attention_backend(st, variant, backend, words):
+    r = tv.diff(st["naive"], st[variant])
+    att = r["attention"].set_index("side")
+    assert att.loc["B", "backend"] == backend and att.loc["B", "kernels"] == 1.0
+    assert f"B: {words}" in r.findings
+    assert overview(r)["gpu_activities_per_step"] == (6.0, 1.0)
+
+
+def test_five_steps_compare_with_three_per_step(st):
+    r = tv.diff(st["naive_5steps"], st["naive"])
+    ov = overview(r)
+    assert ov["regions"] == (5.0, 3.0)
+    o = r["overview"].set_index("metric")
+    for metric in ("gpu_activities_per_step", "gpu_time_per_step_us", "kernel_launches_per_step", "cpu_ops_per_step"):
+        assert o.loc[metric, "delta"] == 0 and o.loc[metric, "ratio"] == pytest.approx(1.0), metric
+    assert len(r["only_in_a"]) == 0 and len(r["only_in_b"]) == 0
+    assert (r["by_category"]["ratio_count"] == 1.0).all()
+    # and against a different variant: 6 vs 17 per step, not 30 vs 51 in all
+    r2 = tv.diff(st["naive_5steps"], st["sdpa_math"])
+    assert overview(r2)["gpu_activities_per_step"] == (6.0, 17.0)
+    r3 = tv.diff(st["naive"], st["sdpa_math_5steps"])
+    assert overview(r3)["gpu_activities_per_step"] == (6.0, 17.0)
+    assert len(st["naive_5steps"].kernels) == 30
+
+
+def test_one_step_and_annotation_selection(st, synth_dir):
+    r = tv.diff(st["naive"], st["sdpa_math"], step=4)
+    assert overview(r)["regions"] == (1.0, 1.0)
+    assert overview(r)["gpu_activities_per_step"] == (6.0, 17.0)
+    with pytest.raises(TraceviewError, match="has no step 99"):
+        tv.diff(st["naive"], st["sdpa_math"], step=99)
+    r = tv.diff(synth_dir / "naive.json.gz", synth_dir / "sdpa_math.json.gz", annotation="naive",
+                annotation_b="sdpa_math", cache=False)
+    assert r.info["normalised_by"] == "annotation: 3 in A, 3 in B"
+    assert overview(r)["gpu_activities_per_step"] == (6.0, 17.0)
+    with pytest.raises(TraceviewError, match="no annotation named 'nope'"):
+        tv.diff(st["naive"], st["sdpa_math"], annotation="nope")
+
+
+def test_stream_selection_that_matches_nothing_gives_zero(st):
+    r = tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=99))
+    assert overview(r)["cpu_ops_per_step"] == (22.0, 17.0)  # CPU side unaffected by a GPU stream filter
+    assert "overview" in r.tables
+
+
+# ------------------------------------------------------------------ CPU-only sample traces
+
+
+def test_cpu_traces_compare_ops_per_step():
+    a, b = tv.load(SAMPLES / "naive.json.gz"), tv.load(SAMPLES / "naive_inplace.json.gz")
+    r = tv.diff(a, b)
+    assert "by_category" not in r.tables and "only_in_a" not in r.tables
+    assert r.findings[0].startswith("neither trace holds GPU activity")
+    manifest = json.loads((SAMPLES / "manifest.json").read_text())["collected"]
+    expect = {v: sum(manifest[v]["trace_op_counts"].values()) / manifest[v]["steps"] for v in ("naive", "naive_inplace")}
+    assert overview(r)["cpu_ops_per_step"] == (expect["naive"], expect["naive_inplace"]) == (45.0, 36.0)
+    ops = r["cpu_ops"].set_index("op")
+    assert ops.loc["aten::copy_", "a_count"] == 2 and ops.loc["aten::copy_", "b_count"] == 1
+    a_steps = a.ops[a.ops["step"].notna()]
+    assert ops.loc["aten::bmm", "a_time_ns"] == pytest.approx(
+        a_steps.loc[a_steps["name"] == "aten::bmm", "dur_ns"].sum() / 3)
+    assert "aten::masked_fill → aten::clone → aten::copy_" in r["cpu_only_in_a"]["chain"].tolist()
+    text = "\n".join(r.findings)
+    assert "A runs aten::masked_fill, aten::clone, aten::empty_like and aten::empty per step that B does not" in text
+    assert "aten::masked_fill copies (aten::copy_ under it: aten::masked_fill → aten::clone → aten::copy_, " \
+           "1 per step) in A, not in B" in text
+    assert "B runs 36 CPU ops per step vs 45 in A" in text
+
+
+def test_cpu_traces_math_backend_ops():
+    r = tv.diff(SAMPLES / "naive.json.gz", SAMPLES / "sdpa_math.json.gz")
+    new_ops = next(f for f in r.findings if f.startswith("B runs aten::"))
+    for name in ("aten::ones", "aten::tril", "aten::_safe_softmax"):
+        assert name in new_ops
+    assert any("SDPA math backend" in f for f in r.findings)
+    r = tv.diff(SAMPLES / "sdpa_math.json.gz", SAMPLES / "sdpa_flash.json.gz")
+    assert "B: attention runs as aten::_scaled_dot_product_flash_attention_for_cpu (CPU flash backend)" in r.findings
+
+
+# ------------------------------------------------------------------ JSON
+
+
+DIFF_TABLES = {
+    "overview": ["metric", "a", "b", "delta", "ratio"],
+    "by_category": ["category", "a_count", "b_count", "delta_count", "ratio_count", "a_time_ns", "b_time_ns",
+                    "delta_time_ns", "ratio_time"],
+    "only_in_a": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example"],
+    "only_in_b": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example"],
+    "by_kernel": ["kernel", "category", "a_count", "b_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time"],
+    "gemm_path": ["side", "trace", "gemm_kernels", "gemm_time_ns", "gemm_pct", "tensor_core_pct",
+                  "dominant_family", "families"],
+    "attention": ["side", "trace", "backend", "kernels", "time_ns", "kernel", "sdpa_op"],
+    "cpu_ops": ["op", "a_count", "b_count", "delta_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time"],
+    "cpu_only_in_a": ["chain", "op", "count", "time_ns"],
+    "cpu_only_in_b": ["chain", "op", "count", "time_ns"],
+}
+
+
+def test_json_holds_the_documented_fields(synth_dir):
+    res = CliRunner().invoke(main, ["diff", str(synth_dir / "naive.json.gz"), str(synth_dir / "sdpa_math.json.gz"),
+                                    "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["schema"] == "traceview.report" and doc["schema_version"] == 1 and doc["kind"] == "diff"
+    assert set(doc) == {"schema", "schema_version", "kind", "title", "info", "findings", "tables", "notes"}
+    assert set(doc["tables"]) == set(DIFF_TABLES)
+    for name, cols in DIFF_TABLES.items():
+        assert doc["tables"][name], name
+        assert list(doc["tables"][name][0]) == cols, name
+    for key in ("a", "b", "a_label", "b_label", "normalised_by", "a_gpu_time_per_step_ns", "b_gpu_time_per_step_ns",
+                "ratio_gpu_time", "a_kernels_per_step", "b_kernels_per_step", "ratio_kernels",
+                "a_cpu_time_per_step_ns", "b_cpu_time_per_step_ns", "a_cpu_ops_per_step", "b_cpu_ops_per_step"):
+        assert key in doc["info"], key
+    assert doc["info"]["a_kernels_per_step"] == 6.0 and doc["info"]["b_kernels_per_step"] == 17.0
+    assert any("GEMMs moved" in f for f in doc["findings"])
+    # the schema doc names every table and column
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "json-schema.md").read_text()
+    for name, cols in DIFF_TABLES.items():
+        assert f"`{name}`" in docs, name
+        for c in cols:
+            assert f"`{c}`" in docs, (name, c)
+
+
+def test_json_on_cpu_traces_has_cpu_tables_only():
+    res = CliRunner().invoke(main, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz"),
+                                    "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc["tables"]) == {"overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b"}
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_diff_table_markdown_csv(synth_dir):
+    a, b = str(synth_dir / "naive.json.gz"), str(synth_dir / "naive_inplace.json.gz")
+    runner = CliRunner()
+    res = runner.invoke(main, ["diff", a, b, "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert "Diff: A = naive vs B = naive_inplace (per step)" in res.stdout
+    assert "Memcpy DtoD" in res.stdout and "[only_in_a]" in res.stdout
+    res = runner.invoke(main, ["diff", a, b, "--format", "markdown", "--no-cache"])
+    assert res.exit_code == 0 and "### only_in_a" in res.stdout
+    res = runner.invoke(main, ["diff", a, b, "--format", "csv", "--no-cache", "--step", "4"])
+    assert res.exit_code == 0 and res.stdout.startswith("table,")
+
+
+def test_cli_diff_bad_path_is_one_line(tmp_path, synth_dir):
+    res = CliRunner().invoke(main, ["diff", str(tmp_path / "missing.json.gz"), str(synth_dir / "naive.json.gz")])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "missing.json.gz" in lines[0] and "no such file" in lines[0]
+    assert "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["diff", str(synth_dir / "naive.json.gz"), str(synth_dir / "naive.json.gz"),
+                                    "--step", "42"])
+    assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1 and "no step 42" in res.stderr
+
+
+# ------------------------------------------------------------------ real traces (corpus)
+
+
+@pytest.fixture(scope="module")
+def hta_pair():
+    if not (HTA_A.exists() and HTA_B.exists()):
+        pytest.skip("corpus absent")
+    return tv.load(HTA_A, cache=False), tv.load(HTA_B, cache=False)
+
+
+@needs_corpus
+def test_corpus_a100_vs_v100(hta_pair):
+    a, b = hta_pair
+    r = tv.diff(a, b)
+    ov = overview(r)
+    assert ov["regions"] == (len(a.steps), len(b.steps)) == (6.0, 6.0)
+    assert ov["gpu_activities_per_step"] == (per_step_kernels(a), per_step_kernels(b)) == (1575.0, 2503.0)
+    assert ov["gpu_time_per_step_us"] == pytest.approx((per_step_gpu_ns(a) / 1e3, per_step_gpu_ns(b) / 1e3))
+    cat = r["by_category"].set_index("category")
+    ka = a.kernels[a.kernels["step"].notna().to_numpy()]
+    assert cat.loc["gemm", "a_count"] == pytest.approx((ka["category"] == "gemm").sum() / 6)
+    g = r["gemm_path"].set_index("side")
+    assert g.loc["A", "tensor_core_pct"] > 50 and g.loc["B", "tensor_core_pct"] == 0
+    assert g.loc["A", "dominant_family"] == "s1688" and g.loc["B", "dominant_family"] == "sgemm"
+    text = "\n".join(r.findings)
+    assert "A ran on NVIDIA A100-PG509-200, B on Tesla V100-SXM2-16GB" in text
+    assert "GEMMs moved from tensor cores (s1688) to CUDA cores (sgemm)" in text
+    # the tile-size variants of cutlass s1688 kernels collapse into a handful of keys, and sgemm
+    # variants of A and B match despite the ampere_/volta_ prefixes
+    assert r.info["only_in_a_total"] < 20 and r.info["only_in_b_total"] < 10
+    assert "ARCH_sgemm_NxN_nn" in r["by_kernel"]["kernel"].tolist()
+    assert any("614 GPU activities launched outside every ProfilerStep" in n for n in r.notes)
+    # the memcpy DtoD explosion: 3 -> 768 per step
+    k = r["by_kernel"].set_index("kernel")
+    assert k.loc["Memcpy DtoD (Device -> Device)", "a_count"] == 3
+    assert k.loc["Memcpy DtoD (Device -> Device)", "b_count"] == 768
+    assert np.isfinite(r.info["ratio_gpu_time"])

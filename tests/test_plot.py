@@ -1,0 +1,111 @@
+"""``--plot`` and ``traceview timeline``: real pictures of non-trivial size, friendly errors."""
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import synth
+import traceview as tv
+from traceview.cli import main
+from traceview.errors import TraceviewError
+
+pytest.importorskip("matplotlib")
+
+from traceview.render.plot import plot_breakdown, plot_timeline  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def story_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plots")
+    for v in ("naive", "naive_inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash"):
+        synth.make(d, v)
+    return d
+
+
+def is_png(path: Path) -> bool:
+    data = path.read_bytes()
+    return data[:8] == PNG_MAGIC and len(data) > 10_000
+
+
+def is_svg(path: Path) -> bool:
+    root = ET.parse(path).getroot()
+    return root.tag.endswith("svg") and path.stat().st_size > 10_000
+
+
+def test_breakdown_png_svg_html(story_dir, tmp_path):
+    traces = [tv.load(p, cache=False) for p in sorted(story_dir.glob("*.json.gz"))]
+    assert is_png(Path(plot_breakdown(traces, tmp_path / "b.png")))
+    assert is_svg(Path(plot_breakdown(traces, tmp_path / "b.svg")))
+    page = (Path(plot_breakdown(traces, tmp_path / "b.html"))).read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
+    svg = page[page.index("<svg"):page.rindex("</svg>") + len("</svg>")]
+    assert ET.fromstring(svg).tag.endswith("svg")
+    # CPU-only traces: CPU self time by op
+    cpu = [tv.load(p) for p in sorted(SAMPLES.glob("*.json.gz"))]
+    assert is_png(Path(plot_breakdown(cpu, tmp_path / "cpu.png")))
+
+
+def test_timeline_gpu_and_cpu(story_dir, tmp_path):
+    t = tv.load(story_dir / "sdpa_math.json.gz", cache=False)
+    assert is_png(Path(plot_timeline(t, tmp_path / "t.png", step=4)))
+    assert is_svg(Path(plot_timeline(t, tmp_path / "t.svg")))
+    cpu = tv.load(SAMPLES / "naive.json.gz")
+    assert is_png(Path(plot_timeline(cpu, tmp_path / "cpu.png")))
+    with pytest.raises(TraceviewError, match="has no step 99"):
+        plot_timeline(t, tmp_path / "x.png", step=99)
+    with pytest.raises(TraceviewError, match="must end in .png, .svg or .html"):
+        plot_timeline(t, tmp_path / "x.pdf")
+
+
+def test_cli_plots(story_dir, tmp_path):
+    runner = CliRunner()
+    a, b = str(story_dir / "naive.json.gz"), str(story_dir / "sdpa_math.json.gz")
+    res = runner.invoke(main, ["diff", a, b, "--plot", str(tmp_path / "d.png"), "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert is_png(tmp_path / "d.png") and "Findings" in res.stdout
+    res = runner.invoke(main, ["compare", str(story_dir), "--plot", str(tmp_path / "c.svg"), "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert is_svg(tmp_path / "c.svg")
+    res = runner.invoke(main, ["compare", str(SAMPLES), "--plot", str(tmp_path / "cpu.html")])
+    assert res.exit_code == 0, res.output
+    assert "<svg" in (tmp_path / "cpu.html").read_text()
+    res = runner.invoke(main, ["timeline", a, "--plot", str(tmp_path / "t.png"), "--step", "5", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert is_png(tmp_path / "t.png")
+
+
+def test_cli_plot_errors_are_one_line(story_dir, tmp_path):
+    runner = CliRunner()
+    a = str(story_dir / "naive.json.gz")
+    res = runner.invoke(main, ["timeline", str(tmp_path / "missing.json"), "--plot", str(tmp_path / "t.png")])
+    assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1 and "no such file" in res.stderr
+    assert "Traceback" not in res.output
+    res = runner.invoke(main, ["diff", a, a, "--plot", str(tmp_path / "d.jpg")])
+    assert res.exit_code == 1 and "must end in .png, .svg or .html" in res.stderr
+    res = runner.invoke(main, ["timeline", a, "--plot", str(tmp_path / "t.png"), "--step", "77"])
+    assert res.exit_code == 1 and "has no step 77" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    res = runner.invoke(main, ["timeline", a])
+    assert res.exit_code == 2  # --plot is required: a usage error
+
+
+def test_without_matplotlib_plot_says_install(story_dir, tmp_path, monkeypatch):
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    a = str(story_dir / "naive.json.gz")
+    res = CliRunner().invoke(main, ["diff", a, a, "--plot", str(tmp_path / "d.png")])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "install traceview[plot]" in lines[0]
+    res = CliRunner().invoke(main, ["timeline", a, "--plot", str(tmp_path / "t.png")])
+    assert res.exit_code == 1 and "install traceview[plot]" in res.stderr
+    # without --plot nothing needs matplotlib
+    res = CliRunner().invoke(main, ["diff", a, a, "--no-cache"])
+    assert res.exit_code == 0, res.output

@@ -1,0 +1,109 @@
+"""``traceview diff``, ``traceview compare`` and ``traceview timeline``."""
+from __future__ import annotations
+
+import click
+
+from ..analyses.select import Selection
+from . import main
+from .common import emit, expand_paths, format_option, friendly, load_options, loader, select_options
+
+plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                           help="Also draw GPU time per step by category per trace as stacked bars "
+                                "(CPU-only traces: CPU self time by op) into FILE (.png, .svg or .html).")
+top_option = click.option("--top", type=int, default=20, show_default=True,
+                          help="Rows to keep in the per-kernel and per-op tables (0: all).")
+
+
+def _check_plot(plot):
+    if plot is not None:
+        from ..render.plot import pyplot, check_path
+
+        check_path(plot)
+        pyplot()  # fail before the (slow) loading when matplotlib is missing
+
+
+@main.command()
+@click.argument("a")
+@click.argument("b")
+@format_option
+@select_options
+@click.option("--annotation-b", default=None, metavar="NAME",
+              help="B's annotation, when it is named differently from A's (--annotation).")
+@load_options
+@top_option
+@plot_option
+@friendly
+def diff(a, b, fmt, step, annotation, device, stream, annotation_b, salvage, max_size, no_cache, rules, top, plot):
+    """What changed from trace A to trace B, per step: kernels and GPU time, categories,
+    kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
+    attention backend. CPU-only traces compare CPU ops per step."""
+    from ..analyses.diff import diff as run_diff
+
+    _check_plot(plot)
+    load = loader(salvage, max_size, no_cache, rules)
+    ta, tb = load(a), load(b)
+    sel = Selection(step, annotation, device, stream)
+    sel_b = Selection(step, annotation_b, device, stream) if annotation_b is not None else None
+    report = run_diff(ta, tb, sel, sel_b=sel_b, top=top or None)
+    if plot:
+        from ..render.plot import plot_breakdown
+
+        la, lb = report.info["a_label"], report.info["b_label"]
+        plot_breakdown([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b or sel])
+        click.echo(f"wrote {plot}", err=True)
+    emit(report, fmt)
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True)
+@click.option("--baseline", default=None, metavar="TRACE",
+              help="Trace (path or label) the ratios are relative to (default: the first).")
+@format_option
+@select_options
+@load_options
+@plot_option
+@friendly
+def compare(traces, baseline, fmt, step, annotation, device, stream, salvage, max_size, no_cache, rules, plot):
+    """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
+    the baseline, tensor-core share of GEMM time, attention backend, top categories."""
+    from ..analyses.compare import compare as run_compare
+
+    _check_plot(plot)
+    paths = expand_paths(traces)
+    load = loader(salvage, max_size, no_cache, rules)
+    loaded = [load(p) for p in paths]
+    base = None
+    if baseline is not None:
+        import os
+
+        base = baseline
+        for t in loaded:
+            if os.path.abspath(baseline) == os.path.abspath(t.path):
+                base = t
+    sel = Selection(step, annotation, device, stream)
+    report = run_compare(loaded, baseline=base, sel=sel)
+    if plot:
+        from ..render.plot import plot_breakdown
+
+        labels = report["compare"]["trace"].tolist()
+        plot_breakdown(loaded, plot, sel, labels=labels)
+        click.echo(f"wrote {plot}", err=True)
+    emit(report, fmt)
+
+
+@main.command()
+@click.argument("trace")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False), required=True, metavar="FILE",
+              help="Picture to write (.png, .svg or .html).")
+@click.option("--step", type=int, default=None, help="Which ProfilerStep#N to draw (default: the first).")
+@load_options
+@friendly
+def timeline(trace, plot, step, salvage, max_size, no_cache, rules):
+    """Draw one step on a time axis: GPU activities in a lane per stream, coloured by kernel
+    category (CPU-only traces: CPU ops in a lane per thread)."""
+    from ..render.plot import plot_timeline
+
+    _check_plot(plot)
+    t = loader(salvage, max_size, no_cache, rules)(trace)
+    click.echo(f"wrote {plot_timeline(t, plot, step=step)}")
+

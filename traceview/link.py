@@ -33,11 +33,12 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     rows = np.flatnonzero(mask)
     if len(rows) == 0:
         return pd.DataFrame({"parent": np.empty(0, np.int64), "depth": np.empty(0, np.int64)}, index=rows)
-    sub = events.iloc[rows]
+    sub = events[["ts_ns", "dur_ns", "pid", "tid", "role"]].iloc[rows]
     start = sub["ts_ns"].to_numpy()
     end = start + np.clip(sub["dur_ns"].to_numpy(), 0, None)
     group = _thread_group(sub)
-    prio = sub["role"].map(_ROLE_ORDER).astype("int64").to_numpy()
+    role = sub["role"].cat
+    prio = np.array([_ROLE_ORDER.get(r, -1) for r in role.categories] + [-1], dtype=np.int64)[role.codes.to_numpy()]
     order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
     depth = _depths(start[order], end[order], group[order])
     parent_pos = _parents(depth)
@@ -92,7 +93,7 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
     """events row of the runtime call that launched each GPU activity, -1 if none."""
     runtime = events.index[events["role"].to_numpy() == "runtime"]
     rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
-                       "driver": events["cat"].astype(str).to_numpy()[runtime] == "cuda_driver"})
+                       "driver": _is_cat(events["cat"], "cuda_driver")[runtime]})
     rt = rt.dropna(subset=["corr"]).sort_values("driver", kind="stable").drop_duplicates("corr")
     by_corr = pd.Series(rt["row"].to_numpy(), index=rt["corr"].astype("int64").to_numpy())
     out = np.full(len(kernels), -1, dtype=np.int64)
@@ -105,6 +106,12 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
     if missing.any() and len(flows):
         out[missing] = _launch_by_flow(kernels[missing], events, flows)
     return out
+
+
+def _is_cat(col: pd.Series, label: str) -> np.ndarray:
+    """``col.astype(str) == label`` for a categorical column, compared per category."""
+    hit = np.array([str(c) == label for c in col.cat.categories] + [False], dtype=bool)
+    return hit[col.cat.codes.to_numpy()]
 
 
 def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:

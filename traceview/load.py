@@ -8,7 +8,7 @@ import pandas as pd
 
 from . import link
 from .model import Trace, build_events, categorical, gpu_activities, step_table
-from .read import DEFAULT_MAX_BYTES, read
+from .read import DEFAULT_MAX_BYTES, Codes, read
 
 
 def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rules=None,
@@ -26,7 +26,15 @@ def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rul
         hit = cache_mod.lookup(path, cache)
         if hit is not None:
             return hit
-    trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, rules=rules)
+    try:
+        trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, rules=rules)
+    except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError
+        from .errors import TraceReadError
+        from .limits import available_memory
+
+        avail = available_memory()
+        left = f" ({avail / 2**30:.1f} GiB available now)" if avail is not None else ""
+        raise TraceReadError(path, f"ran out of memory while loading{left}") from None
     if cache is not False and not salvage and rules is None:
         cache_mod.store(trace, cache)
     return trace
@@ -69,9 +77,9 @@ def _link_kernels(kernels, launch, events, nesting, steps) -> pd.DataFrame:
     has_launch = launch >= 0
     if (step < 0).any() and len(steps):
         ts = events["ts_ns"].to_numpy()
-        pid = events["pid"].astype(str).to_numpy()
-        when = np.where(has_launch, ts[np.clip(launch, 0, None)], -1)
-        where = np.where(has_launch, pid[np.clip(launch, 0, None)], "")
+        at = np.clip(launch, 0, None)
+        when = np.where(has_launch, ts[at], -1)
+        where = np.where(has_launch, _labels_at(events["pid"], at), "")
         by_time = link.steps_by_time(when, where, steps)
         step = np.where((step < 0) & has_launch, by_time, step)
     names = events["name"]
@@ -86,9 +94,14 @@ def _link_kernels(kernels, launch, events, nesting, steps) -> pd.DataFrame:
     return kernels
 
 
+def _labels_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """``col.astype(str).to_numpy()[rows]`` of a categorical, converting only its categories."""
+    labels = np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object)
+    return labels[col.cat.codes.to_numpy()[rows]]
+
+
 def _op_rows_by_external_id(events) -> pd.Series:
-    ops = events[events["role"] == "cpu_op"]
-    ext = ops["external_id"].dropna()
+    ext = events["external_id"][(events["role"] == "cpu_op").to_numpy()].dropna()
     ext = ext[~ext.index.duplicated()]
     s = pd.Series(ext.index.to_numpy(), index=ext.astype("int64").to_numpy())
     return s[~s.index.duplicated()]
@@ -110,7 +123,7 @@ def _ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
     pos = np.full(len(events), -1, dtype=np.int64)
     pos[rows] = np.arange(len(rows))
     parent = np.where(anc["op_row"] >= 0, pos[np.clip(anc["op_row"], 0, None)], -1)
-    ev = events.iloc[rows]
+    ev = events[["name", "ts_ns", "dur_ns", "pid", "tid", "external_id"]].iloc[rows]
     ops = pd.DataFrame({
         "name": ev["name"].array, "ts_ns": ev["ts_ns"].to_numpy(), "dur_ns": ev["dur_ns"].to_numpy(),
         "pid": ev["pid"].array, "tid": ev["tid"].array,
@@ -118,19 +131,28 @@ def _ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
         "external_id": ev["external_id"].array,
     })
     ops["name"] = ops["name"].cat.remove_unused_categories()
-    ops["input_dims"] = categorical([bytes(d).decode("utf-8", "replace") if len(d) else None
-                                     for d in np.asarray(input_dims, dtype=object)[rows]]) \
-        if input_dims is not None and len(rows) else pd.Categorical([None] * len(rows))
+    ops["input_dims"] = _input_dims(input_dims, rows)
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
     step = anc["step"].to_numpy()
     if (step < 0).any() and len(steps):
-        by_time = link.steps_by_time(ops["ts_ns"].to_numpy(), ops["pid"].astype(str).to_numpy(), steps)
+        by_time = link.steps_by_time(ops["ts_ns"].to_numpy(), _labels_at(ops["pid"], np.arange(len(ops))), steps)
         step = np.where(step < 0, by_time, step)
     ops["step"] = pd.array(np.where(step >= 0, step, 0), dtype="Int64")
     ops.loc[step < 0, "step"] = pd.NA
     ops["event"] = rows
     _gpu_totals(ops, pos, kernels)
     return ops
+
+
+def _input_dims(input_dims, rows: np.ndarray) -> pd.Categorical:
+    """The ops' ``Input Dims`` texts as a categorical, decoding each distinct text once."""
+    if input_dims is None or not len(rows):
+        return pd.Categorical([None] * len(rows))
+    if not isinstance(input_dims, Codes):
+        return categorical([bytes(d).decode("utf-8", "replace") if len(d) else None
+                            for d in (input_dims[i] for i in rows)])
+    sub = input_dims.take(rows)
+    return categorical(Codes(sub.codes, [bytes(u).decode("utf-8", "replace") for u in sub.uniques]))
 
 
 def _depth(parent: np.ndarray) -> np.ndarray:
@@ -156,8 +178,8 @@ def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> No
     parent = ops["parent"].to_numpy()
     cur, d = owner[linked], dur[linked]
     while len(cur):
-        np.add.at(total_n, cur, 1)
-        np.add.at(total_ns, cur, d)
+        total_n += np.bincount(cur, minlength=n)
+        total_ns += np.bincount(cur, weights=d, minlength=n).astype(np.int64)
         cur = parent[cur]
         keep = cur >= 0
         cur, d = cur[keep], d[keep]

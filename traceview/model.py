@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .numbers import MISSING
+from .read import Codes, IntColumn, int_values
 
 # cat (as written, lower-cased) -> role
 ROLES = {
@@ -29,8 +30,8 @@ ROLES = {
 GPU_ROLES = ("kernel", "memcpy", "memset")
 CPU_NEST_ROLES = ("cpu_op", "annotation", "runtime")
 FLOW_CATS = ("ac2g", "async_cpu_to_gpu", "async", "flow_event")
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-_STREAM_RE = re.compile(r"(\d+)\s*$")
+STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19+ digits would overflow int64
+_STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 
 
 @dataclass
@@ -71,8 +72,13 @@ class Trace:
 
 
 def categorical(values) -> pd.Categorical:
-    """Strings (or mixed str/int ids) as a categorical of strings; None stays missing."""
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+    """Strings (or mixed str/int ids) as a categorical of strings; None stays missing.
+
+    ``values`` is a list/array, or ``Codes`` the reader already factorized."""
+    if isinstance(values, Codes):
+        codes, uniques = values.codes, values.uniques
+    else:
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
     labels = [str(u) for u in uniques]
     if len(set(labels)) != len(labels):  # e.g. tid 7 and "7": merge them
         labels_arr = np.array(labels, dtype=object)
@@ -83,19 +89,12 @@ def categorical(values) -> pd.Categorical:
 
 
 def int_column(values) -> pd.array:
-    """ints with None (or non-int junk) -> nullable Int64."""
-    if not values:
-        return pd.array([], dtype="Int64")
-    arr = np.array(values)
-    if arr.dtype == np.int64:
-        return pd.arrays.IntegerArray(arr, np.zeros(len(arr), dtype=bool))
-    if arr.dtype != object:
-        arr = np.array(values, dtype=object)
-    ok = np.fromiter((type(v) is int for v in values), dtype=bool, count=len(values))
-    out = np.zeros(len(values), dtype=np.int64)
-    if ok.any():
-        out[ok] = arr[ok].astype(np.int64)
-    return pd.arrays.IntegerArray(out, ~ok)
+    """ints with None (or non-int junk) -> nullable Int64 (also takes the reader's ``IntColumn``)."""
+    if not isinstance(values, IntColumn):
+        if not len(values):
+            return pd.array([], dtype="Int64")
+        values = int_values(list(values))
+    return pd.arrays.IntegerArray(values.values, values.mask)
 
 
 def ns_column(ns: np.ndarray) -> pd.array:
@@ -116,7 +115,8 @@ def _shift(ts: np.ndarray, base: int) -> np.ndarray:
 
 def _base_ns(meta: dict) -> int:
     base = meta.get("baseTimeNanoseconds")
-    return int(base) if isinstance(base, int) and not isinstance(base, bool) else 0
+    ok = isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62  # else ts + base overflows
+    return int(base) if ok else 0
 
 
 def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
@@ -135,8 +135,21 @@ def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
         "stream": int_column(cols["arg_stream"]),
         "bytes": int_column(cols["arg_bytes"]),
     })
-    frame.attrs["input_dims"] = cols["arg_input_dims"]
+    frame.attrs["input_dims"] = cols["arg_input_dims"]  # Codes of the raw texts; load.py pops it
+    _steps_are_annotations(frame)
     return frame
+
+
+def _steps_are_annotations(frame: pd.DataFrame) -> None:
+    """2021 traces write ProfilerStep#N as an Operator; it is a step marker, not an op."""
+    names = frame["name"].array
+    is_step = np.asarray(names.categories.str.match(STEP_RE.pattern), dtype=bool)
+    if not is_step.any():
+        return
+    codes = np.asarray(names.codes)
+    mask = (codes >= 0) & is_step[np.clip(codes, 0, None)] & (frame["role"] == "cpu_op").to_numpy()
+    if mask.any():
+        frame.loc[mask, "role"] = "annotation"
 
 
 def _names(values: list) -> pd.Categorical:
@@ -154,16 +167,22 @@ def _external_id(cols: dict) -> pd.array:
 
 
 def _roles(cat: pd.Categorical) -> pd.Categorical:
-    roles = [ROLES.get(str(c).lower(), "other") for c in cat.categories]
-    mapped = np.asarray(roles, dtype=object)[cat.codes] if len(roles) else np.array([], dtype=object)
-    mapped = np.where(cat.codes < 0, "other", mapped)
-    return pd.Categorical(mapped, categories=sorted(set(ROLES.values()) | {"other"}))
+    order = sorted(set(ROLES.values()) | {"other"})
+    at = {r: i for i, r in enumerate(order)}
+    lookup = np.array([at[ROLES.get(str(c).lower(), "other")] for c in cat.categories] + [at["other"]],
+                      dtype=np.int64)
+    return pd.Categorical.from_codes(lookup[np.asarray(cat.codes)], dtype=pd.CategoricalDtype(order))
 
 
 def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
-    cats = np.asarray(flows["cat"], dtype=object)
-    keep = np.flatnonzero(np.isin(cats, FLOW_CATS))
-    pick = (lambda v: [v[i] for i in keep]) if len(keep) != len(cats) else (lambda v: v)
+    if isinstance(flows["cat"], Codes):
+        flow_cat = np.array([c in FLOW_CATS for c in flows["cat"].uniques] + [False], dtype=bool)
+        keep = np.flatnonzero(flow_cat[flows["cat"].codes])
+        pick = (lambda v: v.take(keep)) if len(keep) != len(flows["cat"]) else (lambda v: v)
+    else:
+        cats = np.asarray(flows["cat"], dtype=object)
+        keep = np.flatnonzero(np.isin(cats, FLOW_CATS))
+        pick = (lambda v: [v[i] for i in keep]) if len(keep) != len(cats) else (lambda v: v)
     return pd.DataFrame({
         "ph": categorical(pick(flows["ph"])),
         "id": categorical(pick(flows["id"])),
@@ -179,7 +198,9 @@ def gpu_activities(events: pd.DataFrame) -> pd.DataFrame:
     k = events.loc[mask, ["name", "role", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
                           "correlation", "external_id", "bytes"]].copy()
     k = k.rename(columns={"role": "kind"})
-    k["kind"] = pd.Categorical(k["kind"].astype(str), categories=list(GPU_ROLES))
+    k["kind"] = pd.Categorical.from_codes(  # role codes -> kind codes, no strings in between
+        np.array([GPU_ROLES.index(r) if r in GPU_ROLES else -1 for r in k["kind"].cat.categories] + [-1],
+                 dtype=np.int64)[k["kind"].cat.codes.to_numpy()], categories=list(GPU_ROLES))
     k["device"] = k["device"].fillna(_id_from(k["pid"]))
     k["stream"] = k["stream"].fillna(_id_from(k["tid"]))
     k["event"] = np.flatnonzero(mask)

@@ -39,6 +39,9 @@ def _convert_chunk(tokens: list) -> np.ndarray:
         return np.empty(0, dtype=np.int64)
     arr = np.array(b"\n".join(tokens).split(b"\n"))
     ip, dot, fp = np.strings.partition(arr, b".")
+    # numpy 2.x: boolean-indexing a zero-width (S0) array, as fp is when no token has a
+    # fraction, yields S1 of uninitialised bytes: garbage nanoseconds. Give it one byte.
+    ip, fp = (a.astype("S1") if a.dtype.itemsize == 0 else a for a in (ip, fp))
     ok = (
         np.strings.isdigit(np.strings.lstrip(ip, b"-")) & (np.strings.str_len(ip) <= 16)
         & (np.strings.str_len(fp) <= 3) & (np.strings.isdigit(fp) | (np.strings.str_len(fp) == 0))

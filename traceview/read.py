@@ -9,6 +9,7 @@ trace-level metadata. Everything a user can get wrong here raises
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -18,6 +19,8 @@ import msgspec
 import numpy as np
 
 from .errors import TraceReadError
+from .limits import memory_cap, memory_problem
+from .salvage import gzip_cut
 from .numbers import FLOAT_EXACT_LIMIT_US, MISSING, float_us_to_ns, us_to_ns
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -25,7 +28,9 @@ DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap; a gzip bomb stops here
 _READ_CHUNK = 1 << 22
 
 
-class Args(msgspec.Struct, omit_defaults=True):
+# gc=False: these structs never hold cycles, and untracked objects make the
+# collector skip millions of them (3-4x faster decode of large traces).
+class Args(msgspec.Struct, omit_defaults=True, gc=False):
     correlation: int | None = None
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_2021: int | None = msgspec.field(default=None, name="external id")
@@ -36,7 +41,7 @@ class Args(msgspec.Struct, omit_defaults=True):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str | None = None
     name: Any = None
@@ -76,11 +81,14 @@ def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> 
         if note:
             warnings.append(note)
     meta, events_raw = split_document(data, path)
-    events, dropped, kept = decode_events(events_raw, path)
+    del data  # events_raw keeps the text alive only until the columns are built
+    columns, n_events, dropped = event_columns(events_raw, path)
+    del events_raw
+    if dropped and not n_events:  # e.g. [1, 2, 3]: JSON, but not one event object in it
+        raise TraceReadError(path, f"not a trace: none of the {dropped} items in traceEvents is an event object")
     if dropped:
         warnings.append(f"{path}: skipped {dropped} malformed event(s)")
-    columns = event_columns(events, _Exact(events_raw, kept))
-    return RawTrace(path=path, meta=meta, columns=columns, n_events=len(events), warnings=warnings)
+    return RawTrace(path=path, meta=meta, columns=columns, n_events=n_events, warnings=warnings)
 
 
 def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> bytes:
@@ -91,7 +99,9 @@ def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool =
             fh.seek(0)
             if head == GZIP_MAGIC:
                 return _gunzip(fh, path, max_bytes, salvage)
-            data = fh.read(max_bytes + 1)
+            size = os.fstat(fh.fileno()).st_size
+            _check_size(path, size, max_bytes)
+            data = fh.read() if size else _read_capped(fh, max_bytes)  # read(n) allocates n bytes up front
     except FileNotFoundError:
         raise TraceReadError(path, "no such file") from None
     except IsADirectoryError:
@@ -107,7 +117,27 @@ def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool =
     return data
 
 
+def _read_capped(fh, max_bytes: int) -> bytes:
+    """A pipe or special file (no size known): read in chunks, stop past the cap."""
+    chunks, total = [], 0
+    while total <= max_bytes and (chunk := fh.read(_READ_CHUNK)):
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _check_size(path: str, size: int, max_bytes: int) -> None:
+    """Refuse before reading a file over the cap or too large for available memory."""
+    if size > max_bytes:
+        raise TraceReadError(path, f"larger than the {_human(max_bytes)} limit (raise max_bytes / --max-size)")
+    cap = memory_cap()
+    if cap is not None and size > cap:
+        raise TraceReadError(path, memory_problem(size))
+
+
 def _gunzip(fh, path: str, max_bytes: int, salvage: bool) -> bytes:
+    mem_cap = memory_cap()
+    cap = max_bytes if mem_cap is None else min(max_bytes, mem_cap)
     out = bytearray()
     decomp = zlib.decompressobj(wbits=31)
     consumed = 0
@@ -117,26 +147,31 @@ def _gunzip(fh, path: str, max_bytes: int, salvage: bool) -> bytes:
             break
         while chunk:
             try:
-                out += decomp.decompress(chunk, max_bytes + 1 - len(out))
+                out += decomp.decompress(chunk, cap + 1 - len(out))
             except zlib.error:
                 if salvage and out:
-                    return bytes(out)
+                    return gzip_cut(out, consumed, "corrupt")
                 raise TraceReadError(path, f"corrupt gzip data near compressed byte {consumed}") from None
             if len(out) > max_bytes:
                 raise TraceReadError(
                     path, f"decompresses to more than the {_human(max_bytes)} limit (raise max_bytes / --max-size)")
+            if len(out) > cap:
+                raise TraceReadError(path, memory_problem(len(out), at_least=True))
             consumed += len(chunk) - len(decomp.unconsumed_tail)
             chunk = decomp.unconsumed_tail
             if decomp.eof:  # concatenated gzip members are legal
-                chunk = decomp.unused_data + chunk
-                if not chunk:
+                chunk = (decomp.unused_data + chunk).lstrip(b"\0")  # zero padding after a member is legal
+                while not chunk:
                     chunk = fh.read(_READ_CHUNK)
                     if not chunk:
-                        return bytes(out)
+                        break
+                    chunk = chunk.lstrip(b"\0")
+                if not chunk:
+                    break  # end of file: the empty-text check below still applies
                 decomp = zlib.decompressobj(wbits=31)
     if not decomp.eof:
         if salvage and out:
-            return bytes(out)
+            return gzip_cut(out, consumed, "cut")
         raise TraceReadError(path, f"truncated gzip file (compressed stream ends at byte {consumed}; "
                                    "try --salvage)")
     if not out.strip():
@@ -157,14 +192,24 @@ def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
         raise TraceReadError(path, _json_problem(exc, len(data))) from None
     except msgspec.ValidationError as exc:
         raise TraceReadError(path, f"not a trace: {exc}") from None
+    except RecursionError:
+        raise TraceReadError(path, _TOO_DEEP) from None
     if "traceEvents" not in top:
         keys = ", ".join(list(top)[:6]) or "none"
         raise TraceReadError(path, f"JSON is not a trace: no traceEvents key (top-level keys: {keys})")
     events_raw = top.pop("traceEvents")
     meta = {}
     for key, raw in top.items():
-        meta[key] = msgspec.json.decode(raw)
+        try:
+            meta[key] = _META_DECODER.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+            problem = _TOO_DEEP if isinstance(exc, RecursionError) else str(exc).replace("\n", " ")
+            raise TraceReadError(path, f"metadata key {key[:60]!r}: {problem}") from None
     return meta, events_raw
+
+
+_TOO_DEEP = "JSON nested too deeply to decode (thousands of levels; not a trace)"
+_META_DECODER = msgspec.json.Decoder(float_hook=float)  # 1e400 -> inf rather than an error
 
 
 def _json_problem(exc: Exception, size: int) -> str:
@@ -178,48 +223,247 @@ def decode_events(events_raw, path: str) -> tuple[list[Event], int, np.ndarray |
     """Typed decode; on a type error fall back to event-by-event and count drops."""
     try:
         return msgspec.json.decode(events_raw, type=list[Event]), 0, None
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError as exc:
-        raise TraceReadError(path, _json_problem(exc, len(events_raw))) from None
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        pass  # e.g. invalid UTF-8 in one event's string: drop that event, not the trace
     try:
         items = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceReadError(path, "not a trace: traceEvents is not a list") from None
+    except msgspec.DecodeError as exc:
+        raise TraceReadError(path, _json_problem(exc, len(events_raw))) from None
+    except RecursionError:
+        raise TraceReadError(path, _TOO_DEEP) from None
     decoder = msgspec.json.Decoder(Event)
     events, dropped = [], 0
     kept = np.ones(len(items), dtype=bool)
     for item in items:
         try:
             events.append(decoder.decode(item))
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             kept[len(events) + dropped] = False
             dropped += 1
     return events, dropped, kept
 
 
-def event_columns(events: list[Event], exact: "_Exact") -> dict:
-    """Arrays per field for the duration (X) events, the flow events and phase counts."""
+_CHUNK_EVENTS = 1 << 17  # events decoded to Python objects at a time (bounds their memory)
+_CHUNK_BYTES = 1 << 25  # ... or bytes of event text at a time (about 100k events)
+_INT_ARGS = ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes")
+
+
+@dataclass
+class Codes:
+    """A factorized column: int64 ``codes`` (-1 = missing) into ``uniques``, which are
+    the distinct raw values in order of first appearance (what ``pd.factorize`` gives)."""
+
+    codes: np.ndarray
+    uniques: list
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def take(self, rows) -> "Codes":
+        """The rows' values, uniques again in order of first appearance among them."""
+        codes = self.codes[np.asarray(rows, dtype=np.int64)]
+        present = codes[codes >= 0]
+        if not len(present):
+            return Codes(np.full(len(codes), -1, dtype=np.int64), [])
+        used, first = np.unique(present, return_index=True)
+        used = used[np.argsort(first, kind="stable")]
+        remap = np.full(len(self.uniques), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        return Codes(np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1),
+                     [self.uniques[i] for i in used])
+
+
+@dataclass
+class IntColumn:
+    """Integer values with a mask of the rows that held no int (None, strings, junk)."""
+
+    values: np.ndarray
+    mask: np.ndarray
+
+
+class _Factorizer:
+    """Factorizes a column chunk by chunk against one growing table of distinct values."""
+
+    def __init__(self, empty_is_missing: bool = False):
+        self.index: dict = {}
+        self.parts: list = []
+        self.empty_is_missing = empty_is_missing
+
+    def add(self, values: list) -> None:
+        if not values:
+            return
+        import pandas as pd
+
+        arr = np.fromiter(values, dtype=object, count=len(values))
+        try:
+            codes, uniq = pd.factorize(arr, use_na_sentinel=True)
+        except TypeError:  # unhashable values (a list as a name): their text stands for them
+            arr = np.fromiter((v if v is None or isinstance(v, (str, int, float, bytes)) else str(v)
+                               for v in values), dtype=object, count=len(values))
+            codes, uniq = pd.factorize(arr, use_na_sentinel=True)
+        index, skip = self.index, self.empty_is_missing
+        glob = np.array([-1 if skip and not len(u) else index.setdefault(u, len(index)) for u in uniq]
+                        + [-1], dtype=np.int64)
+        self.parts.append(glob[codes])  # code -1 picks the trailing -1
+
+    def finish(self) -> Codes:
+        codes = np.concatenate(self.parts) if self.parts else np.empty(0, dtype=np.int64)
+        return Codes(codes, list(self.index))
+
+
+def int_values(values: list) -> IntColumn:
+    """Python ints (others -> masked) as int64 values + mask, without a Python-level loop."""
+    n = len(values)
+    if not n:
+        return IntColumn(np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
+    try:
+        arr = np.array(values)
+    except (OverflowError, ValueError):
+        arr = np.fromiter(values, dtype=object, count=n)
+    if arr.dtype == np.int64 and type(values[0]) is int:
+        return IntColumn(arr, np.zeros(n, dtype=bool))
+    if arr.dtype != object or arr.ndim != 1:
+        arr = np.fromiter(values, dtype=object, count=n)
+    ok = np.fromiter(map(type, values), dtype=object, count=n) == int
+    out = np.zeros(n, dtype=np.int64)
+    if ok.any():
+        try:
+            out[ok] = arr[ok].astype(np.int64)
+        except OverflowError:  # ints beyond int64 are not ids we can hold
+            fits = np.fromiter((type(v) is int and -2**63 <= v < 2**63 for v in values), dtype=bool, count=n)
+            ok &= fits
+            out[ok] = arr[ok].astype(np.int64)
+    return IntColumn(out, ~ok)
+
+
+def event_chunks(events_raw, path: str, size: int = _CHUNK_BYTES):
+    """The traceEvents array as JSON arrays of about ``size`` bytes each, so that only
+    one chunk's worth of decoded Python objects exists at a time.
+
+    Cuts are placed at the first ``},{`` (any whitespace) after each multiple of
+    ``size``. A cut that is not between two events (inside a string or a nested
+    object) leaves a chunk that is not valid JSON; ``event_columns`` then starts
+    over with ``checked_event_chunks``.
+    """
+    n = len(events_raw)
+    if n <= size:
+        yield events_raw
+        return
+    text = memoryview(events_raw)
+    start, pos = 0, size
+    while pos < n:
+        m = _BETWEEN.search(text, pos)
+        if m is None:
+            break
+        yield b"".join((b"[" if start else b"", text[start:m.start() + 1], b"]"))
+        start = m.end() - 1
+        pos = start + size
+    yield b"".join((b"[" if start else b"", text[start:]))
+
+
+_BETWEEN = re.compile(rb"\}\s*,\s*\{")
+
+
+def checked_event_chunks(events_raw, path: str, size: int = _CHUNK_EVENTS):
+    """Like ``event_chunks``, but at most ``size`` events a chunk, found by one full
+    parse (events as ``msgspec.Raw``) that also checks the JSON: the safe path."""
+    try:
+        items = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
+    except msgspec.ValidationError:
+        raise TraceReadError(path, "not a trace: traceEvents is not a list") from None
+    except msgspec.DecodeError as exc:
+        raise TraceReadError(path, _json_problem(exc, len(events_raw))) from None
+    except RecursionError:
+        raise TraceReadError(path, _TOO_DEEP) from None
+    n = len(items)
+    if n <= size:
+        del items
+        yield events_raw
+        return
+    base = _address(events_raw)
+    bounds = []
+    for lo in range(0, n, size):
+        last = items[min(lo + size, n) - 1]
+        bounds.append((_address(items[lo]) - base, _address(last) - base + len(last)))
+    del items
+    text = memoryview(events_raw)
+    for lo, hi in bounds:
+        yield b"".join((b"[", text[lo:hi], b"]"))
+
+
+def _address(buf) -> int:
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+def event_columns(events_raw, path: str, *, checked: bool = False) -> tuple[dict, int, int]:
+    """Columns of the duration (X) events and the flow events, phase counts; number of
+    events kept and dropped. String-like fields come back factorized (``Codes``),
+    integer args as ``IntColumn``, times as int64 ns arrays."""
+    import gc
+    from collections import Counter
+
+    counts: Counter = Counter()
+    fx = {name: _Factorizer() for name in ("cat", "name", "pid", "tid")}
+    fx["arg_input_dims"] = _Factorizer(empty_is_missing=True)
+    ff = {name: _Factorizer() for name in ("ph", "cat", "id", "pid", "tid")}
+    parts: dict[str, list] = {key: [] for key in ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in _INT_ARGS))}
+    n_events = dropped = 0
+    was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived containers: collections would only rescan them
+    try:
+        for chunk in (checked_event_chunks if checked else event_chunks)(events_raw, path):
+            try:
+                events, lost, kept = decode_events(chunk, path)
+            except TraceReadError:
+                if checked or len(chunk) == len(events_raw):
+                    raise
+                # a cut fell inside an event, or the JSON is bad: parse it all properly
+                return event_columns(events_raw, path, checked=True)
+            n_events += len(events)
+            dropped += lost
+            _chunk_columns(events, _Exact(chunk, kept), counts, fx, ff, parts)
+            del events
+    finally:
+        if was_enabled:
+            gc.enable()
+    cols: dict[str, Any] = {"counts": {k: counts[k] for k in sorted(counts)}}
+    cat = lambda key: np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype=np.int64)  # noqa: E731
+    for name, f in fx.items():
+        cols[name] = f.finish()
+    cols["ts_ns"], cols["dur_ns"] = cat("ts_ns"), cat("dur_ns")
+    for a in _INT_ARGS:
+        got = parts["arg_" + a]
+        cols["arg_" + a] = IntColumn(np.concatenate([g.values for g in got]) if got else np.empty(0, np.int64),
+                                     np.concatenate([g.mask for g in got]) if got else np.empty(0, bool))
+    cols["flows"] = {name: f.finish() for name, f in ff.items()}
+    cols["flows"]["ts_ns"] = cat("flow_ts_ns")
+    return cols, n_events, dropped
+
+
+def _chunk_columns(events: list, exact: "_Exact", counts, fx: dict, ff: dict, parts: dict) -> None:
     phases = list(map(attrgetter("ph"), events))
-    ph = np.array(phases, dtype=object) if phases else np.empty(0, dtype=object)
-    counts = dict(zip(*np.unique(ph.astype(str), return_counts=True))) if len(ph) else {}
+    counts.update(phases)
+    ph = np.fromiter(phases, dtype=object, count=len(phases))
     ts_all = _times(list(map(attrgetter("ts"), events)), exact, "ts")
     x = np.flatnonzero(ph == "X")
-    xs = [events[i] for i in x] if len(x) != len(events) else events
-    cols: dict[str, Any] = {"counts": {k: int(v) for k, v in counts.items()}}
+    xs = events if len(x) == len(events) else list(map(events.__getitem__, x.tolist()))
     for name in ("cat", "name", "pid", "tid"):
-        cols[name] = list(map(attrgetter(name), xs))
-    cols["ts_ns"] = ts_all[x]
-    cols["dur_ns"] = _times(list(map(attrgetter("dur"), xs)), exact.subset(x), "dur")
-    args = [a if a is not None else _NO_ARGS for a in map(attrgetter("args"), xs)]
-    for name in ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes"):
-        cols["arg_" + name] = list(map(attrgetter(name), args))
-    cols["arg_input_dims"] = list(map(attrgetter("input_dims"), args))
-    f = np.flatnonzero(np.isin(ph, ("s", "f", "t")))
-    fs = [events[i] for i in f]
-    cols["flows"] = {name: list(map(attrgetter(name), fs)) for name in ("ph", "cat", "id", "pid", "tid")}
-    cols["flows"]["ts_ns"] = ts_all[f]
-    return cols
+        fx[name].add(list(map(attrgetter(name), xs)))
+    parts["ts_ns"].append(ts_all[x])
+    parts["dur_ns"].append(_times(list(map(attrgetter("dur"), xs)), exact.subset(x), "dur"))
+    args = list(map(attrgetter("args"), xs))
+    if None in args:
+        args = [a if a is not None else _NO_ARGS for a in args]
+    for name in _INT_ARGS:
+        parts["arg_" + name].append(int_values(list(map(attrgetter(name), args))))
+    fx["arg_input_dims"].add(list(map(bytes, map(attrgetter("input_dims"), args))))
+    f = np.flatnonzero((ph == "s") | (ph == "f") | (ph == "t"))
+    fs = list(map(events.__getitem__, f.tolist()))
+    for name in ("ph", "cat", "id", "pid", "tid"):
+        ff[name].add(list(map(attrgetter(name), fs)))
+    parts["flow_ts_ns"].append(ts_all[f])
 
 
 _NO_ARGS = Args()
@@ -238,12 +482,23 @@ class _Exact:
 
     def tokens(self, key: str) -> list:
         struct = _ExactTs if key == "ts" else _ExactDur
-        items = msgspec.json.decode(self.events_raw, type=list[struct])
+        try:
+            items = msgspec.json.decode(self.events_raw, type=list[struct])
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            one = msgspec.json.Decoder(struct)  # some item was dropped as malformed: one by one
+            items = [_exact_item(one, r, struct) for r in msgspec.json.decode(self.events_raw, type=list[msgspec.Raw])]
         if self.kept is not None:
             items = [item for item, keep in zip(items, self.kept) if keep]
         if self.rows is not None:
             items = [items[i] for i in self.rows]
         return list(map(attrgetter(key), items))
+
+
+def _exact_item(decoder, raw, struct):
+    try:
+        return decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return struct()  # not an object: this event was dropped, its slot only keeps the rows aligned
 
 
 def _times(values: list, exact: _Exact, key: str) -> np.ndarray:

@@ -52,7 +52,7 @@ def _render_rich(report) -> str:
 
     buf = StringIO()
     console = Console(file=buf, force_terminal=True, width=160)
-    console.print(f"[bold]{report.title}[/bold]")
+    console.print(f"[bold]{escape(report.title)}[/bold]")
     for key, value in info_lines(report.info):
         console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}")
     if report.findings:

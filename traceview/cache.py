@@ -6,7 +6,7 @@
 folder, ``cache=False`` bypasses the cache.
 
 One entry per trace path (a folder named by a hash of the absolute path) holds the
-four DataFrames as Parquet plus ``entry.json`` (meta, warnings, stats, dtypes, and
+four DataFrames as Arrow IPC (Feather v2) files plus ``entry.json`` (meta, warnings, stats, dtypes, and
 the key). The key is the trace's size and mtime_ns, the traceview version, a digest
 of traceview's code and kernel rules (so a classification change invalidates), the
 cache format and the pandas/pyarrow versions. Anything else -- a changed trace, a
@@ -15,6 +15,13 @@ missing or corrupt entry -- is a miss, and the next load rewrites the entry.
 Caching needs pyarrow (the optional extra ``traceview[cache]``); without it there
 is simply no cache. Failures to write (read-only folder, full disk) never break a
 load: the entry is skipped.
+
+Why Arrow IPC and not Parquet: a reload is dominated by fixed costs, and
+``import pyarrow.parquet`` alone takes ~25 ms (``pyarrow.feather`` ~2 ms, pyarrow
+itself is already imported by pandas); uncompressed IPC also needs no decoding.
+On the 28 MB corpus trace a fresh-process reload took 56-86 ms with Parquet and
+~30 ms with IPC (parsing the JSON: ~1 s). Categoricals are stored as their codes
+with the categories (and their dtype) in ``entry.json``, so dtypes come back exactly.
 """
 from __future__ import annotations
 
@@ -50,7 +57,7 @@ def cache_dir(cache=None) -> Path | None:
 def available() -> bool:
     try:
         import pyarrow  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
+        import pyarrow.feather  # noqa: F401
     except ImportError:
         return False
     return True
@@ -142,7 +149,7 @@ def _enc_hook(obj):
 
 def _write(folder: Path, trace, key: dict) -> None:
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.feather as feather
 
     dtypes = {}
     for name in _TABLES:
@@ -153,7 +160,7 @@ def _write(folder: Path, trace, key: dict) -> None:
             if isinstance(dtype, pd.CategoricalDtype):
                 plain[col] = frame[col].cat.codes.to_numpy()
         table = pa.Table.from_pandas(plain, preserve_index=None)
-        pq.write_table(table, folder / f"{name}.parquet", compression="none")
+        feather.write_feather(table, folder / f"{name}.arrow", compression="uncompressed")
     info = {"key": key, "meta": trace.meta, "warnings": list(trace.warnings), "stats": trace.stats,
             "dtypes": dtypes}
     (folder / "entry.json").write_bytes(msgspec.json.encode(info, enc_hook=_enc_hook))
@@ -173,14 +180,13 @@ def _describe(frame: pd.DataFrame) -> dict:
 
 
 def _read(entry: Path, info: dict, path) -> object:
-    import pyarrow.parquet as pq
+    import pyarrow.feather as feather
 
     from .model import Trace
 
     frames = {}
     for name in _TABLES:
-        with pq.ParquetFile(entry / f"{name}.parquet") as fh:  # lighter than read_table's dataset layer
-            frame = fh.read().to_pandas()
+        frame = feather.read_table(entry / f"{name}.arrow", memory_map=False).to_pandas()
         frames[name] = _restore(frame, info["dtypes"][name])
     return Trace(path=os.fspath(path), meta=info["meta"], warnings=info["warnings"], stats=info["stats"],
                  **frames)

@@ -212,9 +212,16 @@ _TOO_DEEP = "JSON nested too deeply to decode (thousands of levels; not a trace)
 _META_DECODER = msgspec.json.Decoder(float_hook=float)  # 1e400 -> inf rather than an error
 
 
+def _ends_mid_token(text: str, size: int) -> bool:
+    """msgspec calls a cut inside a number ("12.", "1e", "-") invalid, at the byte where the text ends."""
+    at = text.rfind("(byte ")
+    return at >= 0 and "trailing" not in text and text[at + 6:].rstrip(")").isdigit() \
+        and int(text[at + 6:].rstrip(")")) >= size
+
+
 def _json_problem(exc: Exception, size: int) -> str:
     text = str(exc)
-    if "truncated" in text.lower():
+    if "truncated" in text.lower() or _ends_mid_token(text, size):
         return f"truncated JSON: the text ends at byte {size} in the middle of the document (try --salvage)"
     return f"not valid JSON: {text}"
 

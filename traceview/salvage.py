@@ -1,0 +1,228 @@
+"""Recover the complete part of a damaged trace (``load(..., salvage=True)``).
+
+The usual damage is a cut: the profiler or the job died, or the disk filled,
+while the writer was in the middle of the ``traceEvents`` array. Kineto writes
+
+    {"schemaVersion": 1, "deviceProperties": [...], ..., "traceEvents": [ {...}, {...}, ...
+     ], "traceName": "...", "baseTimeNanoseconds": ...}
+
+so a cut usually lands inside the array, sometimes in the metadata after it.
+``salvage_prefix`` finds where the valid text ends (msgspec says where it
+stopped), scans that prefix for its JSON structure with numpy (strings and
+escapes tracked, no recursion, linear in the size), and closes the document
+after the last complete event, or, when the array itself was complete, after
+the last complete metadata member. Whatever it drops is reported in a
+warning; it never invents or alters an event.
+"""
+from __future__ import annotations
+
+import re
+
+import msgspec
+import numpy as np
+
+from .errors import TraceReadError
+
+_QUOTE, _BACKSLASH, _COMMA, _COLON = 34, 92, 44, 58
+_OPEN = (123, 91)  # { [
+_CLOSE = (125, 93)  # } ]
+_SKIP_WS = re.compile(rb"[ \t\r\n]*")
+_BYTE_RE = re.compile(r"\(byte (\d+)\)")
+_KEY = b'"traceEvents"'
+_VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
+
+
+class GzipCut(bytes):
+    """Decompressed text of a gzip stream that ended early or went corrupt (salvage mode).
+
+    ``compressed_at`` is the compressed byte offset where decompression stopped,
+    ``reason`` is ``"cut"`` (the file ends mid-stream) or ``"corrupt"``.
+    """
+
+    compressed_at: int = 0
+    reason: str = "cut"
+
+
+def gzip_cut(out, compressed_at: int, reason: str) -> GzipCut:
+    data = GzipCut(out)
+    data.compressed_at = compressed_at
+    data.reason = reason
+    return data
+
+
+def salvage_prefix(data: bytes, path: str) -> tuple[bytes, str | None]:
+    """A decodable document made of the complete part of ``data``, and a warning.
+
+    Intact input comes back unchanged with no warning (unless its gzip stream
+    was cut after the JSON text was complete). Raises ``TraceReadError`` when
+    nothing can be recovered.
+    """
+    gz = _gzip_note(data, path)
+    stop, problem = _valid_extent(data)
+    if stop is None:
+        return bytes(data) if gz else data, gz
+    raw = bytes(data) if stop == len(data) else data[:stop]  # bytes(bytes) is no copy
+    fixed, kept, kept_bytes, avg, kind = _close(raw, path, problem)
+    lost = len(data) - kept_bytes
+    if kind == "junk":
+        note = (f"{path}: salvaged a damaged trace ({problem}): the JSON document is complete; "
+                f"dropped the last {lost} bytes (junk after its end)")
+    elif kind == "metadata":
+        note = (f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
+                f"dropped the last {lost} bytes (trailing metadata after the traceEvents array)")
+    else:
+        est = max(1, round(lost / avg)) if lost else 0
+        note = (f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
+                f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
+                f"at {avg:.0f} bytes per event)")
+    if gz:
+        note = f"{gz}; {note[len(path) + 2:]}"
+    return fixed, note
+
+
+def _gzip_note(data, path: str) -> str | None:
+    if not isinstance(data, GzipCut):
+        return None
+    if data.reason == "corrupt":
+        return (f"{path}: gzip data is corrupt at compressed byte {data.compressed_at}; "
+                f"recovered {len(data)} bytes of decompressed text before it")
+    return (f"{path}: the gzip stream was cut at compressed byte {data.compressed_at}; "
+            f"recovered {len(data)} bytes of decompressed text")
+
+
+def _valid_extent(data) -> tuple[int | None, str]:
+    """(end of the valid JSON prefix, what went wrong), or (None, "") if ``data`` decodes."""
+    try:
+        _VALIDATOR.decode(data)
+        return None, ""
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        m = _BYTE_RE.search(text)
+        if "truncated" in text.lower() or (m and "trailing" not in text and int(m.group(1)) >= len(data)):
+            return len(data), f"the text ends at byte {len(data)} mid-document"
+        at = min(int(m.group(1)), len(data)) if m else len(data)
+        reason = text.split(" (byte")[0].removeprefix("JSON is malformed: ")
+        return at, f"invalid JSON at byte {at}: {reason}"
+    except RecursionError:
+        return None, ""  # structurally too deep: salvage cannot help, the reader reports it
+
+
+def _structure(buf: np.ndarray):
+    """Positions of real (unescaped) quotes, and of brackets outside strings with the depth after each."""
+    quotes = np.flatnonzero(buf == _QUOTE)
+    if len(quotes):
+        prev = quotes - 1
+        maybe = (prev >= 0) & (buf[np.clip(prev, 0, None)] == _BACKSLASH)
+        if maybe.any():  # escaped iff preceded by an odd run of backslashes
+            cand = np.flatnonzero(maybe)
+            run = np.ones(len(cand), dtype=np.int64)
+            pos = quotes[cand] - 2
+            active = np.ones(len(cand), dtype=bool)
+            while active.any():
+                more = active & (pos >= 0) & (buf[np.clip(pos, 0, None)] == _BACKSLASH)
+                run += more
+                pos -= 1
+                active = more
+            escaped = np.zeros(len(quotes), dtype=bool)
+            escaped[cand] = run % 2 == 1
+            quotes = quotes[~escaped]
+    brackets = np.flatnonzero((buf == 123) | (buf == 125) | (buf == 91) | (buf == 93))
+    outside = np.searchsorted(quotes, brackets) % 2 == 0
+    brackets = brackets[outside]
+    kind = buf[brackets]
+    delta = np.where((kind == 123) | (kind == 91), 1, -1).astype(np.int64)
+    depth = np.cumsum(delta)
+    return quotes, brackets, depth
+
+
+def _depth_at(pos: int, brackets: np.ndarray, depth: np.ndarray) -> int:
+    i = int(np.searchsorted(brackets, pos)) - 1
+    return int(depth[i]) if i >= 0 else 0
+
+
+def _close(raw: bytes, path: str, problem: str):
+    """(closed document, events kept, bytes of ``raw`` kept, bytes per event, kind): kind is
+    "events" (cut inside the array), "metadata" (cut after it) or "junk" (a whole document, then junk)."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    start = _SKIP_WS.match(raw).end()
+    first = raw[start:start + 1]
+    quotes, brackets, depth = _structure(buf)
+    whole = np.flatnonzero(depth == 0)
+    if len(whole):  # the top-level value closed: what follows it is junk
+        end = int(brackets[whole[0]]) + 1
+        if _decodes(raw[:end]):
+            return raw[:end], 0, end, None, "junk"
+    if first == b"[":
+        return _close_array(raw, path, brackets, depth, array_at=start, level=1, suffix=b"]", problem=problem)
+    if first != b"{":
+        raise TraceReadError(path, f"cannot salvage: the text does not start a JSON object ({problem})")
+    key = _find_key(raw, quotes, brackets, depth)
+    if key is None:
+        raise TraceReadError(path, f"cannot salvage: {problem}, before the traceEvents array started")
+    colon = raw.index(b":", key + len(_KEY))
+    open_at = _SKIP_WS.match(raw, colon + 1).end()
+    if raw[open_at:open_at + 1] != b"[":
+        raise TraceReadError(path, f"cannot salvage: traceEvents is not an array ({problem})")
+    i_open = int(np.searchsorted(brackets, open_at))
+    after = depth[i_open + 1:]
+    closed = np.flatnonzero(after == 1)
+    if len(closed):  # the array is complete: the cut is in the metadata after it
+        close_at = int(brackets[i_open + 1 + closed[0]])
+        kept = int(np.count_nonzero(after[:closed[0]] == 2))
+        doc = _close_metadata(raw, path, quotes, brackets, depth, close_at)
+        return doc, kept, len(doc) - 1, None, "metadata"
+    return _close_array(raw, path, brackets, depth, array_at=open_at, level=2, suffix=b"]}", problem=problem)
+
+
+def _find_key(raw: bytes, quotes, brackets, depth) -> int | None:
+    at = raw.find(_KEY)
+    for _ in range(10_000):
+        if at < 0:
+            return None
+        i = int(np.searchsorted(quotes, at))
+        after = _SKIP_WS.match(raw, at + len(_KEY)).end()
+        if (i < len(quotes) and quotes[i] == at and i % 2 == 0
+                and _depth_at(at, brackets, depth) == 1 and raw[after:after + 1] == b":"):
+            return at
+        at = raw.find(_KEY, at + 1)
+    return None
+
+
+def _close_array(raw: bytes, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes,
+                 problem: str):
+    """Close the events array after its last complete element."""
+    i_open = int(np.searchsorted(brackets, array_at))
+    ends = np.flatnonzero(depth[i_open + 1:] == level)
+    if not len(ends):
+        raise TraceReadError(path, f"cannot salvage: {problem}, before the first complete event")
+    # msgspec may report the damage a byte or two past where it is, so the scanned prefix can hold
+    # one bad byte: check the closed document and step back an event at a time if it does not decode.
+    for j in range(len(ends) - 1, max(len(ends) - 21, -1), -1):
+        end = int(brackets[i_open + 1 + ends[j]]) + 1
+        doc = raw[:end] + suffix
+        if _decodes(doc):
+            return doc, j + 1, end, (end - array_at) / (j + 1), "events"
+    raise TraceReadError(path, f"cannot salvage: {problem}, and the text before it does not close into valid JSON")
+
+
+def _decodes(doc: bytes) -> bool:
+    try:
+        _VALIDATOR.decode(doc)
+        return True
+    except (msgspec.DecodeError, RecursionError):
+        return False
+
+
+def _close_metadata(raw: bytes, path: str, quotes, brackets, depth, close_at: int):
+    """The document up to the last complete top-level member after the events array."""
+    tail = np.frombuffer(raw, dtype=np.uint8)[close_at + 1:]
+    commas = close_at + 1 + np.flatnonzero(tail == _COMMA)
+    if len(commas):
+        commas = commas[np.searchsorted(quotes, commas) % 2 == 0]
+        at_top = depth[np.clip(np.searchsorted(brackets, commas) - 1, 0, None)] == 1
+        commas = commas[at_top]
+    for cut in [int(c) for c in commas[::-1][:50]] + [close_at + 1]:
+        doc = raw[:cut] + b"}"
+        if _decodes(doc):
+            return doc
+    raise TraceReadError(path, "cannot salvage: the metadata after traceEvents is damaged")

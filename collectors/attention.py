@@ -30,28 +30,16 @@ stderr -- it is never profiled.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime as _dt
 import math
 import os
 import sys
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from . import COLLECTOR_VERSION, METADATA_KEY
-from ._common import (
-    TOLERANCES,
-    Skip,
-    canonical_dtype,
-    environment,
-    profile_variant,
-    stderr_progress,
-    synchronize,
-    torch_dtype,
-    trace_file_name,
-    write_manifest,
-)
+from ._common import Skip, synchronize, torch_dtype
+from .cli import add_run_arguments, run_cli
+from .run import Collector, Settings, Variant, first_line, run_once
+from .run import collect as run_collector
 
 COLLECTOR = "collectors.attention"
 
@@ -103,12 +91,15 @@ DEFAULTS = dict(
 )
 
 
-@dataclass
-class _Variant:
-    name: str
-    backend: str
-    context: Callable[[], contextlib.AbstractContextManager]
-    step: Callable[[], Any]
+#: Help of the run options (--dtype ... --out) on the command line.
+_RUN_HELP = {
+    "dtype": "q/k/v dtype",
+    "device": "device to run on",
+    "warmup": "profiler warmup steps (recorded, then discarded)",
+    "steps": "profiled (active) steps per variant",
+    "seed": "seed of the random q/k/v",
+    "out": "output folder",
+}
 
 
 def _naive(q, k, v, mask, scale, *, inplace: bool):
@@ -122,31 +113,44 @@ def _naive(q, k, v, mask, scale, *, inplace: bool):
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _build_variant(name: str, q, k, v, mask, scale) -> _Variant:
+def _build_variant(name: str, q, k, v, mask, scale) -> Variant:
     import torch.nn.functional as F
 
     backend = VARIANTS[name]
+    meta = {"description": DESCRIPTIONS[name], "backend": backend}
     if name in ("naive", "naive_inplace"):
         inplace = name == "naive_inplace"
-        return _Variant(
-            name, backend, contextlib.nullcontext, lambda: _naive(q, k, v, mask, scale, inplace=inplace)
-        )
+        return Variant(name, lambda: _naive(q, k, v, mask, scale, inplace=inplace), metadata=meta)
 
     def sdpa():
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
     if backend == "auto":
-        return _Variant(name, backend, contextlib.nullcontext, sdpa)
+        return Variant(name, sdpa, metadata=meta)
 
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     member = getattr(SDPBackend, backend)
-    return _Variant(name, backend, lambda: sdpa_kernel(member), sdpa)
+    return Variant(name, sdpa, lambda: sdpa_kernel(member), metadata=meta)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+def _prepare(s: Settings) -> tuple[Callable[[str], Variant], Any]:
+    """Random q/k/v in the requested dtype, and the naive fp32 reference."""
+    import torch
+
+    batch, heads, seq_len, head_dim = (s.sizes[k] for k in ("batch", "heads", "seq_len", "head_dim"))
+    tdtype = torch_dtype(s.dtype)
+    gen = torch.Generator(device="cpu").manual_seed(s.seed)
+    shape = (batch, heads, seq_len, head_dim)
+    q, k, v = (torch.randn(shape, generator=gen, dtype=torch.float32).to(s.device) for _ in range(3))
+    # Causal mask, built once outside the profiled step: True = masked out.
+    mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=s.device).triu(1)
+    scale = 1.0 / math.sqrt(head_dim)
+    with torch.no_grad():
+        reference = _naive(q, k, v, mask, scale, inplace=False).float()
+    q, k, v = (t.to(tdtype) for t in (q, k, v))
+    synchronize(s.device)
+    return (lambda name: _build_variant(name, q, k, v, mask, scale)), reference
 
 
 def _warning_text(caught: Sequence[warnings.WarningMessage], limit: int = 600) -> str:
@@ -159,37 +163,43 @@ def _warning_text(caught: Sequence[warnings.WarningMessage], limit: int = 600) -
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_variant(variant: _Variant, reference, *, device: str, dtype: str) -> float:
-    """Run the variant once, compare with the fp32 naive reference.
+def _try_once(variant: Variant, s: Settings):
+    """Run the variant once; :class:`Skip` when its backend cannot run here.
 
-    Returns the max abs error; raises :class:`Skip` with the reason when the
-    backend cannot run or the result is wrong.
+    torch explains an unusable SDPA backend only in warnings, so they are
+    captured and appended to the reason.
     """
-    import torch
-
+    backend = VARIANTS[variant.name]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            with torch.no_grad(), variant.context():
-                out = variant.step()
-            synchronize(device)
+            return run_once(variant, s.device)
         except RuntimeError as exc:  # backend not available for this input/device
-            reason = f"{variant.backend} backend cannot run on {device} {dtype}: {_first_line(exc)}"
-            if device == "cpu" and variant.backend in _NO_CPU_KERNEL:
+            reason = f"{backend} backend cannot run on {s.device} {s.dtype}: {first_line(exc)}"
+            if s.device == "cpu" and backend in _NO_CPU_KERNEL:
                 reason += " (torch has no CPU implementation of this SDPA backend)"
             extra = _warning_text(caught)
             if extra:
                 reason += f" (torch warnings: {extra})"
             raise Skip(reason) from exc
-    atol, rtol = TOLERANCES[dtype]
-    out32 = out.float()
-    err = (out32 - reference).abs().max().item()
-    if not torch.allclose(out32, reference, atol=atol, rtol=rtol) or not math.isfinite(err):
-        raise Skip(
-            f"wrong result: max abs err {err:.3g} vs the fp32 naive reference "
-            f"(atol={atol:g}, rtol={rtol:g} for {dtype})"
-        )
-    return err
+
+
+def _finish_entry(variant: Variant, entry: dict[str, Any]) -> dict[str, Any]:
+    attention_ops = sorted(op for op in entry["op_counts"] if op.startswith(_ATTENTION_OP_PREFIXES))
+    return {"backend": VARIANTS[variant.name], **entry, "attention_ops": attention_ops}
+
+
+SPEC = Collector(
+    name=COLLECTOR,
+    tag="[attention]",
+    variants=VARIANTS,
+    name_width=15,
+    checking="checking against naive fp32 reference ...",
+    reference="the fp32 naive reference",
+    prepare=_prepare,
+    try_once=_try_once,
+    finish_entry=_finish_entry,
+)
 
 
 def collect(
@@ -216,134 +226,11 @@ def collect(
     ``skipped`` (variant -> backend, reason).  Never raises for a variant that
     cannot run; ``progress`` (if given) receives one line per variant.
     """
-    import torch
-
-    say = progress or (lambda line: None)
-    dtype = canonical_dtype(dtype)
-    device = str(device).lower()
-    if device not in ("cuda", "cpu"):
-        raise ValueError(f"device must be 'cuda' or 'cpu', not {device!r}")
-    names = list(VARIANTS) if variants is None else list(variants)
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        raise ValueError(f"unknown variant(s) {unknown}; known: {list(VARIANTS)}")
-    for label, value in (("batch", batch), ("heads", heads), ("seq_len", seq_len), ("head_dim", head_dim), ("steps", steps)):
-        if int(value) < 1:
-            raise ValueError(f"{label} must be >= 1")
-    if warmup < 0:
-        raise ValueError("warmup must be >= 0")
-
-    out_dir = os.fspath(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    env = environment(device)
-    config = {
-        "batch": batch,
-        "heads": heads,
-        "seq_len": seq_len,
-        "head_dim": head_dim,
-        "dtype": dtype,
-        "warmup": warmup,
-        "steps": steps,
-        "seed": seed,
-        "tolerance": dict(zip(("atol", "rtol"), TOLERANCES[dtype])),
-        **env,
-    }
-    manifest: dict[str, Any] = {
-        "collector": COLLECTOR,
-        "collector_version": COLLECTOR_VERSION,
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "trace_files": "<variant>.json.gz",
-        "metadata_key": METADATA_KEY,
-        "config": config,
-        "collected": {},
-        "skipped": {},
-    }
-
-    def skip(name: str, reason: str) -> None:
-        manifest["skipped"][name] = {"backend": VARIANTS[name], "reason": reason}
-        stale = os.path.join(out_dir, trace_file_name(name))
-        if os.path.exists(stale):  # keep folder and manifest in agreement
-            os.remove(stale)
-        say(f"[attention] skip    {name:<15} {reason}")
-
-    if device == "cuda" and not torch.cuda.is_available():
-        reason = f"CUDA not available (torch {torch.__version__}, built with CUDA {torch.version.cuda})"
-        for name in names:
-            skip(name, reason)
-        write_manifest(out_dir, manifest)
-        return manifest
-
-    tdtype = torch_dtype(dtype)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    shape = (batch, heads, seq_len, head_dim)
-    q, k, v = (torch.randn(shape, generator=gen, dtype=torch.float32).to(device) for _ in range(3))
-    # Causal mask, built once outside the profiled step: True = masked out.
-    mask = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
-    scale = 1.0 / math.sqrt(head_dim)
-    with torch.no_grad():
-        reference = _naive(q, k, v, mask, scale, inplace=False).float()
-    q, k, v = (t.to(tdtype) for t in (q, k, v))
-    synchronize(device)
-
-    for i, name in enumerate(names, 1):
-        variant = _build_variant(name, q, k, v, mask, scale)
-        say(f"[attention] {i}/{len(names)} {name:<15} checking against naive fp32 reference ...")
-        try:
-            err = _check_variant(variant, reference, device=device, dtype=dtype)
-        except Skip as exc:
-            skip(name, str(exc))
-            continue
-        metadata = {
-            "collector": COLLECTOR,
-            "collector_version": COLLECTOR_VERSION,
-            "variant": name,
-            "description": DESCRIPTIONS[name],
-            "backend": variant.backend,
-            "batch": batch,
-            "heads": heads,
-            "seq_len": seq_len,
-            "head_dim": head_dim,
-            "dtype": dtype,
-            "device": device,
-            "device_name": env["device_name"],
-            "torch": env["torch"],
-            "cuda": env["cuda"],
-            "warmup": warmup,
-            "steps": steps,
-            "max_abs_err": err,
-        }
-        out_path = os.path.join(out_dir, trace_file_name(name))
-        try:
-            with variant.context():
-                entry = profile_variant(
-                    variant.step,
-                    name=name,
-                    out_path=out_path,
-                    metadata=metadata,
-                    device=device,
-                    warmup=warmup,
-                    steps=steps,
-                )
-        except RuntimeError as exc:
-            skip(name, f"failed while profiling: {_first_line(exc)}")
-            continue
-        entry = {
-            "backend": variant.backend,
-            **entry,
-            "max_abs_err": err,
-            "attention_ops": sorted(
-                op for op in entry["op_counts"] if op.startswith(_ATTENTION_OP_PREFIXES)
-            ),
-        }
-        manifest["collected"][name] = entry
-        say(
-            f"[attention] ok      {name:<15} {entry['file']} ({entry['size']} B), "
-            f"{entry['mean_step_wall_s'] * 1e3:.3f} ms/step, "
-            f"{sum(entry['trace_op_counts'].values()) // steps} ops/step, max abs err {err:.2g}"
-        )
-
-    write_manifest(out_dir, manifest)
-    return manifest
+    sizes = dict(batch=batch, heads=heads, seq_len=seq_len, head_dim=head_dim)
+    return run_collector(
+        SPEC, out_dir, variants, sizes=sizes, dtype=dtype, device=device,
+        warmup=warmup, steps=steps, seed=seed, progress=progress,
+    )  # fmt: skip
 
 
 def _variant_list(text: str) -> list[str]:
@@ -368,12 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", type=int, default=DEFAULTS["heads"], help="attention heads")
     p.add_argument("--seq-len", type=int, default=DEFAULTS["seq_len"], help="sequence length (q and k/v)")
     p.add_argument("--head-dim", type=int, default=DEFAULTS["head_dim"], help="head dimension")
-    p.add_argument("--dtype", default=DEFAULTS["dtype"], choices=["bf16", "fp16", "fp32"], help="q/k/v dtype")
-    p.add_argument("--device", default=DEFAULTS["device"], choices=["cuda", "cpu"], help="device to run on")
-    p.add_argument("--warmup", type=int, default=DEFAULTS["warmup"], help="profiler warmup steps (recorded, then discarded)")
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="profiled (active) steps per variant")
-    p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the random q/k/v")
-    p.add_argument("--out", default="traces/attention", help="output folder")
+    add_run_arguments(p, DEFAULTS, out="traces/attention", helps=_RUN_HELP)
     p.add_argument(
         "--variants",
         type=_variant_list,
@@ -385,29 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        manifest = collect(
-            args.out,
-            args.variants,
-            batch=args.batch,
-            heads=args.heads,
-            seq_len=args.seq_len,
-            head_dim=args.head_dim,
-            dtype=args.dtype,
-            device=args.device,
-            warmup=args.warmup,
-            steps=args.steps,
-            seed=args.seed,
-            progress=stderr_progress,
-        )
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    n_ok, n_skip = len(manifest["collected"]), len(manifest["skipped"])
-    stderr_progress(
-        f"[attention] {n_ok} collected, {n_skip} skipped -> {os.path.join(args.out, 'manifest.json')}"
-    )
-    return 0 if n_ok else 1
+    sizes = dict(batch=args.batch, heads=args.heads, seq_len=args.seq_len, head_dim=args.head_dim)
+    return run_cli(collect, args, args.variants, sizes, tag="[attention]")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def _time_unit(max_ns: float) -> tuple[float, str]:
 def plot_breakdown(traces, path, sel=None, labels=None, title: str | None = None, sels=None) -> str:
     """Stacked bars, one per trace: GPU time per step by kernel category, or on CPU-only
     traces CPU time per step of the outermost CPU ops by name."""
-    from ..analyses.diff import breakdown, region
+    from ..analyses.region import region
 
     path = check_path(path)
     plt = pyplot()
@@ -96,6 +96,23 @@ def plot_breakdown(traces, path, sel=None, labels=None, title: str | None = None
     sides = [region(t, s) for t, s in zip(traces, sels)]
     gpu = any(s.has_gpu for s in sides)
     labels = labels or [t.label for t in traces]
+    frame = _breakdown_frame(sides, labels, gpu)
+    what = "GPU time per step by kernel category" if gpu else "CPU self time per step by CPU op (CPU-only traces)"
+    fig, ax, tops = _stacked_bars(plt, frame, gpu)
+    ax.set_title(title or what)
+    ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
+    ax.spines[["top", "right"]].set_visible(False)
+    if len(frame.columns):
+        handles, lbls = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], lbls[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+                  fontsize=8, title="category" if gpu else "CPU op")
+    return _save(fig, path, title or what)
+
+
+def _breakdown_frame(sides, labels, gpu: bool) -> pd.DataFrame:
+    """One row per bar, one column per group, largest group first and "other ops" last."""
+    from ..analyses.region import breakdown
+
     series = []
     for s in sides:
         if gpu and not s.has_gpu:
@@ -110,7 +127,14 @@ def plot_breakdown(traces, path, sel=None, labels=None, title: str | None = None
     order = frame.sum().sort_values(ascending=False).index.tolist()
     if "other ops" in order:
         order = [g for g in order if g != "other ops"] + ["other ops"]
-    frame = frame[order] if order else frame
+    return frame[order] if order else frame
+
+
+def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
+    """A figure with one stacked bar per row of ``frame``, each total written on top; also
+    returns the axes and the bars' heights."""
+    order = frame.columns.tolist()
+    labels = frame.index.tolist()
     scale, unit = _time_unit(float(frame.sum(axis=1).max()) if len(frame.columns) else 0.0)
     colors = _colors(order)
     n = len(labels)
@@ -126,22 +150,14 @@ def plot_breakdown(traces, path, sel=None, labels=None, title: str | None = None
                     xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=20 if n > 3 else 0, ha="right" if n > 3 else "center")
-    what = "GPU time per step by kernel category" if gpu else "CPU self time per step by CPU op (CPU-only traces)"
     ax.set_ylabel(f"{'GPU time' if gpu else 'CPU self time'} per step ({unit})")
-    ax.set_title(title or what)
-    ax.set_ylim(0, max(bottom.max() * 1.12, 1e-9) if n else 1)
-    ax.spines[["top", "right"]].set_visible(False)
-    if order:
-        handles, lbls = ax.get_legend_handles_labels()
-        ax.legend(handles[::-1], lbls[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  fontsize=8, title="category" if gpu else "CPU op")
-    return _save(fig, path, title or what)
+    return fig, ax, bottom
 
 
 def plot_timeline(trace, path, step: int | None = None) -> str:
     """One step on a time axis: GPU activities, a lane per device/stream, coloured by category;
     on a CPU-only trace the CPU ops, a lane per thread (nested ops stacked inside it)."""
-    from ..analyses.diff import classified
+    from ..analyses.region import classified
 
     path = check_path(path)
     plt = pyplot()
@@ -203,15 +219,7 @@ def _cpu_timeline(plt, trace, ops, step, path) -> str:
     depth = ops["depth"].to_numpy()
     max_depth = int(depth.max()) + 1 if len(depth) else 1
     fig, ax = plt.subplots(figsize=(11, max(2.4, 0.32 * max_depth * len(threads) + 1.6)))
-    yticks, ylabels = [], []
-    # colour each op by its outermost op's name, so a call tree reads as one block
-    from ..analyses.diff import ARROW, _ops_with_chains
-
-    chains = _ops_with_chains(trace)["chain"].to_numpy()[ops.index.to_numpy()]
-    root_name = np.array([c.split(ARROW, 1)[0] if c else "" for c in chains], dtype=object)
-    is_root = np.array([bool(c) and ARROW not in c for c in chains])
-    names = pd.Series(ops["dur_ns"].to_numpy()[is_root], index=root_name[is_root]).groupby(level=0).sum()
-    named = names.sort_values(ascending=False).index[:10].tolist()
+    root_name, named = _root_groups(trace, ops)
     colors = _colors(named + ["other ops"])
     keep = root_name != ""  # ProfilerStep ops themselves are not drawn
     used = set()
@@ -225,16 +233,13 @@ def _cpu_timeline(plt, trace, ops, step, path) -> str:
                 sel = m & (root_name == grp)
             if not sel.any():
                 continue
-            ys = base + depth[sel]
             left = (ops["ts_ns"].to_numpy()[sel] - t0) / scale
             width = np.maximum(ops["dur_ns"].clip(lower=0).to_numpy()[sel] / scale, span / scale / 2000.0)
-            ax.barh(ys, width, left=left, height=0.8, color=colors[grp], edgecolor="white", linewidth=0.3,
-                    label=None if grp in used else grp)
+            ax.barh(base + depth[sel], width, left=left, height=0.8, color=colors[grp], edgecolor="white",
+                    linewidth=0.3, label=None if grp in used else grp)
             used.add(grp)
-        yticks.append(base)
-        ylabels.append(f"thread {tid}")
-    ax.set_yticks(yticks)
-    ax.set_yticklabels(ylabels, fontsize=8)
+    ax.set_yticks([ti * (max_depth + 1) for ti in range(len(threads))])
+    ax.set_yticklabels([f"thread {tid}" for tid in threads], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"time since the step's first CPU op ({unit}); nested ops below their parent")
     what = f"{trace.label}: CPU ops" + (f" of step {step}" if step is not None else "") + " (CPU-only trace)"
@@ -242,3 +247,15 @@ def _cpu_timeline(plt, trace, ops, step, path) -> str:
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8, title="outermost op")
     return _save(fig, path, what)
+
+
+def _root_groups(trace, ops) -> tuple[np.ndarray, list]:
+    """Each op's outermost op name ("" for ProfilerStep ops), and the ten names with the most
+    time: colouring by them makes a call tree read as one block."""
+    from ..analyses.region import ARROW, ops_with_chains
+
+    chains = ops_with_chains(trace)["chain"].to_numpy()[ops.index.to_numpy()]
+    root_name = np.array([c.split(ARROW, 1)[0] if c else "" for c in chains], dtype=object)
+    is_root = np.array([bool(c) and ARROW not in c for c in chains])
+    names = pd.Series(ops["dur_ns"].to_numpy()[is_root], index=root_name[is_root]).groupby(level=0).sum()
+    return root_name, names.sort_values(ascending=False).index[:10].tolist()

@@ -1,0 +1,246 @@
+"""The sentences of a diff: what changed from A to B, in plain words, most telling first."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .names import finding_name, short_kernel_name
+from .region import ARROW, BACKEND_WORDS, NO_OP, Side, chain_table, step_word
+from .words import human, listing, num, plural, ratio, times
+
+COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous")
+
+
+def diff_findings(A: Side, B: Side, kernels, aa: dict, ab: dict, ops_t: pd.DataFrame,
+                  chains_a: pd.DataFrame, chains_b: pd.DataFrame) -> list[str]:
+    """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity)."""
+    f = []
+    if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
+        f.append(f"A ran on {A.trace.device_name}, B on {B.trace.device_name}: "
+                 "time differences include the hardware, not only the code")
+    gpu = A.has_gpu or B.has_gpu
+    if gpu:
+        f += _gpu_findings(A, B, kernels)
+        f += _attention_findings(aa, ab)
+        f += _host_op_findings(ops_t)
+        if not (A.has_gpu and B.has_gpu):
+            f += _cpu_findings(A, B, ops_t, chains_a, chains_b)
+    else:
+        f.append("neither trace holds GPU activity (CPU-only traces): comparing CPU ops per step")
+        f += _cpu_findings(A, B, ops_t, chains_a, chains_b)
+        f += _attention_findings(aa, ab)
+    if gpu and not (A.has_gpu and B.has_gpu):
+        one = "A" if not A.has_gpu else "B"
+        f.append(f"{one} holds no GPU activity in the selection, so GPU numbers compare with zero")
+    return f
+
+
+# ------------------------------------------------------------------ GPU
+
+
+def _gpu_findings(A: Side, B: Side, kernels) -> list[str]:
+    unit = step_word(A)
+    f = [_kernel_count_finding(A, B, unit)]
+    f += _category_findings(A, B, kernels.by_category, unit)
+    f += _only_findings(kernels.only_a, kernels.only_b, unit)
+    f += _gemm_findings(kernels.ga, kernels.gb)
+    f += _precision_findings(A, B)
+    f += _launch_findings(A, B, unit)
+    return f
+
+
+def _kernel_count_finding(A: Side, B: Side, unit: str) -> str:
+    na, nb = A.kernels_per_step, B.kernels_per_step
+    ta, tb = A.gpu_ns_per_step, B.gpu_ns_per_step
+    rk, rt = ratio(na, nb), ratio(ta, tb)
+    if na == 0 or nb == 0:
+        busy, idle, n, t = ("B", "A", nb, tb) if na == 0 else ("A", "B", na, ta)
+        return f"{busy} launches {plural(n, 'kernel')} per {unit} ({human(t)} of GPU time); {idle} none"
+    if abs(nb - na) < 1e-9:
+        return (f"B runs the same number of kernels per {unit} as A ({num(nb)}) "
+                f"and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
+    verb = "more" if nb > na else "fewer"
+    return (f"B launches {plural(nb, 'kernel')} per {unit} vs {num(na)} in A ({times(rk)}, {num(abs(nb - na))} "
+            f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
+
+
+def _category_findings(A: Side, B: Side, by_cat: pd.DataFrame, unit: str) -> list[str]:
+    """The (at most three) categories whose GPU time moved by more than 5% of the larger side's."""
+    movers = by_cat[np.abs(by_cat["delta_time_ns"]) > 0.05 * max(A.gpu_ns_per_step, B.gpu_ns_per_step, 1)].copy()
+    if not len(movers):
+        return []
+    movers = movers.iloc[np.argsort(-np.abs(movers["delta_time_ns"].to_numpy()), kind="stable")].head(3)
+    parts = [f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} kernels)"
+             for c, d, ca, cb in zip(movers["category"], movers["delta_time_ns"], movers["a_count"],
+                                     movers["b_count"])]
+    return [f"GPU time per {unit} changes most in: " + "; ".join(parts)]
+
+
+def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> list[str]:
+    f = []
+    for table, side_word, verb in ((only_a, "A", "is gone in B"), (only_b, "B", "is new in B")):
+        for row in table.head(5).itertuples(index=False):
+            name = finding_name(row.kernel, row.example)
+            launched = "it was launched by" if side_word == "A" else "launched by"
+            who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
+            f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")
+        if len(table) > 5:
+            f.append(f"... and {len(table) - 5} more kernel(s) only in {side_word} (see only_in_{side_word.lower()})")
+    return f
+
+
+def _gemm_findings(ga: dict, gb: dict) -> list[str]:
+    tca, tcb = ga["tensor_core_pct"], gb["tensor_core_pct"]
+    fa, fb = ga["dominant_family"], gb["dominant_family"]
+    if not np.isnan(tca) and not np.isnan(tcb):
+        if tca >= 50 > tcb:
+            return [f"GEMMs moved from tensor cores ({fa}) to CUDA cores ({fb}): tensor-core share of GEMM time "
+                    f"{tca:.0f}% -> {tcb:.0f}%"]
+        if tcb >= 50 > tca:
+            return [f"GEMMs moved from CUDA cores ({fa}) to tensor cores ({fb}): tensor-core share of GEMM time "
+                    f"{tca:.0f}% -> {tcb:.0f}%"]
+        if fa != fb:
+            where = "tensor cores" if tca >= 50 else "CUDA cores"
+            return [f"GEMMs run on {where} on both sides ({tca:.0f}% vs {tcb:.0f}% of GEMM time); "
+                    f"the main GEMM family changed from {fa} to {fb}"]
+    elif np.isnan(tca) != np.isnan(tcb) and (fa or fb):
+        return [f"GEMMs: A {_gemm_words(ga)}; B {_gemm_words(gb)}"]
+    return []
+
+
+def _gemm_words(g: dict) -> str:
+    if g["dominant_family"] is None:
+        return "runs no GEMM kernel"
+    if np.isnan(g["tensor_core_pct"]):
+        return f"GEMMs mostly {g['dominant_family']}"
+    return f"{g['tensor_core_pct']:.0f}% of GEMM time on tensor cores ({g['dominant_family']})"
+
+
+def _precision_findings(A: Side, B: Side) -> list[str]:
+    pa, pb = _precision(A), _precision(B)
+    if pa and pb and pa[0] != pb[0]:
+        return [f"most GPU time runs in {pb[0]} in B ({pb[1]:.0f}%) but in {pa[0]} in A ({pa[1]:.0f}%)"]
+    return []
+
+
+def _precision(side: Side):
+    k = side.kernels
+    if not len(k) or "precision" not in k.columns:
+        return None
+    p = k[k["precision"].notna().to_numpy()]
+    if not len(p):
+        return None
+    s = p.groupby(p["precision"].astype(str).to_numpy())["dur_ns"].sum()
+    total = k["dur_ns"].clip(lower=0).sum()
+    return (s.idxmax(), 100.0 * s.max() / total) if total else None
+
+
+def _launch_findings(A: Side, B: Side, unit: str) -> list[str]:
+    """Kernel launches per step, when they differ by more than 20%."""
+    if not (A.launches_per_step and B.launches_per_step):
+        return []
+    rl = ratio(A.launches_per_step, B.launches_per_step)
+    if np.isnan(rl) or not (rl > 1.2 or rl < 0.8):
+        return []
+    return [f"host side: B makes {num(B.launches_per_step)} kernel launches per {unit} vs "
+            f"{num(A.launches_per_step)} in A; CPU time per {unit} {human(B.cpu_time_per_step_ns)} vs "
+            f"{human(A.cpu_time_per_step_ns)}"]
+
+
+def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
+    """On GPU traces: the CPU ops (by time) that run on one side only."""
+    f = []
+    for here, there, mine, theirs in (("B", "A", "b", "a"), ("A", "B", "a", "b")):
+        t = ops_t[(ops_t[f"{theirs}_count"] == 0) & (ops_t[f"{mine}_count"] > 0)]
+        t = t.sort_values(f"{mine}_time_ns", ascending=False, kind="stable")
+        if len(t):
+            names = [f"{op} ({human(ns)})" for op, ns in zip(t["op"], t[f"{mine}_time_ns"])]
+            f.append(f"host side: {here} runs CPU ops that {there} does not, largest first: {listing(names, n)}")
+    return f
+
+
+# ------------------------------------------------------------------ attention
+
+
+def _attention_words(st: dict, unit: str) -> str | None:
+    if st["kernels"]:
+        parts = []
+        for backend, v in st["kernels"].items():
+            count = "one" if abs(v["count"] - 1) < 1e-9 else num(v["count"])
+            word = "kernel" if count == "one" else "kernels"
+            parts.append(f"{count} {short_kernel_name(v['kernel'])} {word} per {unit} "
+                         f"({BACKEND_WORDS.get(backend, backend + ' backend')})")
+        return "attention runs as " + " and ".join(parts)
+    if st["sdpa_backends"]:
+        b = st["sdpa_backends"][0]
+        op = st["sdpa_ops"][-1] if b == "math" else st["sdpa_ops"][0]
+        if b == "math":
+            return f"attention runs unfused ({op}: SDPA math backend, separate matmul/softmax/elementwise ops)"
+        return f"attention runs as {op} ({BACKEND_WORDS.get(b, b)})"
+    return None
+
+
+def _attention_findings(aa: dict, ab: dict, unit: str = "step") -> list[str]:
+    wa, wb = _attention_words(aa, unit), _attention_words(ab, unit)
+    if wa is None and wb is None:
+        return []
+    if wa == wb:
+        return [f"{wa} on both sides"]
+    none = "no fused attention kernel and no SDPA op (attention, if any, runs as separate ops)"
+    return [f"A: {wa or none}", f"B: {wb or none}"]
+
+
+# ------------------------------------------------------------------ CPU
+
+
+def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
+    f = []
+    unit = step_word(A)
+    na, nb = A.cpu_ops_per_step, B.cpu_ops_per_step
+    f.append(f"B runs {num(nb)} CPU ops per {unit} vs {num(na)} in A ({times(ratio(na, nb))}); "
+             f"CPU time per {unit} {human(B.cpu_time_per_step_ns)} vs {human(A.cpu_time_per_step_ns)} "
+             f"({times(ratio(A.cpu_time_per_step_ns, B.cpu_time_per_step_ns))})")
+    only_b = ops_t[(ops_t["a_count"] == 0) & (ops_t["b_count"] > 0)]["op"].tolist()
+    only_a = ops_t[(ops_t["b_count"] == 0) & (ops_t["a_count"] > 0)]["op"].tolist()
+    order_b, order_a = _first_seen(B), _first_seen(A)
+    only_b.sort(key=lambda n: order_b.get(n, 1 << 60))
+    only_a.sort(key=lambda n: order_a.get(n, 1 << 60))
+    if only_b:
+        f.append(f"B runs {listing(only_b, 12)} per {unit} that A does not")
+    if only_a:
+        f.append(f"A runs {listing(only_a, 12)} per {unit} that B does not")
+    full_a, full_b = chain_table(A), chain_table(B)
+    for table, here, there, other in ((chains_a, "A", "B", full_b), (chains_b, "B", "A", full_a)):
+        f += _copy_findings(table, other, here, there, unit)
+    return f
+
+
+def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
+    """One sentence per outer op whose copy (copy_/clone/_to_copy) happens on one side only.
+
+    A chain counts as present on the other side when some chain there runs the same outer op
+    and, somewhere below it, the same copy op (so a changed nesting does not count as a change).
+    """
+    out, seen = [], set()
+    other_chains = [c.split(ARROW) for c in other.index] if len(other) else []
+    t = table[table["op"].isin(COPY_OPS) & table["chain"].str.contains(ARROW, regex=False)]
+    t = t.assign(rank=t["op"].map({op: i for i, op in enumerate(COPY_OPS)}), depth=t["chain"].str.count(ARROW))
+    t = t.sort_values(["rank", "depth"], ascending=[True, False], kind="stable")
+    for row in t.itertuples(index=False):
+        parts = row.chain.split(ARROW)
+        outer = parts[0]
+        if outer in seen or outer in COPY_OPS:
+            continue
+        if any(outer in c and c[-1] == row.op and c.index(outer) < len(c) - 1 for c in other_chains):
+            continue
+        seen.add(outer)
+        out.append(f"{outer} copies ({row.op} under it: {row.chain}, {num(row.count)} per {unit}) "
+                   f"in {here}, not in {there}")
+        if len(out) == 3:
+            break
+    return out
+
+
+def _first_seen(side: Side) -> dict:
+    o = side.ops.sort_values("ts_ns", kind="stable")
+    return {n: i for i, n in enumerate(dict.fromkeys(o["name"].astype(str)))}

@@ -1,0 +1,196 @@
+"""Kernel names: a key that matches the "same" kernel across traces, and how to show one.
+
+``normalise_kernel_name`` is what diff matches GPU activities on: template arguments
+that are types or numbers, tile sizes, architecture prefixes, dtypes and parameter
+lists do not hide a match, so ``ampere_sgemm_128x64_tn`` in A and
+``volta_sgemm_64x32_tn`` in B are the same kernel family. The other functions name a
+kernel for a table or a sentence, or tell its GEMM family.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+_ARCH_RE = re.compile(r"(?<![A-Za-z0-9])(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell)(?=_)")
+_DTYPE_RE = re.compile(
+    r"(?<![A-Za-z0-9])(bf16|fp16|fp32|fp64|fp8|tf32|f16|f32|f64|e4m3|e5m2|int8|int32|int64|i8|i32|u8|s8|"
+    r"half|float|double|bfloat16|float16|float32|float64)(?![A-Za-z0-9])")
+_DIGITS_RE = re.compile(r"\d+")
+_TYPE_ARG_RE = re.compile(
+    r"^(?:(?:const|volatile|unsigned|signed|struct|class)\s+)*"
+    r"(?:\w+::)*(?:u?int\d*_t|u?int|long|long long|short|char|bool|float|double|size_t|"
+    r"half|half2|half_t|__half2?|bfloat16_t|tfloat32_t|float_e\w+|__nv_\w+|BFloat16|Half|Float8_\w+|"
+    r"complex<[^<>]*>|c10::complex<[^<>]*>)"
+    r"(?:\s*(?:const|volatile))?\s*[*&]*\s*(?:const)?$")
+_LITERAL_RE = re.compile(r"^(?:\(\w+\))?-?(?:\d+[uUlL]*|true|false|\d*\.\d+f?|0x[0-9a-fA-F]+)$")
+_OPEN = {"<": ">", "(": ")", "{": "}"}
+_CLOSE = {">", ")", "}"}
+_NOISE_RE = re.compile(r"::\{lambda\}|\{lambda\}::|::operator\b|\s+const\b")
+
+
+@functools.lru_cache(maxsize=65536)
+def normalise_kernel_name(name: str) -> str:
+    """A key that is equal for the "same" kernel across traces, GPUs and dtypes.
+
+    - ``Memcpy``/``Memset`` names are kept as written (direction matters);
+    - ``void `` and ``(anonymous namespace)::`` are dropped;
+    - a parameter list ``(...)`` is dropped; a lambda ``{lambda(...)#2}`` becomes ``{lambda}``;
+    - template arguments that are types (``float``, ``c10::BFloat16``, ``char*``) or
+      literals (``128``, ``true``) are dropped; the others keep their last name
+      component (``MulFunctor``), so different functors stay different kernels;
+    - GPU architecture prefixes (``ampere_``, ``volta_``) become ``ARCH``, dtype
+      tokens in identifiers (``bf16``, ``fp32``) become ``T`` and every other number ``N``
+      (``ampere_sgemm_128x64_tn`` -> ``ARCH_sgemm_NxN_tn``).
+    """
+    text = " ".join(str(name).split())
+    if text.startswith(("Memcpy", "Memset")):
+        return text
+    text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "")
+    text = text.replace("->", " ")
+    if text.startswith("void "):
+        text = text[5:]
+    out = _norm(text)
+    out = _tokens(out)
+    return " ".join(out.split()) or text
+
+
+def _tokens(text: str) -> str:
+    text = _ARCH_RE.sub("ARCH", text)
+    text = _DTYPE_RE.sub("T", text)
+    return _DIGITS_RE.sub("N", text)
+
+
+def _matching(text: str, start: int) -> int:
+    """Index of the bracket closing the one at ``start``; -1 when unbalanced."""
+    stack = [_OPEN[text[start]]]
+    i = start + 1
+    while i < len(text):
+        c = text[i]
+        if c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c in _CLOSE:
+            if c != stack[-1]:
+                return -1
+            stack.pop()
+            if not stack:
+                return i
+        i += 1
+    return -1
+
+
+def _norm(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c in _OPEN:
+            j = _matching(text, i)
+            if j < 0:  # unbalanced (e.g. ``operator<``): keep the rest as plain text
+                out.append(text[i:])
+                break
+            inner = text[i + 1:j]
+            if c == "<":
+                args = [a for a in (_norm_arg(x) for x in _split_args(inner)) if a]
+                if args:
+                    out.append("<" + ", ".join(args) + ">")
+            elif c == "{":
+                word = re.match(r"\s*(\w*)", inner).group(1)
+                out.append("{" + word + "}")
+            # "(": a parameter list (or operator()): dropped
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    result = "".join(out)
+    prev = None
+    while prev != result:
+        prev, result = result, _NOISE_RE.sub("", result)
+    return result.strip()
+
+
+def _split_args(inner: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for c in inner:
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        if c == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts]
+
+
+def _norm_arg(arg: str) -> str:
+    if not arg or _LITERAL_RE.match(arg) or _TYPE_ARG_RE.match(arg):
+        return ""
+    n = _norm(arg)
+    if not n or _LITERAL_RE.match(n) or _TYPE_ARG_RE.match(n):
+        return ""
+    head, sep, tail = n.partition("<")
+    head = head.rsplit("::", 1)[-1].strip()
+    return head + sep + tail
+
+
+def short_kernel_name(name: str) -> str:
+    """The kernel's own identifier, for sentences: ``fmha_cutlassF``, ``flash_fwd_kernel``, ``ampere_sgemm``."""
+    text = str(name).strip()
+    if text.startswith(("Memcpy", "Memset")):
+        return text.split(" (")[0]
+    text = text.replace("(anonymous namespace)::", "")
+    if text.startswith("void "):
+        text = text[5:]
+    head = re.split(r"[<(]", text, maxsplit=1)[0].strip().rsplit("::", 1)[-1]
+    cut = re.search(r"_(?:bf16|fp16|fp32|f16|f32|tf32|fp8|\d)", head)
+    if cut and cut.start() >= 4:
+        head = head[:cut.start()]
+    return head or text
+
+
+def display_key(key: str, limit: int = 80) -> str:
+    head, sep, tail = key.partition("<")
+    text = head.rsplit("::", 1)[-1] + sep + tail
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def finding_name(key: str, example: str, limit: int = 70) -> str:
+    """How a sentence names a kernel: its own name when that is short and has no template
+    arguments (``ampere_sgemm_128x64_tn``, ``Memcpy DtoD (Device -> Device)``), else the
+    normalised key without its leading namespace."""
+    if example.startswith(("Memcpy", "Memset")):
+        return example
+    if "<" not in example:
+        head = example.split("(", 1)[0].strip()
+        if head.startswith("void "):
+            head = head[5:]
+        if 0 < len(head) <= limit:
+            return head
+    return display_key(key, limit)
+
+
+_FAMILIES = [
+    (re.compile(r"(?<![A-Za-z])([hsdczi]\d{3,5})gemm"), None),
+    (re.compile(r"(sgemm|hgemm|dgemm|cgemm|zgemm)"), None),
+    (re.compile(r"gemv"), "gemv"),
+    (re.compile(r"gemmk1"), "gemmk1"),
+    (re.compile(r"nvjet"), "nvjet"),
+    (re.compile(r"gmma"), "gmma"),
+    (re.compile(r"xmma"), "xmma"),
+    (re.compile(r"(?i)splitkreduce|reduce_kernel"), "splitK reduce"),
+    (re.compile(r"triton"), "triton"),
+    (re.compile(r"(?i)cutlass"), "cutlass"),
+    (re.compile(r"(?i)tensile|Cijk_"), "tensile"),
+]
+
+
+@functools.lru_cache(maxsize=16384)
+def gemm_family(name: str) -> str:
+    """The GEMM family a kernel name tells: ``s16816``, ``s1688``, ``sgemm``, ``gemv``, ``xmma``, ..."""
+    for pattern, label in _FAMILIES:
+        m = pattern.search(name)
+        if m:
+            return label or m.group(1)
+    return "other"

@@ -1,0 +1,44 @@
+"""How numbers read in tables and sentences: per-step counts, ratios, times, lists of names.
+
+Shared by diff and compare so that both say "2.5x", "1.20 ms" and "a, b and c" alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..render.cells import human_ns
+
+
+def ratio(a: float, b: float) -> float:
+    """``b / a``; nan when ``a`` is zero or either side is missing."""
+    if a is None or b is None or (isinstance(a, float) and np.isnan(a)) or (isinstance(b, float) and np.isnan(b)):
+        return float("nan")
+    return float(b) / float(a) if a else float("nan")
+
+
+def num(x: float) -> str:
+    x = float(x)
+    if abs(x - round(x)) < 0.005:
+        return f"{int(round(x))}"
+    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def times(r: float) -> str:
+    if np.isnan(r):
+        return "n/a"
+    return f"{r:.1f}x" if r >= 0.95 else f"{r:.2f}x"
+
+
+def human(ns: float) -> str:
+    return human_ns(ns)
+
+
+def plural(n: float, word: str) -> str:
+    return f"{num(n)} {word}{'' if abs(float(n) - 1) < 1e-9 else 's'}"
+
+
+def listing(names: list[str], n: int = 8) -> str:
+    """``a, b and c``; past ``n`` names, the first ``n`` and how many more."""
+    head = names[:n]
+    text = ", ".join(head[:-1]) + (" and " if len(head) > 1 else "") + head[-1]
+    return text + (f" (+{len(names) - n} more)" if len(names) > n else "")

@@ -177,3 +177,16 @@ def test_repeated_labels_get_the_file_name(tmp_path):
     assert r["compare"]["ratio_gpu_time"].tolist() == [1.0, 1.0]  # per step, 3 vs 5 steps
     d = tv.diff(a, b, cache=False)
     assert (d.info["a_label"], d.info["b_label"]) == ("naive (naive.json.gz)", "naive (naive_5steps.json.gz)")
+
+
+def test_same_trace_twice_gets_distinct_labels():
+    from pathlib import Path
+
+    import traceview as tv
+
+    path = Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz"
+    t = tv.load(path, cache=False)
+    rep = tv.compare([t, t])
+    labels = rep["compare"]["trace"].tolist()
+    assert len(labels) == 2 and len(set(labels)) == 2
+    assert rep["compare"]["cpu_ops_per_step"].tolist() == [45.0, 45.0]

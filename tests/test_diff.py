@@ -370,3 +370,15 @@ def test_corpus_a100_vs_v100(hta_pair):
     assert k.loc["Memcpy DtoD (Device -> Device)", "a_count"] == 3
     assert k.loc["Memcpy DtoD (Device -> Device)", "b_count"] == 768
     assert np.isfinite(r.info["ratio_gpu_time"])
+
+
+def test_annotation_outside_the_selected_step_is_empty_not_a_crash():
+    from pathlib import Path
+
+    import traceview as tv
+    from traceview.analyses.diff import diff as diff_fn
+    from traceview.analyses.select import Selection
+
+    t = tv.load(Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz", cache=False)
+    rep = diff_fn(t, t, Selection(step=5, annotation="ProfilerStep#3"))
+    assert rep["overview"] is not None

@@ -221,6 +221,8 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
     A chain counts as present on the other side when some chain there runs the same outer op
     and, somewhere below it, the same copy op (so a changed nesting does not count as a change).
     """
+    if table.empty:
+        return []
     out, seen = [], set()
     other_chains = [c.split(ARROW) for c in other.index] if len(other) else []
     t = table[table["op"].isin(COPY_OPS) & table["chain"].str.contains(ARROW, regex=False)]

@@ -428,4 +428,7 @@ def trace_labels(traces) -> list[str]:
     labels = [f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl for lbl, t in zip(labels, traces)]
     if len(set(labels)) == len(labels):
         return labels
-    return [t.path for t in traces]
+    paths = [t.path for t in traces]
+    if len(set(paths)) == len(paths):
+        return paths
+    return [f"{lbl} #{i + 1}" for i, lbl in enumerate(labels)]  # the same file given twice

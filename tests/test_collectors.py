@@ -424,3 +424,19 @@ def test_mlp_autocast_needs_low_precision(tmp_path):
     assert manifest["collected"] == {}
     assert "autocast" in manifest["skipped"]["autocast"]["reason"]
     assert mlp.main(["--device", "cpu", "--dtype", "fp32", "--variants", "autocast", "--out", str(tmp_path / "cli")]) == 1
+
+
+def test_traceview_collect_fronts_the_collector(tmp_path):
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    out = tmp_path / "c"
+    result = CliRunner().invoke(main, ["collect", "attention", "--device", "cpu", "--dtype", "fp32",
+                                       "--batch", "1", "--heads", "1", "--seq-len", "16", "--head-dim", "8",
+                                       "--warmup", "1", "--steps", "1", "--variants", "naive",
+                                       "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    import traceview as tv
+
+    assert tv.load(out / "naive.json.gz", cache=False).label == "naive"

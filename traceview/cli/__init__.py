@@ -20,3 +20,4 @@ def main():
 from . import basic  # noqa: E402,F401  (registers summary, kernels)
 from . import hta  # noqa: E402,F401  (registers hta)
 from . import diff  # noqa: E402,F401  (registers diff, compare, timeline)
+from . import collect  # noqa: E402,F401  (registers collect)

@@ -91,7 +91,7 @@ def _parents(depth: np.ndarray) -> np.ndarray:
 
 def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
     """events row of the runtime call that launched each GPU activity, -1 if none."""
-    runtime = events.index[events["role"].to_numpy() == "runtime"]
+    runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
     rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
                        "driver": _is_cat(events["cat"], "cuda_driver")[runtime]})
     rt = rt.dropna(subset=["corr"]).sort_values("driver", kind="stable").drop_duplicates("corr")
@@ -139,10 +139,9 @@ def ancestry(rows: np.ndarray, nesting: pd.DataFrame, events: pd.DataFrame) -> p
     n = len(rows)
     parent = np.full(len(events), -1, dtype=np.int64)
     parent[nesting.index.to_numpy()] = nesting["parent"].to_numpy()
-    role = events["role"].to_numpy()
-    is_op = role == "cpu_op"
+    is_op = (events["role"] == "cpu_op").to_numpy()  # compares codes, not strings
     step_of = _step_numbers(events)
-    is_annot = (role == "annotation") & (step_of < 0)
+    is_annot = (events["role"] == "annotation").to_numpy() & (step_of < 0)
     inner = np.full(n, -1, np.int64)
     outer = np.full(n, -1, np.int64)
     annot = np.full(n, -1, np.int64)

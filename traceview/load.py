@@ -118,7 +118,7 @@ def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
 
 
 def _ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
-    rows = np.flatnonzero(events["role"].to_numpy() == "cpu_op")
+    rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
     anc = link.ancestry(rows, nesting, events)
     pos = np.full(len(events), -1, dtype=np.int64)
     pos[rows] = np.arange(len(rows))

@@ -328,6 +328,13 @@ class _Factorizer:
                         + [-1], dtype=np.int64)
         self.parts.append(glob[codes])  # code -1 picks the trailing -1
 
+    def add_codes(self, codes: np.ndarray, uniques: list) -> None:
+        """Append another factorizer's finished part (codes into its own ``uniques``,
+        first-appearance order): the same as having ``add``-ed its values here."""
+        index = self.index
+        glob = np.array([index.setdefault(u, len(index)) for u in uniques] + [-1], dtype=np.int64)
+        self.parts.append(glob[codes])  # code -1 picks the trailing -1
+
     def finish(self) -> Codes:
         codes = np.concatenate(self.parts) if self.parts else np.empty(0, dtype=np.int64)
         return Codes(codes, list(self.index))
@@ -379,20 +386,30 @@ def event_chunks(events_raw, path: str, size: int = _CHUNK_BYTES):
     object) leaves a chunk that is not valid JSON; ``event_columns`` then starts
     over with ``checked_event_chunks``.
     """
-    n = len(events_raw)
-    if n <= size:
+    if len(events_raw) <= size:
         yield events_raw
         return
     text = memoryview(events_raw)
+    for lo, hi, head, tail in chunk_bounds(events_raw, size):
+        yield b"".join((head, text[lo:hi], tail))
+
+
+def chunk_bounds(events_raw, size: int = _CHUNK_BYTES) -> list:
+    """Where ``event_chunks`` cuts: (start, stop, head, tail) per chunk, the chunk being
+    ``head + events_raw[start:stop] + tail`` (so that workers can build it themselves)."""
+    n = len(events_raw)
+    text = memoryview(events_raw)
+    bounds = []
     start, pos = 0, size
     while pos < n:
         m = _BETWEEN.search(text, pos)
         if m is None:
             break
-        yield b"".join((b"[" if start else b"", text[start:m.start() + 1], b"]"))
+        bounds.append((start, m.start() + 1, b"[" if start else b"", b"]"))
         start = m.end() - 1
         pos = start + size
-    yield b"".join((b"[" if start else b"", text[start:]))
+    bounds.append((start, n, b"[" if start else b"", b""))
+    return bounds
 
 
 _BETWEEN = re.compile(rb"\}\s*,\s*\{")
@@ -434,17 +451,20 @@ def event_columns(events_raw, path: str, *, checked: bool = False) -> tuple[dict
     events kept and dropped. String-like fields come back factorized (``Codes``),
     integer args as ``IntColumn``, times as int64 ns arrays."""
     import gc
-    from collections import Counter
 
-    counts: Counter = Counter()
-    fx = {name: _Factorizer() for name in ("cat", "name", "pid", "tid")}
-    fx["arg_input_dims"] = _Factorizer(empty_is_missing=True)
-    ff = {name: _Factorizer() for name in ("ph", "cat", "id", "pid", "tid")}
-    parts: dict[str, list] = {key: [] for key in ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in _INT_ARGS))}
+    counts, fx, ff, parts = _accumulators()
     n_events = dropped = 0
     was_enabled = gc.isenabled()
     gc.disable()  # millions of short-lived containers: collections would only rescan them
     try:
+        if not checked:
+            from . import parallel
+
+            got = parallel.event_columns(events_raw, path)  # None: not worth it here, or the pool failed
+            if got is parallel.RECHECK:
+                return event_columns(events_raw, path, checked=True)
+            if got is not None:
+                return got
         for chunk in (checked_event_chunks if checked else event_chunks)(events_raw, path):
             try:
                 events, lost, kept = decode_events(chunk, path)
@@ -460,6 +480,22 @@ def event_columns(events_raw, path: str, *, checked: bool = False) -> tuple[dict
     finally:
         if was_enabled:
             gc.enable()
+    return _finish(counts, fx, ff, parts), n_events, dropped
+
+
+def _accumulators() -> tuple:
+    """Empty (counts, string factorizers, flow factorizers, array parts) for ``_chunk_columns``."""
+    from collections import Counter
+
+    counts: Counter = Counter()
+    fx = {name: _Factorizer() for name in ("cat", "name", "pid", "tid")}
+    fx["arg_input_dims"] = _Factorizer(empty_is_missing=True)
+    ff = {name: _Factorizer() for name in ("ph", "cat", "id", "pid", "tid")}
+    parts: dict[str, list] = {key: [] for key in ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in _INT_ARGS))}
+    return counts, fx, ff, parts
+
+
+def _finish(counts, fx: dict, ff: dict, parts: dict) -> dict:
     cols: dict[str, Any] = {"counts": {k: counts[k] for k in sorted(counts)}}
     cat = lambda key: np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype=np.int64)  # noqa: E731
     for name, f in fx.items():
@@ -471,7 +507,7 @@ def event_columns(events_raw, path: str, *, checked: bool = False) -> tuple[dict
                                      np.concatenate([g.mask for g in got]) if got else np.empty(0, bool))
     cols["flows"] = {name: f.finish() for name, f in ff.items()}
     cols["flows"]["ts_ns"] = cat("flow_ts_ns")
-    return cols, n_events, dropped
+    return cols
 
 
 def _chunk_columns(events: list, exact: "_Exact", counts, fx: dict, ff: dict, parts: dict) -> None:

@@ -226,20 +226,25 @@ def _json_problem(exc: Exception, size: int) -> str:
     return f"not valid JSON: {text}"
 
 
-def decode_events(events_raw, path: str) -> tuple[list[Event], int, np.ndarray | None]:
-    """Typed decode; on a type error fall back to event-by-event and count drops."""
+def raw_items(events_raw, path: str) -> list:
+    """The events array as a list of undecoded items; a JSON problem is a TraceReadError."""
     try:
-        return msgspec.json.decode(events_raw, type=list[Event]), 0, None
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        pass  # e.g. invalid UTF-8 in one event's string: drop that event, not the trace
-    try:
-        items = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
+        return msgspec.json.decode(events_raw, type=list[msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceReadError(path, "not a trace: traceEvents is not a list") from None
     except msgspec.DecodeError as exc:
         raise TraceReadError(path, _json_problem(exc, len(events_raw))) from None
     except RecursionError:
         raise TraceReadError(path, _TOO_DEEP) from None
+
+
+def decode_events(events_raw, path: str) -> tuple[list[Event], int, np.ndarray | None]:
+    """Typed decode; on a type error fall back to event-by-event and count drops."""
+    try:
+        return msgspec.json.decode(events_raw, type=list[Event]), 0, None
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        pass  # e.g. invalid UTF-8 in one event's string: drop that event, not the trace
+    items = raw_items(events_raw, path)
     decoder = msgspec.json.Decoder(Event)
     events, dropped = [], 0
     kept = np.ones(len(items), dtype=bool)
@@ -418,14 +423,7 @@ _BETWEEN = re.compile(rb"\}\s*,\s*\{")
 def checked_event_chunks(events_raw, path: str, size: int = _CHUNK_EVENTS):
     """Like ``event_chunks``, but at most ``size`` events a chunk, found by one full
     parse (events as ``msgspec.Raw``) that also checks the JSON: the safe path."""
-    try:
-        items = msgspec.json.decode(events_raw, type=list[msgspec.Raw])
-    except msgspec.ValidationError:
-        raise TraceReadError(path, "not a trace: traceEvents is not a list") from None
-    except msgspec.DecodeError as exc:
-        raise TraceReadError(path, _json_problem(exc, len(events_raw))) from None
-    except RecursionError:
-        raise TraceReadError(path, _TOO_DEEP) from None
+    items = raw_items(events_raw, path)
     n = len(items)
     if n <= size:
         del items

@@ -239,10 +239,18 @@ def test_event_name_of_the_wrong_type(tmp_path, name):
     assert len(trace.events) == 2
 
 
-def test_timestamps_as_strings_are_skipped_and_counted(tmp_path):
-    trace = tv.load(_trace(tmp_path, [_event(ts="1000"), _event()]), cache=False)
-    assert len(trace.events) == 1
-    assert any("skipped 1 malformed event" in w for w in trace.warnings)
+def test_numeric_timestamps_as_strings_are_read_exactly(tmp_path):
+    trace = tv.load(_trace(tmp_path, [_event(ts="1695835535123456.789"), _event()]), cache=False)
+    assert len(trace.events) == 2
+    assert 1695835535123456789 in trace.events["ts_ns"].tolist()
+
+
+def test_unusable_timestamps_and_durations_are_counted_never_summed(tmp_path):
+    trace = tv.load(_trace(tmp_path, [_event(ts="soon"), _event(dur=None), _event()]), cache=False)
+    assert len(trace.events) == 2  # the one with no usable start is skipped ...
+    assert any("skipped 1 duration event(s) with no usable ts" in w for w in trace.warnings)  # ... and said
+    assert any("1 duration event(s) had no usable dur" in w for w in trace.warnings)
+    assert (trace.events["dur_ns"] >= 0).all()  # no sentinel reaches a sum
 
 
 def test_gzip_with_zero_padding(tmp_path):
@@ -295,7 +303,9 @@ def test_integer_timestamps_next_to_one_out_of_range(tmp_path):
     assert ns[1:].tolist() == [(1695835542515301 + i) * 1000 for i in range(2000)]
     events = [_event(ts=2**63)] + [_event(ts=1695835542515301 + i) for i in range(300)]
     trace = tv.load(_trace(tmp_path, events), cache=False)
-    assert trace.events["ts_ns"].iloc[1:].tolist() == [(1695835542515301 + i) * 1000 for i in range(300)]
+    # the out-of-range start is skipped and said; the others keep their exact nanoseconds
+    assert trace.events["ts_ns"].tolist() == [(1695835542515301 + i) * 1000 for i in range(300)]
+    assert any("skipped 1 duration event(s) with no usable ts" in w for w in trace.warnings)
 
 
 @pytest.mark.parametrize("tail", [b"12.", b"1e", b"-", b"1.5e+"])

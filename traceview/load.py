@@ -42,8 +42,8 @@ def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rul
 
 def _load_uncached(path: str, *, salvage: bool, max_bytes: int, rules) -> Trace:
     raw = read(path, max_bytes=max_bytes, salvage=salvage)
-    events, flows, phase_counts = build_events(raw.columns, raw.meta)
-    warnings = list(raw.warnings) + _phase_warnings(path, phase_counts)
+    events, flows, phase_counts, notes = build_events(raw.columns, raw.meta)
+    warnings = list(raw.warnings) + _phase_warnings(path, phase_counts) + [f"{path}: {n}" for n in notes]
     input_dims = events.attrs.pop("input_dims", None)
     nesting = link.nest(events)
     steps = step_table(events)

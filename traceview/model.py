@@ -101,12 +101,33 @@ def ns_column(ns: np.ndarray) -> pd.array:
     return pd.arrays.IntegerArray(np.where(ns == MISSING, 0, ns), ns == MISSING)
 
 
-def build_events(cols: dict, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The duration-event table, the flow table and per-phase counts."""
+def build_events(cols: dict, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict, list[str]]:
+    """The duration-event table, the flow table, per-phase counts and notes on what was unusable."""
     base = _base_ns(meta)
     events = _duration_events(cols, _shift(cols["ts_ns"], base))
+    events, notes = _usable(events)
     flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
-    return events, flows, cols["counts"]
+    return events, flows, cols["counts"], notes
+
+
+def _usable(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A duration event needs a start: drop (and count) those without one; a missing
+    duration counts as zero (and is counted), so no sentinel ever reaches a sum."""
+    notes = []
+    no_dur = events["dur_ns"].to_numpy() == MISSING
+    if no_dur.any():
+        events.loc[no_dur, "dur_ns"] = 0
+        notes.append(f"{int(no_dur.sum())} duration event(s) had no usable dur; counted as 0 ns")
+    keep = events["ts_ns"].to_numpy() != MISSING
+    if keep.all():
+        return events, notes
+    dims = events.attrs.get("input_dims")
+    rows = np.flatnonzero(keep)
+    events = events.iloc[rows].reset_index(drop=True)
+    if dims is not None:
+        events.attrs["input_dims"] = dims.take(rows) if hasattr(dims, "take") else [dims[i] for i in rows]
+    notes.append(f"skipped {int((~keep).sum())} duration event(s) with no usable ts")
+    return events, notes
 
 
 def _shift(ts: np.ndarray, base: int) -> np.ndarray:

@@ -97,10 +97,6 @@ def int_column(values) -> pd.array:
     return pd.arrays.IntegerArray(values.values, values.mask)
 
 
-def ns_column(ns: np.ndarray) -> pd.array:
-    return pd.arrays.IntegerArray(np.where(ns == MISSING, 0, ns), ns == MISSING)
-
-
 def build_events(cols: dict, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict, list[str]]:
     """The duration-event table, the flow table, per-phase counts and notes on what was unusable."""
     base = _base_ns(meta)

@@ -96,13 +96,6 @@ def _op_table(labels, sides) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["trace", "op", "self_time_ns"])
 
 
-    counts = Counter(labels)
-    labels = [f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl for lbl, t in zip(labels, traces)]
-    if len(set(labels)) == len(labels):
-        return labels
-    return [t.path for t in traces]
-
-
 def _baseline_index(traces, baseline) -> int:
     if baseline is None:
         return 0
@@ -141,11 +134,6 @@ def _top_ops(side, n: int = 3) -> str:
 
 def _vs(r: float, baseline: str) -> str:
     return "" if np.isnan(r) else f", {times(r)} {baseline}"
-
-
-def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[str]:
-    f = []
-    bl = labels[base]
 
 
 def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[str]:

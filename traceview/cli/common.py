@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from .. import load as load_trace
-from ..analyses.select import Selection
 from ..errors import TraceviewError
 from ..render import FORMATS, render
 

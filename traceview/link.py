@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .model import CPU_NEST_ROLES, STEP_RE
+from .model import CPU_NEST_ROLES, per_category, step_numbers
 
 _ROLE_ORDER = {"annotation": 0, "cpu_op": 1, "runtime": 2}
 
@@ -37,8 +37,7 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     start = sub["ts_ns"].to_numpy()
     end = start + np.clip(sub["dur_ns"].to_numpy(), 0, None)
     group = _thread_group(sub)
-    role = sub["role"].cat
-    prio = np.array([_ROLE_ORDER.get(r, -1) for r in role.categories] + [-1], dtype=np.int64)[role.codes.to_numpy()]
+    prio = per_category(sub["role"], lambda r: _ROLE_ORDER.get(r, -1), -1, np.int64)
     order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
     depth = _depths(start[order], end[order], group[order])
     parent_pos = _parents(depth)
@@ -93,7 +92,7 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
     """events row of the runtime call that launched each GPU activity, -1 if none."""
     runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
     rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
-                       "driver": _is_cat(events["cat"], "cuda_driver")[runtime]})
+                       "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime]})
     rt = rt.dropna(subset=["corr"]).sort_values("driver", kind="stable").drop_duplicates("corr")
     by_corr = pd.Series(rt["row"].to_numpy(), index=rt["corr"].astype("int64").to_numpy())
     out = np.full(len(kernels), -1, dtype=np.int64)
@@ -106,12 +105,6 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
     if missing.any() and len(flows):
         out[missing] = _launch_by_flow(kernels[missing], events, flows)
     return out
-
-
-def _is_cat(col: pd.Series, label: str) -> np.ndarray:
-    """``col.astype(str) == label`` for a categorical column, compared per category."""
-    hit = np.array([str(c) == label for c in col.cat.categories] + [False], dtype=bool)
-    return hit[col.cat.codes.to_numpy()]
 
 
 def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
@@ -140,7 +133,7 @@ def ancestry(rows: np.ndarray, nesting: pd.DataFrame, events: pd.DataFrame) -> p
     parent = np.full(len(events), -1, dtype=np.int64)
     parent[nesting.index.to_numpy()] = nesting["parent"].to_numpy()
     is_op = (events["role"] == "cpu_op").to_numpy()  # compares codes, not strings
-    step_of = _step_numbers(events)
+    step_of = step_numbers(events["name"])
     is_annot = (events["role"] == "annotation").to_numpy() & (step_of < 0)
     inner = np.full(n, -1, np.int64)
     outer = np.full(n, -1, np.int64)
@@ -159,14 +152,6 @@ def ancestry(rows: np.ndarray, nesting: pd.DataFrame, events: pd.DataFrame) -> p
         step[idx[st_here]] = step_of[c[st_here]]
         cur[idx] = parent[c]
     return pd.DataFrame({"op_row": inner, "top_op_row": outer, "annotation_row": annot, "step": step})
-
-
-def _step_numbers(events: pd.DataFrame) -> np.ndarray:
-    names = events["name"]
-    nums = names.cat.categories.str.extract(STEP_RE.pattern, expand=False)
-    lookup = pd.to_numeric(nums, errors="coerce").fillna(-1).astype("int64").to_numpy()
-    codes = names.cat.codes.to_numpy()
-    return np.where(codes >= 0, lookup[np.clip(codes, 0, None)] if len(lookup) else -1, -1)
 
 
 def steps_by_time(ts: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.ndarray:

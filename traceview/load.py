@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 
 from . import link
-from .model import Trace, build_events, categorical, gpu_activities, step_table
+from .classify import annotate
+from .model import Trace, build_events, categorical, gpu_activities, per_category, step_table
 from .read import DEFAULT_MAX_BYTES, Codes, read
 
 
@@ -51,7 +52,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, rules) -> Trace:
     launch = link.launches(kernels, events, flows)
     kernels = _link_kernels(kernels, launch, events, nesting, steps)
     ops = _ops_table(events, nesting, steps, kernels, input_dims)
-    kernels = _classify(kernels, rules)
+    kernels = annotate(kernels, rules=rules)
     stats = {"n_events": raw.n_events, "phases": phase_counts,
              "linked_to_op": float(kernels["op"].notna().mean()) if len(kernels) else 1.0,
              "linked_to_launch": float((kernels["launch"] >= 0).mean()) if len(kernels) else 1.0}
@@ -79,25 +80,23 @@ def _link_kernels(kernels, launch, events, nesting, steps) -> pd.DataFrame:
         ts = events["ts_ns"].to_numpy()
         at = np.clip(launch, 0, None)
         when = np.where(has_launch, ts[at], -1)
-        where = np.where(has_launch, _labels_at(events["pid"], at), "")
+        where = np.where(has_launch, per_category(events["pid"], str, "nan")[at], "")
         by_time = link.steps_by_time(when, where, steps)
         step = np.where((step < 0) & has_launch, by_time, step)
     names = events["name"]
     kernels["op"] = _names_at(names, op_row)
     kernels["top_op"] = _names_at(names, np.where(anc["top_op_row"] >= 0, anc["top_op_row"], op_row))
     kernels["annotation"] = _names_at(names, anc["annotation_row"].to_numpy())
-    kernels["step"] = pd.array(np.where(step >= 0, step, 0), dtype="Int64")
-    kernels.loc[step < 0, "step"] = pd.NA
+    kernels["step"] = _nullable(step)
     kernels["launch"] = launch
     kernels["op_event"] = op_row
     kernels["launch_name"] = _names_at(names, launch)
     return kernels
 
 
-def _labels_at(col: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """``col.astype(str).to_numpy()[rows]`` of a categorical, converting only its categories."""
-    labels = np.array([str(c) for c in col.cat.categories] + ["nan"], dtype=object)
-    return labels[col.cat.codes.to_numpy()[rows]]
+def _nullable(step: np.ndarray) -> pd.arrays.IntegerArray:
+    """Step numbers as Int64, -1 (no step) as missing."""
+    return pd.arrays.IntegerArray(np.where(step >= 0, step, 0), step < 0)
 
 
 def _op_rows_by_external_id(events) -> pd.Series:
@@ -135,10 +134,9 @@ def _ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
     step = anc["step"].to_numpy()
     if (step < 0).any() and len(steps):
-        by_time = link.steps_by_time(ops["ts_ns"].to_numpy(), _labels_at(ops["pid"], np.arange(len(ops))), steps)
+        by_time = link.steps_by_time(ops["ts_ns"].to_numpy(), per_category(ops["pid"], str, "nan"), steps)
         step = np.where(step < 0, by_time, step)
-    ops["step"] = pd.array(np.where(step >= 0, step, 0), dtype="Int64")
-    ops.loc[step < 0, "step"] = pd.NA
+    ops["step"] = _nullable(step)
     ops["event"] = rows
     _gpu_totals(ops, pos, kernels)
     return ops
@@ -185,11 +183,3 @@ def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> No
         cur, d = cur[keep], d[keep]
     ops["n_kernels"] = total_n
     ops["gpu_ns"] = total_ns
-
-
-def _classify(kernels: pd.DataFrame, rules) -> pd.DataFrame:
-    try:
-        from .classify import annotate
-    except ImportError:
-        return kernels
-    return annotate(kernels, rules=rules)

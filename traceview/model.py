@@ -88,6 +88,22 @@ def categorical(values) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
 
 
+def per_category(col, fn, missing, dtype=object) -> np.ndarray:
+    """``fn(category)`` for every row of a categorical, computed once per category
+    (rows with no category get ``missing``)."""
+    cat = col.cat if isinstance(col, pd.Series) else col
+    lookup = np.array([fn(c) for c in cat.categories] + [missing], dtype=dtype)
+    return lookup[np.asarray(cat.codes)]  # code -1 picks the trailing ``missing``
+
+
+def step_numbers(names) -> np.ndarray:
+    """N for rows named ``ProfilerStep#N``, -1 elsewhere."""
+    def number(name) -> int:
+        m = STEP_RE.match(str(name))
+        return int(m.group(1)) if m else -1
+    return per_category(names, number, -1, np.int64)
+
+
 def int_column(values) -> pd.array:
     """ints with None (or non-int junk) -> nullable Int64 (also takes the reader's ``IntColumn``)."""
     if not isinstance(values, IntColumn):
@@ -159,12 +175,7 @@ def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
 
 def _steps_are_annotations(frame: pd.DataFrame) -> None:
     """2021 traces write ProfilerStep#N as an Operator; it is a step marker, not an op."""
-    names = frame["name"].array
-    is_step = np.asarray(names.categories.str.match(STEP_RE.pattern), dtype=bool)
-    if not is_step.any():
-        return
-    codes = np.asarray(names.codes)
-    mask = (codes >= 0) & is_step[np.clip(codes, 0, None)] & (frame["role"] == "cpu_op").to_numpy()
+    mask = (step_numbers(frame["name"]) >= 0) & (frame["role"] == "cpu_op").to_numpy()
     if mask.any():
         frame.loc[mask, "role"] = "annotation"
 
@@ -186,9 +197,8 @@ def _external_id(cols: dict) -> pd.array:
 def _roles(cat: pd.Categorical) -> pd.Categorical:
     order = sorted(set(ROLES.values()) | {"other"})
     at = {r: i for i, r in enumerate(order)}
-    lookup = np.array([at[ROLES.get(str(c).lower(), "other")] for c in cat.categories] + [at["other"]],
-                      dtype=np.int64)
-    return pd.Categorical.from_codes(lookup[np.asarray(cat.codes)], dtype=pd.CategoricalDtype(order))
+    codes = per_category(cat, lambda c: at[ROLES.get(str(c).lower(), "other")], at["other"], np.int64)
+    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(order))
 
 
 def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
@@ -215,9 +225,8 @@ def gpu_activities(events: pd.DataFrame) -> pd.DataFrame:
     k = events.loc[mask, ["name", "role", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
                           "correlation", "external_id", "bytes"]].copy()
     k = k.rename(columns={"role": "kind"})
-    k["kind"] = pd.Categorical.from_codes(  # role codes -> kind codes, no strings in between
-        np.array([GPU_ROLES.index(r) if r in GPU_ROLES else -1 for r in k["kind"].cat.categories] + [-1],
-                 dtype=np.int64)[k["kind"].cat.codes.to_numpy()], categories=list(GPU_ROLES))
+    kind = per_category(k["kind"], lambda r: GPU_ROLES.index(r) if r in GPU_ROLES else -1, -1, np.int64)
+    k["kind"] = pd.Categorical.from_codes(kind, categories=list(GPU_ROLES))
     k["device"] = k["device"].fillna(_id_from(k["pid"]))
     k["stream"] = k["stream"].fillna(_id_from(k["tid"]))
     k["event"] = np.flatnonzero(mask)
@@ -238,13 +247,11 @@ def _id_from(col: pd.Series) -> pd.Series:
 
 def step_table(events: pd.DataFrame) -> pd.DataFrame:
     """ProfilerStep#N spans: step number, pid, tid, start and end in ns."""
-    names = events["name"]
-    is_step = names.cat.categories.str.match(STEP_RE.pattern)
-    step_codes = np.flatnonzero(is_step)
-    mask = np.isin(names.cat.codes.to_numpy(), step_codes) & events["role"].isin(("annotation", "cpu_op")).to_numpy()
-    s = events.loc[mask, ["name", "ts_ns", "dur_ns", "pid", "tid"]]
+    number = step_numbers(events["name"])
+    mask = (number >= 0) & events["role"].isin(("annotation", "cpu_op")).to_numpy()
+    s = events.loc[mask, ["ts_ns", "dur_ns", "pid", "tid"]]
     out = pd.DataFrame({
-        "step": s["name"].astype(str).str.extract(STEP_RE.pattern, expand=False).astype("int64").to_numpy(),
+        "step": number[mask],
         "pid": s["pid"].to_numpy(),
         "tid": s["tid"].to_numpy(),
         "ts_ns": s["ts_ns"].to_numpy(),

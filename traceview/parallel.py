@@ -124,14 +124,7 @@ def _worker(bound):
     read._chunk_columns(events, read._Exact(chunk, kept), counts, fx, ff, parts)
     n_chunk = len(events)
     del events, chunk
-    out_parts = {}
-    for key, got in parts.items():
-        if key.startswith("arg_"):
-            out_parts[key] = read.IntColumn(np.concatenate([g.values for g in got]),
-                                            np.concatenate([g.mask for g in got]))
-        else:
-            out_parts[key] = np.concatenate(got)
-    return n_chunk, lost, dict(counts), _codes(fx), _codes(ff), out_parts
+    return n_chunk, lost, dict(counts), _codes(fx), _codes(ff), read.join_parts(parts)
 
 
 def _codes(factorizers: dict) -> dict:

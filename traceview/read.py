@@ -493,18 +493,25 @@ def _accumulators() -> tuple:
     return counts, fx, ff, parts
 
 
+def join_parts(parts: dict) -> dict:
+    """Each key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one."""
+    out = {}
+    for key, got in parts.items():
+        if key.startswith("arg_"):
+            out[key] = IntColumn(np.concatenate([g.values for g in got]) if got else np.empty(0, np.int64),
+                                 np.concatenate([g.mask for g in got]) if got else np.empty(0, bool))
+        else:
+            out[key] = np.concatenate(got) if got else np.empty(0, dtype=np.int64)
+    return out
+
+
 def _finish(counts, fx: dict, ff: dict, parts: dict) -> dict:
+    joined = join_parts(parts)
     cols: dict[str, Any] = {"counts": {k: counts[k] for k in sorted(counts)}}
-    cat = lambda key: np.concatenate(parts[key]) if parts[key] else np.empty(0, dtype=np.int64)  # noqa: E731
-    for name, f in fx.items():
-        cols[name] = f.finish()
-    cols["ts_ns"], cols["dur_ns"] = cat("ts_ns"), cat("dur_ns")
-    for a in _INT_ARGS:
-        got = parts["arg_" + a]
-        cols["arg_" + a] = IntColumn(np.concatenate([g.values for g in got]) if got else np.empty(0, np.int64),
-                                     np.concatenate([g.mask for g in got]) if got else np.empty(0, bool))
+    cols.update({name: f.finish() for name, f in fx.items()})
+    cols.update({key: value for key, value in joined.items() if key != "flow_ts_ns"})
     cols["flows"] = {name: f.finish() for name, f in ff.items()}
-    cols["flows"]["ts_ns"] = cat("flow_ts_ns")
+    cols["flows"]["ts_ns"] = joined["flow_ts_ns"]
     return cols
 
 

@@ -23,14 +23,14 @@ from ..report import Report
 from .diff_findings import COPY_OPS, diff_findings
 from .names import display_key, finding_name, gemm_family, normalise_kernel_name, short_kernel_name
 from .region import (ARROW, BACKEND_WORDS, NO_OP, SDPA_OPS, Side, attention_label, attention_stats, breakdown,
-                     by_kernel, category_times, chain_table, classified, gemm_stats, kernel_keys, launch_chains,
+                     by_kernel, category_times, chain_table, gemm_stats, kernel_keys, launch_chains,
                      op_table, region, step_word, trace_labels)
 from .select import Selection
 from .words import ratio
 
 # Kept importable from here, where they lived before names.py, region.py and diff_findings.py.
 __all__ = [
-    "diff", "ARROW", "NO_OP", "COPY_OPS", "SDPA_OPS", "BACKEND_WORDS", "Side", "region", "classified",
+    "diff", "ARROW", "NO_OP", "COPY_OPS", "SDPA_OPS", "BACKEND_WORDS", "Side", "region",
     "launch_chains", "kernel_keys", "by_kernel", "category_times", "gemm_stats", "attention_stats",
     "attention_label", "op_table", "chain_table", "breakdown", "normalise_kernel_name", "short_kernel_name",
     "display_key", "finding_name", "gemm_family",

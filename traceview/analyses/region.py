@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import TraceviewError
-from ..model import STEP_RE
+from ..model import step_numbers
 from .names import gemm_family, normalise_kernel_name
-from .select import Selection, select_kernels
+from .select import Selection, annotation_spans, inside, select_kernels
 
 ARROW = " → "
 NO_OP = "(no CPU op)"
@@ -144,13 +144,12 @@ def _check_step(trace, steps: pd.DataFrame, step: int | None) -> None:
 
 
 def _selected_kernels(trace, sel: Selection) -> pd.DataFrame:
-    """The classified GPU activities matching every part of ``sel`` but the step."""
-    k = classified(trace)
-    if len(k):
-        return select_kernels(_with(trace, k), Selection(None, sel.annotation, sel.device, sel.stream))
+    """The GPU activities matching every part of ``sel`` but the step."""
     if sel.annotation is not None:
-        _annotation_spans(trace, sel.annotation)  # raises when the annotation is absent
-    return k
+        annotation_spans(trace, sel.annotation)  # raises when the annotation is absent
+    if not len(trace.kernels):
+        return trace.kernels
+    return select_kernels(trace, Selection(None, sel.annotation, sel.device, sel.stream))
 
 
 def _one_step(trace, steps, sel: Selection, k, ops) -> _Cut:
@@ -159,16 +158,16 @@ def _one_step(trace, steps, sel: Selection, k, ops) -> _Cut:
     ops = ops[(ops["step"] == sel.step).fillna(False).to_numpy()]
     wall = int(span["dur_ns"])
     if sel.annotation is not None:
-        spans = _annotation_spans(trace, sel.annotation)
-        inside = (spans["ts_ns"] >= span["ts_ns"]) & (spans["ts_ns"] < span["ts_ns"] + span["dur_ns"])
-        wall = int(spans.loc[inside, "dur_ns"].clip(lower=0).sum())
-        ops = ops[_inside(ops["ts_ns"].to_numpy(), spans)]
+        spans = annotation_spans(trace, sel.annotation)
+        in_step = (spans["ts_ns"] >= span["ts_ns"]) & (spans["ts_ns"] < span["ts_ns"] + span["dur_ns"])
+        wall = int(spans.loc[in_step, "dur_ns"].clip(lower=0).sum())
+        ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
     return _Cut(k, ops, 1, "step", wall)
 
 
 def _annotated(trace, name: str, k, ops) -> _Cut:
-    spans = _annotation_spans(trace, name)
-    ops = ops[_inside(ops["ts_ns"].to_numpy(), spans)]
+    spans = annotation_spans(trace, name)
+    ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
     return _Cut(k, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 
 
@@ -191,70 +190,21 @@ def _whole_trace(trace, k, ops) -> _Cut:
     return _Cut(k, ops, 1, "trace", wall, 0, (note,))
 
 
-def _with(trace, kernels):
-    """A shallow stand-in for ``trace`` whose kernels are ``kernels`` (for select_kernels)."""
-    class _T:
-        pass
-    t = _T()
-    t.path, t.events, t.kernels, t.label = trace.path, trace.events, kernels, trace.label
-    return t
-
-
-def classified(trace) -> pd.DataFrame:
-    """``trace.kernels`` with the taxonomy columns, classifying here when the loader could not."""
-    k = trace.kernels
-    if "category" in k.columns:
-        return k
-    try:
-        from ..classify import annotate
-
-        return annotate(k)
-    except Exception:  # classification unavailable: everything is "other"
-        k = k.copy()
-        k["category"] = "other"
-        k["tensor_core"] = pd.array([None] * len(k), dtype="boolean")
-        k["attention_backend"] = None
-        k["precision"] = None
-        return k
-
-
-def _annotation_spans(trace, name: str) -> pd.DataFrame:
-    ev = trace.events
-    spans = ev[(ev["name"] == name).to_numpy() & ev["role"].isin(("annotation", "cpu_op")).to_numpy()]
-    if not len(spans):
-        raise TraceviewError(f"{trace.path}: has no annotation named {name!r}")
-    return spans[["ts_ns", "dur_ns"]]
-
-
-def _inside(ts: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
-    order = np.argsort(spans["ts_ns"].to_numpy(), kind="stable")
-    starts = spans["ts_ns"].to_numpy()[order]
-    ends = np.maximum.accumulate((spans["ts_ns"] + spans["dur_ns"].clip(lower=0)).to_numpy()[order])
-    at = np.searchsorted(starts, ts, side="right") - 1
-    return (at >= 0) & (ts < ends[np.clip(at, 0, None)])
-
-
 def ops_with_chains(trace) -> pd.DataFrame:
     """trace.ops plus ``is_step`` and ``chain`` (op names from the outermost op down, steps left out)."""
     cached = trace.__dict__.get("_tv_op_chains")
     if cached is not None and len(cached) == len(trace.ops):
         return cached
     ops = trace.ops
-    names = ops["name"].astype(str).to_numpy()
-    is_step = np.fromiter((bool(STEP_RE.match(n)) for n in names), dtype=bool, count=len(names)) \
-        if len(names) else np.zeros(0, dtype=bool)
+    names = ops["name"].astype(str).to_numpy().astype(object)
+    is_step = step_numbers(ops["name"]) >= 0
     parent = ops["parent"].to_numpy()
-    depth = ops["depth"].to_numpy()
-    chain = np.empty(len(ops), dtype=object)
-    for d in np.unique(depth):
-        rows = np.flatnonzero(depth == d)
-        for r in rows:
-            p = parent[r]
-            above = chain[p] if p >= 0 else ""
-            if is_step[r]:
-                chain[r] = ""
-            else:
-                chain[r] = above + ARROW + names[r] if above else names[r]
+    chain = np.full(len(ops), "", dtype=object)
+    for d in np.unique(ops["depth"].to_numpy()):  # one tree level at a time: parents come first
+        rows = np.flatnonzero(ops["depth"].to_numpy() == d)
+        above = np.where(parent[rows] >= 0, chain[np.clip(parent[rows], 0, None)], "")
+        joined = np.where(above != "", above + ARROW + names[rows], names[rows])
+        chain[rows] = np.where(is_step[rows], "", joined)
     dur = np.clip(ops["dur_ns"].to_numpy(), 0, None)
     child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(ops)) if len(ops) else dur
     out = ops.assign(is_step=is_step, chain=chain, self_ns=np.clip(dur - child, 0, None))

@@ -43,18 +43,28 @@ def select_kernels(trace, sel: Selection | None = None) -> pd.DataFrame:
 
 def _in_annotation(trace, name: str) -> pd.Series:
     """Activities launched inside any span of the named annotation (at any depth)."""
+    spans = annotation_spans(trace, name)
+    k = trace.kernels
+    launch = k["launch"].to_numpy()
+    when = trace.events["ts_ns"].to_numpy()[launch.clip(0)]
+    return pd.Series((launch >= 0) & inside(when, spans), index=k.index)
+
+
+def annotation_spans(trace, name: str) -> pd.DataFrame:
+    """Start and duration of every span of the named annotation (or op); an error if none."""
     ev = trace.events
     spans = ev[(ev["name"] == name).to_numpy() & ev["role"].isin(("annotation", "cpu_op")).to_numpy()]
     _require(trace, len(spans) > 0, f"has no annotation named {name!r}")
-    k = trace.kernels
-    launch = k["launch"].to_numpy()
-    when = ev["ts_ns"].to_numpy()[launch.clip(0)]
+    return spans[["ts_ns", "dur_ns"]]
+
+
+def inside(ts: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
+    """Which times fall inside one of the spans (spans may nest or overlap)."""
     order = np.argsort(spans["ts_ns"].to_numpy(), kind="stable")
     starts = spans["ts_ns"].to_numpy()[order]
-    ends = np.maximum.accumulate((spans["ts_ns"] + spans["dur_ns"]).to_numpy()[order])
-    at = np.searchsorted(starts, when, side="right") - 1
-    inside = (launch >= 0) & (at >= 0) & (when <= ends[np.clip(at, 0, None)])
-    return pd.Series(inside, index=k.index)
+    ends = np.maximum.accumulate((spans["ts_ns"] + spans["dur_ns"].clip(lower=0)).to_numpy()[order])
+    at = np.searchsorted(starts, ts, side="right") - 1
+    return (at >= 0) & (ts < ends[np.clip(at, 0, None)])
 
 
 def count_regions(trace, sel: Selection | None) -> int:
@@ -62,8 +72,7 @@ def count_regions(trace, sel: Selection | None) -> int:
     if sel is not None and sel.step is not None:
         return 1
     if sel is not None and sel.annotation is not None:
-        ev = trace.events
-        return int(((ev["name"] == sel.annotation) & ev["role"].isin(("annotation", "cpu_op"))).sum())
+        return len(annotation_spans(trace, sel.annotation))
     steps = trace.kernels["step"].dropna().unique()
     return max(len(steps), 1)
 

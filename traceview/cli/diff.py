@@ -22,6 +22,13 @@ def _check_plot(plot):
         pyplot()  # fail before the (slow) loading when matplotlib is missing
 
 
+def _write_plot(traces, plot, *, labels, sels) -> None:
+    from ..render.plot import plot_breakdown
+
+    plot_breakdown(traces, plot, labels=labels, sels=sels)
+    click.echo(f"wrote {plot}", err=True)
+
+
 @main.command()
 @click.argument("a")
 @click.argument("b")
@@ -46,11 +53,8 @@ def diff(a, b, fmt, step, annotation, device, stream, annotation_b, salvage, max
     sel_b = Selection(step, annotation_b, device, stream) if annotation_b is not None else None
     report = run_diff(ta, tb, sel, sel_b=sel_b, top=top or None)
     if plot:
-        from ..render.plot import plot_breakdown
-
         la, lb = report.info["a_label"], report.info["b_label"]
-        plot_breakdown([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b or sel])
-        click.echo(f"wrote {plot}", err=True)
+        _write_plot([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b or sel])
     emit(report, fmt)
 
 
@@ -72,22 +76,10 @@ def compare(traces, baseline, fmt, step, annotation, device, stream, salvage, ma
     paths = expand_paths(traces)
     load = loader(salvage, max_size, no_cache, rules)
     loaded = [load(p) for p in paths]
-    base = None
-    if baseline is not None:
-        import os
-
-        base = baseline
-        for t in loaded:
-            if os.path.abspath(baseline) == os.path.abspath(t.path):
-                base = t
     sel = Selection(step, annotation, device, stream)
-    report = run_compare(loaded, baseline=base, sel=sel)
+    report = run_compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
     if plot:
-        from ..render.plot import plot_breakdown
-
-        labels = report["compare"]["trace"].tolist()
-        plot_breakdown(loaded, plot, sel, labels=labels)
-        click.echo(f"wrote {plot}", err=True)
+        _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
     emit(report, fmt)
 
 

@@ -157,11 +157,9 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
 def plot_timeline(trace, path, step: int | None = None) -> str:
     """One step on a time axis: GPU activities, a lane per device/stream, coloured by category;
     on a CPU-only trace the CPU ops, a lane per thread (nested ops stacked inside it)."""
-    from ..analyses.region import classified
-
     path = check_path(path)
     plt = pyplot()
-    k = classified(trace)
+    k = trace.kernels
     steps = trace.steps
     if step is not None and (not len(steps) or step not in set(steps["step"].tolist())):
         listing = ", ".join(map(str, sorted(steps["step"].tolist())[:10])) or "none"

@@ -16,6 +16,14 @@ Caching needs pyarrow (the optional extra ``traceview[cache]``); without it ther
 is simply no cache. Failures to write (read-only folder, full disk) never break a
 load: the entry is skipped.
 
+Size: after each store the folder is trimmed. Entries written by another traceview
+version or code (their ``stamp`` differs; they can never be hit again) go first, then
+the least recently used entries (a hit touches the entry's ``stamp`` file) until the
+folder fits the cap: ``$TRACEVIEW_CACHE_MAX_MB`` mebibytes, default 2048; 0 turns
+caching off. ``info()`` and ``clear()`` (``traceview cache info|clear``) show and empty
+the folder; they only ever touch folders named like entries, never anything else
+that may live there.
+
 Why Arrow IPC and not Parquet: a reload is dominated by fixed costs, and
 ``import pyarrow.parquet`` alone takes ~25 ms (``pyarrow.feather`` ~2 ms, pyarrow
 itself is already imported by pandas); uncompressed IPC also needs no decoding.
@@ -26,18 +34,30 @@ with the categories (and their dtype) in ``entry.json``, so dtypes come back exa
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pandas as pd
 
+from ._version import __version__
+from .errors import TraceviewError
+
 FORMAT = 1
 _TABLES = ("events", "kernels", "ops", "steps")
 _PKG = Path(__file__).parent
+DEFAULT_MAX_MB = 2048
+MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"
+_STAMP = "stamp"  # the code version that wrote the entry; its mtime is the entry's last use
+_ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
+_TMP_NAME = re.compile(r"[0-9a-f]{32}\.tmp-[A-Za-z0-9_]+")
+_TMP_MAX_AGE_S = 3600  # a half-written entry older than this was left by a crash
 
 
 def cache_dir(cache=None) -> Path | None:
@@ -76,7 +96,12 @@ def lookup(path, cache):
         info = msgspec.json.decode(info_path.read_bytes())
         if info.get("key") != _key(path):
             return None
-        return _read(entry, info, path)
+        trace = _read(entry, info, path)
+        try:
+            os.utime(entry / _STAMP)  # least recently used goes first
+        except OSError:
+            pass
+        return trace
     except Exception:  # a broken entry is a miss; the next store replaces it
         return None
 
@@ -88,6 +113,12 @@ def store(trace, cache) -> None:
         folder = cache_dir(cache)
         if folder is None or not available():
             return
+        try:
+            cap = max_bytes()
+        except TraceviewError:  # a load never fails over the cache; `traceview cache info` says what is wrong
+            cap = DEFAULT_MAX_MB * 2**20
+        if cap <= 0:
+            return
         key = _key(trace.path)
         if key is None:
             return
@@ -95,10 +126,12 @@ def store(trace, cache) -> None:
         entry = _entry(folder, trace.path)
         tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".tmp-", dir=folder))
         _write(tmp, trace, key)
+        (tmp / _STAMP).write_text(_stamp(key))
         if entry.exists():
             shutil.rmtree(entry, ignore_errors=True)
         os.replace(tmp, entry)
         tmp = None
+        evict(folder, cap)
     except Exception:
         return
     finally:
@@ -118,11 +151,174 @@ def _key(path) -> dict | None:
         return None
     import pyarrow
 
-    from . import __version__
-
     return {"path": os.path.abspath(os.fspath(path)), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
             "version": __version__, "code": _code_digest(), "format": FORMAT,
             "pandas": pd.__version__, "pyarrow": pyarrow.__version__}
+
+
+def _stamp(key: dict) -> str:
+    """What an entry's code version is: every part of the key but the trace's own."""
+    return " ".join(str(key[k]) for k in ("version", "code", "format", "pandas", "pyarrow"))
+
+
+def _current_stamp() -> str | None:
+    if not available():
+        return None
+    import pyarrow
+
+    return _stamp({"version": __version__, "code": _code_digest(), "format": FORMAT,
+                   "pandas": pd.__version__, "pyarrow": pyarrow.__version__})
+
+
+# --------------------------------------------------------------------------
+# size cap, eviction, info, clear
+
+
+def max_bytes() -> int:
+    """The cap on the cache folder's size, from ``$TRACEVIEW_CACHE_MAX_MB`` (MiB; default 2048)."""
+    raw = os.environ.get(MAX_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_MB * 2**20
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = math.nan
+    if not math.isfinite(mib) or mib < 0:
+        raise TraceviewError(f"{MAX_ENV}={raw!r} is not a size in MiB (a number such as {DEFAULT_MAX_MB}; "
+                             "0 turns the cache off)")
+    return int(mib * 2**20)
+
+
+class _Found:
+    """One folder of the cache: an entry (``tmp`` False) or a half-written one."""
+
+    __slots__ = ("path", "size", "used", "stamp", "tmp")
+
+    def __init__(self, path: Path, tmp: bool):
+        self.path, self.tmp = path, tmp
+        self.size, self.stamp = 0, None
+        self.used = path.stat().st_mtime_ns
+        with os.scandir(path) as it:
+            for f in it:
+                st = f.stat(follow_symlinks=False)
+                self.size += st.st_size
+                self.used = max(self.used, st.st_mtime_ns) if tmp else self.used  # a writer is busy
+        if not tmp:
+            try:
+                self.used = (path / _STAMP).stat().st_mtime_ns
+                self.stamp = (path / _STAMP).read_text().strip()
+            except OSError:  # written before stamps existed, or half removed: stale
+                pass
+
+
+def _scan(folder: Path) -> list[_Found]:
+    """The cache's own folders in ``folder`` (entries and half-written ones); nothing else."""
+    found = []
+    with os.scandir(folder) as it:
+        for d in it:
+            if not d.is_dir(follow_symlinks=False):
+                continue
+            tmp = bool(_TMP_NAME.fullmatch(d.name))
+            if not tmp and not _ENTRY_NAME.fullmatch(d.name):
+                continue
+            try:
+                found.append(_Found(Path(d.path), tmp))
+            except OSError:  # removed meanwhile by another process
+                continue
+    return found
+
+
+def evict(folder, cap: int | None = None) -> list[Path]:
+    """Trim ``folder`` to ``cap`` bytes: entries of other code versions first, then the least
+    recently used; half-written entries left by a crash go too. Returns what was removed."""
+    folder = Path(folder)
+    cap = max_bytes() if cap is None else cap
+    current = _current_stamp()
+    now_ns = time.time_ns()
+    removed = []
+    keep = []
+    for f in _scan(folder):
+        if f.tmp:
+            if now_ns - f.used > _TMP_MAX_AGE_S * 10**9:
+                removed.append(f)
+        elif f.stamp != current:
+            removed.append(f)
+        else:
+            keep.append(f)
+    keep.sort(key=lambda f: (f.used, f.path.name), reverse=True)  # most recently used first
+    total = 0
+    for f in keep:
+        total += f.size
+        if total > cap:
+            removed.append(f)
+    for f in removed:
+        shutil.rmtree(f.path, ignore_errors=True)
+    return [f.path for f in removed]
+
+
+def _folder(cache) -> Path:
+    folder = cache_dir(cache)
+    if folder is None:
+        raise TraceviewError("cache=False names no cache folder")
+    if folder.exists() and not folder.is_dir():
+        raise TraceviewError(f"{folder}: the cache folder is not a folder (check TRACEVIEW_CACHE_DIR)")
+    return folder
+
+
+def info(cache=None) -> dict:
+    """The cache folder and what it holds: a dict with ``folder``, ``exists``, ``entries``,
+    ``writable``, ``other_versions`` (entries no current load can hit; removed at the next store),
+    ``bytes``, ``size_mib``, ``max_bytes``, ``max_mib`` and ``enabled`` (pyarrow is installed, the
+    cap is not 0 and the folder is writable). Raises ``TraceviewError`` (one line) for a folder
+    it cannot read or a bad cap."""
+    folder = _folder(cache)
+    cap = max_bytes()
+    found = []
+    if folder.is_dir():
+        try:
+            found = _scan(folder)
+        except OSError as exc:
+            raise TraceviewError(f"{folder}: cannot read the cache folder: {exc.strerror or exc}") from None
+    current = _current_stamp()
+    entries = [f for f in found if not f.tmp]
+    total = sum(f.size for f in found)
+    writable = _writable(folder)
+    return {"folder": str(folder), "exists": folder.is_dir(), "writable": writable, "entries": len(entries),
+            "other_versions": sum(f.stamp != current for f in entries), "bytes": total,
+            "size_mib": round(total / 2**20, 1), "max_bytes": cap, "max_mib": round(cap / 2**20, 1),
+            "enabled": available() and cap > 0 and writable}
+
+
+def _writable(folder: Path) -> bool:
+    """Whether a store could write there: the folder, else the nearest folder above that exists."""
+    for d in (folder, *folder.parents):
+        if d.exists():
+            return d.is_dir() and os.access(d, os.W_OK | os.X_OK)
+    return False
+
+
+def clear(cache=None) -> dict:
+    """Remove every entry (and half-written one) from the cache folder, nothing else: a dict with
+    ``folder``, ``removed`` (entries) and ``bytes`` freed. Raises ``TraceviewError`` (one line) when
+    the folder cannot be read or an entry cannot be removed."""
+    folder = _folder(cache)
+    if not folder.is_dir():
+        return {"folder": str(folder), "removed": 0, "bytes": 0}
+    try:
+        found = _scan(folder)
+    except OSError as exc:
+        raise TraceviewError(f"{folder}: cannot read the cache folder: {exc.strerror or exc}") from None
+    removed = freed = 0
+    for f in found:
+        try:
+            shutil.rmtree(f.path)
+        except FileNotFoundError:  # another process removed it first
+            continue
+        except OSError as exc:
+            raise TraceviewError(f"{f.path}: cannot remove this cache entry: {exc.strerror or exc}") from None
+        removed += not f.tmp
+        freed += f.size
+    return {"folder": str(folder), "removed": removed, "bytes": freed}
 
 
 _digest_memo: dict = {}

@@ -245,9 +245,10 @@ def _variant_list(text: str) -> list[str]:
     return names
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line; ``prog`` names the command in usage lines (``traceview collect attention``)."""
     p = argparse.ArgumentParser(
-        prog="python -m collectors.attention",
+        prog=prog or "python -m collectors.attention",
         description="Profile causal attention (naive vs. SDPA backends) into one Kineto trace per variant.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -265,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    args = build_parser(prog).parse_args(argv)
     sizes = dict(batch=args.batch, heads=args.heads, seq_len=args.seq_len, head_dim=args.head_dim)
     return run_cli(collect, args, args.variants, sizes, tag="[attention]")
 

@@ -440,3 +440,60 @@ def test_traceview_collect_fronts_the_collector(tmp_path):
     import traceview as tv
 
     assert tv.load(out / "naive.json.gz", cache=False).label == "naive"
+
+
+# --------------------------------------------------------------------------
+# help: `traceview collect --help` and each collector's own --help
+
+
+@pytest.mark.parametrize("args", [["collect", "--help"], ["collect", "-h"]])
+def test_traceview_collect_help(args):
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output and "collect" in result.output
+    assert "attention" in result.output and "mlp" in result.output
+
+
+@pytest.mark.parametrize("which", ["attention", "mlp"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_traceview_collect_collector_help(which, flag):
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    result = CliRunner().invoke(main, ["collect", which, flag])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"usage: traceview collect {which} ")
+    assert "python -m collectors" not in result.output
+    assert "--out" in result.output and "--device" in result.output
+
+
+def test_collect_help_in_a_real_process():
+    for args, usage in ((["collect", "--help"], "Usage: "), (["collect", "attention", "--help"],
+                                                            "usage: traceview collect attention ")):
+        r = subprocess.run([sys.executable, "-m", "traceview", *args], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(usage) and r.stderr == ""
+
+
+def test_collector_module_keeps_its_own_usage():
+    r = subprocess.run([sys.executable, "-m", "collectors.attention", "--help"], cwd=REPO, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m collectors.attention ")
+
+
+def test_collector_usage_errors_name_the_command():
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    result = CliRunner().invoke(main, ["collect", "attention", "--variants", "nope"])
+    assert result.exit_code == 2
+    assert "traceview collect attention: error: argument --variants" in result.output
+    result = CliRunner().invoke(main, ["collect", "nope"])
+    assert result.exit_code == 2 and "nope" in result.output

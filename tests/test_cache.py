@@ -345,6 +345,24 @@ def test_unremovable_entries_are_one_line(tmp_path):
         folder.chmod(0o700)
 
 
+def test_clear_that_is_refused_is_one_line(tmp_path, monkeypatch):
+    """As the unwritable-folder case, but also as root: the removal itself is refused."""
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    tv.load(_write_trace(tmp_path / "t.json", _events()))
+
+    def refused(path, *a, **k):
+        raise PermissionError(13, "Permission denied", str(path))
+    monkeypatch.setattr(cache_mod.shutil, "rmtree", refused)
+    with pytest.raises(tv.TraceviewError, match="cannot remove this cache entry: Permission denied") as err:
+        cache_mod.clear()
+    assert "\n" not in str(err.value)
+    r = CliRunner().invoke(main, ["cache", "clear"])
+    assert r.exit_code == 1 and r.stderr.startswith("traceview: error: ") and r.stderr.count("\n") == 1
+
+
 def _cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "traceview", "cache", *args], cwd=REPO, capture_output=True,
                           text=True, env={**os.environ, **(env or {})}, timeout=120)

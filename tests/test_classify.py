@@ -129,7 +129,7 @@ def test_must_know_names(name, category, tc, backend, library, precision, pass_)
     k = classify(name)
     assert (k.category, k.tensor_core, k.attention_backend, k.library, k.precision, k.pass_) == (
         category, tc, backend, library, precision, pass_)
-    assert k.rule is not None
+    assert k.rule is not None and k.confidence == "rule"
 
 
 ATTENTION = [
@@ -170,7 +170,7 @@ def test_attention_backends(name, backend, pass_):
 
 def test_unknown_name_is_other():
     k = classify("my_custom_kernel_v3(float*)")
-    assert (k.category, k.rule, k.tensor_core, k.library) == ("other", None, None, None)
+    assert (k.category, k.rule, k.tensor_core, k.library, k.confidence) == ("other", None, None, None, None)
     assert k.precision == "fp32"  # traits still read what the name does say
 
 
@@ -189,7 +189,7 @@ def test_classify_names_dedups_and_types():
     df = classify_names(NAMES + NAMES[::-1])
     assert list(df.index) == NAMES and list(df.columns) == list(COLUMNS)
     assert df["tensor_core"].dtype == "boolean"
-    for col in ("category", "attention_backend", "library", "precision", "pass", "rule"):
+    for col in ("category", "attention_backend", "library", "precision", "pass", "rule", "confidence"):
         assert isinstance(df[col].dtype, pd.CategoricalDtype), col
     assert df.loc["volta_sgemm_64x64_nn", "tensor_core"] is np.False_ or not df.loc["volta_sgemm_64x64_nn", "tensor_core"]
     assert pd.isna(df.loc["Memset (Device)", "tensor_core"])
@@ -223,16 +223,18 @@ def test_annotate_is_fast_for_a_million_rows():
     assert (out["category"] == "gemm").sum() == (codes >= 990).sum()
 
 
-def test_unclassified_reports_other_by_time():
+def test_unclassified_reports_both_tiers_by_time():
     kernels = pd.DataFrame({
-        "name": ["mystery_a", "volta_sgemm_64x64_nn", "mystery_b", "mystery_a"],
-        "dur_ns": np.array([10, 50, 30, 10], dtype="int64"),
+        "name": ["mystery_a", "volta_sgemm_64x64_nn", "mystery_b", "mystery_a", "matmul_kernel"],
+        "dur_ns": np.array([10, 50, 30, 10, 40], dtype="int64"),
     })
     out = unclassified(kernels)
-    assert list(out.columns) == ["name", "count", "total_ns", "pct_of_gpu_time"]
-    assert list(out["name"]) == ["mystery_b", "mystery_a"]
-    assert list(out["count"]) == [1, 2] and list(out["total_ns"]) == [30, 20]
-    assert out["pct_of_gpu_time"].tolist() == pytest.approx([30.0, 20.0])
+    assert list(out.columns) == ["name", "count", "total_ns", "pct_of_gpu_time", "tier", "rule"]
+    assert list(out["name"]) == ["mystery_b", "mystery_a", "matmul_kernel"]  # tier "none" first
+    assert list(out["tier"]) == ["none", "none", "name"]
+    assert list(out["rule"]) == [None, None, "name-word:matmul"]
+    assert list(out["count"]) == [1, 2, 1] and list(out["total_ns"]) == [30, 20, 40]
+    assert out["pct_of_gpu_time"].tolist() == pytest.approx([100 * 30 / 140, 100 * 20 / 140, 100 * 40 / 140])
 
 
 # --------------------------------------------------------------------------- user rule files
@@ -304,6 +306,19 @@ def test_malformed_rule_file_raises(tmp_path, case):
 def test_missing_rule_file_raises(tmp_path):
     with pytest.raises(RuleError, match="nope.toml"):
         load_rules(tmp_path / "nope.toml")
+
+
+def test_user_rule_beats_a_name_guess(tmp_path):
+    assert classify("my_matmul_kernel").confidence == "name"
+    path = _write(tmp_path, "[[rule]]\nid = 'mine'\npattern = '^my_matmul'\ncategory = 'elementwise'\n")
+    k = classify("my_matmul_kernel", rules=path)
+    assert (k.category, k.rule, k.confidence) == ("elementwise", "mine", "rule")
+
+
+def test_user_rule_may_not_take_a_name_tier_id(tmp_path):
+    path = _write(tmp_path, "[[rule]]\nid = 'name-word:x'\npattern = 'a'\ncategory = 'gemm'\n")
+    with pytest.raises(RuleError, match="name tier"):
+        load_rules(path)
 
 
 def test_rules_may_be_given_as_a_path(tmp_path):

@@ -1,12 +1,16 @@
 """Kernel taxonomy: read a GPU kernel's name and say what it does.
 
-The knowledge lives in ``traceview/rules/kernels.toml`` (see its header for how rules
-combine); this module only loads, validates and applies it. A trace has few distinct
+The knowledge lives in ``traceview/rules/kernels.toml`` (library rules: facts about how a
+library names its kernels; see its header for how rules combine) and
+``traceview/rules/kernel_words.toml`` (the name tier: words that say what a kernel does,
+tried only when no library rule matched; a guess, marked ``confidence = "name"``); this
+module only loads, validates and applies them. A trace has few distinct
 kernel names and many launches, so everything classifies each distinct name once and
 maps the result onto rows through categorical codes.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import types
@@ -25,9 +29,15 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 from traceview.errors import RuleError
 
 DEFAULT_RULES_PATH = Path(__file__).parent / "rules" / "kernels.toml"
+DEFAULT_WORDS_PATH = Path(__file__).parent / "rules" / "kernel_words.toml"
 
 #: Output columns, in order. ``pass`` is a Python keyword, hence ``KernelClass.pass_``.
-COLUMNS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass", "rule")
+#: ``confidence``: "rule" (a library rule decided the category), "name" (a word of the name
+#: did: a guess), None (nothing matched: category "other").
+COLUMNS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass", "rule",
+           "confidence")
+CONFIDENCES = ("rule", "name")
+WORD_PREFIX = "name-word:"
 _FIELDS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass")
 _RULE_KEYS = {"id", "pattern", "source", "note", "examples", "applies_to", *_FIELDS}
 _TOP_KEYS = {"version", "categories", "precisions", "rule"}
@@ -47,6 +57,7 @@ class KernelClass:
     precision: str | None = None
     pass_: str | None = None
     rule: str | None = None
+    confidence: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,13 +81,40 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class WordEntry:
+    """One [[word]] of the name tier: any of ``words`` gives these fields."""
+
+    words: tuple
+    fields: tuple  # (field, value) pairs: category, maybe attention_backend
+    source: str = ""
+    examples: tuple = ()
+
+
+@dataclass(frozen=True)
+class WordTable:
+    """The name tier. Entries in file order; an earlier entry beats a later one."""
+
+    entries: tuple = ()
+    tensor_core_words: frozenset = frozenset()
+
+    @functools.cached_property
+    def lookup(self) -> dict:
+        """word -> (entry index, word index, word); min() of hits picks the winner."""
+        return {w: (i, j, w) for i, e in enumerate(self.entries) for j, w in enumerate(e.words)}
+
+    def rule_ids(self) -> list:
+        return [WORD_PREFIX + w for e in self.entries for w in e.words]
+
+
+@dataclass(frozen=True)
 class RuleSet:
-    """An ordered list of rules plus the vocabulary they may use."""
+    """An ordered list of rules plus the vocabulary they may use, and the name tier."""
 
     rules: tuple
     version: int = 1
     categories: tuple = ()
     precisions: tuple = ()
+    words: WordTable = WordTable()
     _split: tuple = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
@@ -85,10 +123,11 @@ class RuleSet:
         object.__setattr__(self, "_split", (cats, traits))
 
     def __hash__(self):
-        return hash((self.rules, self.version, self.categories, self.precisions))
+        return hash((self.rules, self.version, self.categories, self.precisions, self.words))
 
     def with_overrides(self, user: "RuleSet") -> "RuleSet":
-        """User rules go first; a user rule with a default rule's id replaces it."""
+        """User rules go first; a user rule with a default rule's id replaces it. User rules
+        are library-tier rules, so they also beat every name-tier guess."""
         user_ids = {r.id for r in user.rules}
         kept = tuple(r for r in self.rules if r.id not in user_ids)
         return RuleSet(
@@ -96,12 +135,15 @@ class RuleSet:
             version=self.version,
             categories=_union(self.categories[:-1], user.categories, ("other",)),
             precisions=_union(self.precisions, user.precisions),
+            words=self.words,
         )
 
     def dtypes(self) -> dict:
         """Stable column dtypes, so tables classified with one RuleSet concatenate cleanly."""
         def vocab(key):
-            return sorted({r.fields[key] for r in self.rules if isinstance(r.fields.get(key), str)})
+            ours = {r.fields[key] for r in self.rules if isinstance(r.fields.get(key), str)}
+            words = {v for e in self.words.entries for k, v in e.fields if k == key}
+            return sorted(ours | words)
         return {
             "category": pd.CategoricalDtype(list(self.categories)),
             "tensor_core": pd.BooleanDtype(),
@@ -109,7 +151,8 @@ class RuleSet:
             "library": pd.CategoricalDtype(vocab("library")),
             "precision": pd.CategoricalDtype(list(self.precisions)),
             "pass": pd.CategoricalDtype(list(_PASSES)),
-            "rule": pd.CategoricalDtype([r.id for r in self.rules if not r.is_trait]),
+            "rule": pd.CategoricalDtype([r.id for r in self.rules if not r.is_trait] + self.words.rule_ids()),
+            "confidence": pd.CategoricalDtype(list(CONFIDENCES)),
         }
 
 
@@ -122,8 +165,9 @@ def _union(*seqs) -> tuple:
 
 @functools.cache
 def default_rules() -> RuleSet:
-    """The rules shipped in traceview/rules/kernels.toml."""
-    return _load(DEFAULT_RULES_PATH, base=None)
+    """The rules shipped in traceview/rules/kernels.toml, with the name tier of kernel_words.toml."""
+    rules = _load(DEFAULT_RULES_PATH, base=None)
+    return dataclasses.replace(rules, words=_load_words(DEFAULT_WORDS_PATH, rules.categories))
 
 
 def load_rules(path) -> RuleSet:
@@ -141,16 +185,20 @@ def rules_from(path=None) -> RuleSet:
 
 
 def _load(path: Path, base: RuleSet | None) -> RuleSet:
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RuleError(f"{path}: cannot read rule file ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise RuleError(f"{path}: not valid TOML ({e})") from None
+    doc = _read_toml(path)
     try:
         return _parse(doc, base, str(path))
     except ValueError as e:
         raise RuleError(f"{path}: {e}") from None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise RuleError(f"{path}: cannot read rule file ({e.strerror or e})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise RuleError(f"{path}: not valid TOML ({e})") from None
 
 
 def _parse(doc: dict, base: RuleSet | None, origin: str) -> RuleSet:
@@ -194,6 +242,8 @@ def _parse_rule(raw: dict, index: int, categories, precisions, origin) -> Rule:
     if not isinstance(rid, str) or not rid:
         raise ValueError(f"rule #{index + 1}: missing 'id'")
     where = f"rule {rid!r}"
+    if rid.startswith(WORD_PREFIX):
+        raise ValueError(f"{where}: ids starting with {WORD_PREFIX!r} are kept for the name tier")
     unknown = set(raw) - _RULE_KEYS
     if unknown:
         raise ValueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
@@ -237,17 +287,119 @@ def _check_field(where, key, val, categories, precisions):
     return val
 
 
+# ------------------------------------------------------------------ the name tier: loading
+
+_WORD_TOP_KEYS = {"version", "tensor_core_words", "word"}
+_WORD_KEYS = {"words", "category", "attention_backend", "source", "note", "examples"}
+_WORD = re.compile(r"^[a-z]+$")  # tokens are lower-case letters only (see name_tokens)
+
+
+def _load_words(path: Path, categories) -> WordTable:
+    doc = _read_toml(path)
+    try:
+        return _parse_words(doc, categories)
+    except ValueError as e:
+        raise RuleError(f"{path}: {e}") from None
+
+
+def _parse_words(doc: dict, categories) -> WordTable:
+    unknown = set(doc) - _WORD_TOP_KEYS
+    if unknown:
+        raise ValueError(f"unknown top-level key {sorted(unknown)[0]!r}")
+    entries = tuple(_parse_word(raw, i, categories) for i, raw in enumerate(doc.get("word", [])))
+    dup = _first_duplicate(w for e in entries for w in e.words)
+    if dup:
+        raise ValueError(f"word {dup!r} appears twice")
+    tc = _words_list(doc.get("tensor_core_words", []), "tensor_core_words")
+    return WordTable(entries, frozenset(tc))
+
+
+def _parse_word(raw: dict, index: int, categories) -> WordEntry:
+    where = f"word entry #{index + 1}"
+    unknown = set(raw) - _WORD_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+    words = _words_list(raw.get("words"), f"{where}: 'words'")
+    if raw.get("category") not in categories or raw["category"] == "other":
+        raise ValueError(f"{where}: bad category {raw.get('category')!r}")
+    if not raw.get("source"):
+        raise ValueError(f"{where}: missing 'source'")
+    fields = [("category", raw["category"])]
+    if "attention_backend" in raw:
+        fields.append(("attention_backend", str(raw["attention_backend"])))
+    return WordEntry(words, tuple(fields), str(raw["source"]), tuple(raw.get("examples", ())))
+
+
+def _words_list(val, what) -> tuple:
+    if not isinstance(val, list) or not val or not all(isinstance(w, str) and _WORD.match(w) for w in val):
+        raise ValueError(f"{what} must be a non-empty list of lower-case words (letters only)")
+    return tuple(val)
+
+
+# ------------------------------------------------------------------ the name tier: matching
+
+_ANON = re.compile(r"\(anonymous namespace\)::")
+_CHUNK = re.compile(r"[A-Za-z]+")  # splits on _, ::, <, >, (, spaces, digits ...
+_PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")  # ... and at case changes
+_HEAD = re.compile(r"^(?:void\s+)?([^<(]*)")  # the function's own (qualified) name
+_MAX_JOIN = 4
+_TC_GUESS = frozenset({"gemm", "conv"})  # as for library rules: tensor_core is a GEMM/conv fact
+
+
+def name_tokens(name: str) -> list:
+    """The words of a kernel name, lower-cased: split on everything but letters (``_``, ``::``,
+    ``<``, digits, spaces) and at case changes. ``"RMSNormKernel<float>"`` -> rms, norm, kernel, float."""
+    return [p.lower() for chunk in _CHUNK.findall(name) for p in _PIECE.findall(chunk)]
+
+
+def _candidates(text: str) -> set:
+    """Tokens, plus runs of case-change pieces joined back (``SoftMax`` -> soft, max, softmax),
+    so a table word may be written as one word whichever way a name capitalises it."""
+    out = set()
+    for chunk in _CHUNK.findall(text):
+        pieces = [p.lower() for p in _PIECE.findall(chunk)]
+        for i in range(len(pieces)):
+            out.update("".join(pieces[i:j]) for j in range(i + 1, min(len(pieces), i + _MAX_JOIN) + 1))
+    return out
+
+
+def name_guess(name: str, words: WordTable | None = None) -> tuple | None:
+    """(entry, word) the name tier gives ``name``, ignoring library rules; None if no word matches.
+
+    The function's own name is read first, then the whole name (template arguments, parameter
+    types); within each, the earliest entry of the word table wins."""
+    words = default_rules().words if words is None else words
+    clean = _ANON.sub("", name)
+    for text in (_HEAD.match(clean).group(1), clean):
+        hits = [words.lookup[w] for w in _candidates(text) if w in words.lookup]
+        if hits:
+            i, _, word = min(hits)
+            return words.entries[i], word
+    return None
+
+
+def _guess_fields(name: str, words: WordTable) -> dict:
+    """explain()-style fields from the name tier. tensor_core is pinned to None unless the name
+    says tensor cores (mma, wmma, tensorop, ...) on a gemm/conv guess."""
+    hit = name_guess(name, words) if words.entries else None
+    if hit is None:
+        return {}
+    entry, word = hit
+    rid = WORD_PREFIX + word
+    out = {k: (v, rid) for k, v in entry.fields}
+    says_tc = out["category"][0] in _TC_GUESS and not words.tensor_core_words.isdisjoint(_candidates(name))
+    out.setdefault("tensor_core", (True if says_tc else _PINNED, rid))
+    return out
+
+
 # ------------------------------------------------------------------ classification
 
 
 def explain(name: str, rules: RuleSet | None = None) -> dict:
     """field -> (value, id of the rule that set it); the basis of classify() and the tests."""
-    cat_rules, traits = _resolve(rules)._split
-    out: dict = {}
-    for r in cat_rules:
-        if r.pattern.search(name):
-            out = {k: (v, r.id) for k, v in r.fields.items()}
-            break
+    rules = _resolve(rules)
+    cat_rules, traits = rules._split
+    out = _first_rule(name, cat_rules) or _guess_fields(name, rules.words)
     category = out.get("category", ("other", None))[0]
     for r in traits:
         if r.applies_to is not None and category not in r.applies_to:
@@ -256,6 +408,13 @@ def explain(name: str, rules: RuleSet | None = None) -> dict:
         if missing and r.pattern.search(name):
             out.update({k: (r.fields[k], r.id) for k in missing})
     return out
+
+
+def _first_rule(name: str, cat_rules) -> dict:
+    for r in cat_rules:
+        if r.pattern.search(name):
+            return {k: (v, r.id) for k, v in r.fields.items()}
+    return {}
 
 
 def _resolve(rules) -> RuleSet:
@@ -268,9 +427,10 @@ def _resolve(rules) -> RuleSet:
 
 
 def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
-    """Classify one kernel name (first matching category rule, then traits)."""
+    """Classify one kernel name (first matching library rule, else the name tier; then traits)."""
     got = explain(name, rules)
     val = {k: (None if v is _PINNED else v) for k, (v, _) in got.items()}
+    rule = got["category"][1] if "category" in got else None
     return KernelClass(
         category=val.get("category", "other"),
         tensor_core=val.get("tensor_core"),
@@ -278,12 +438,13 @@ def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
         library=val.get("library"),
         precision=val.get("precision"),
         pass_=val.get("pass"),
-        rule=got["category"][1] if "category" in got else None,
+        rule=rule,
+        confidence=None if rule is None else ("name" if rule.startswith(WORD_PREFIX) else "rule"),
     )
 
 
 def classify_names(names: Iterable, rules: RuleSet | None = None) -> pd.DataFrame:
-    """One row per distinct name (index), the 7 taxonomy columns with stable dtypes.
+    """One row per distinct name (index), the taxonomy COLUMNS with stable dtypes.
 
     ``rules``: None (defaults), a RuleSet, or the path of a user rule file (overrides defaults).
     """
@@ -298,6 +459,7 @@ def classify_names(names: Iterable, rules: RuleSet | None = None) -> pd.DataFram
         "precision": [k.precision for k in rows],
         "pass": [k.pass_ for k in rows],
         "rule": [k.rule for k in rows],
+        "confidence": [k.confidence for k in rows],
     }
     dtypes = rules.dtypes()
     index = pd.Index(distinct, dtype=object, name="name")
@@ -305,7 +467,7 @@ def classify_names(names: Iterable, rules: RuleSet | None = None) -> pd.DataFram
 
 
 def annotate(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFrame:
-    """Copy of ``kernels`` with the 7 taxonomy columns, classifying each distinct name once."""
+    """Copy of ``kernels`` with the taxonomy COLUMNS, classifying each distinct name once."""
     names = kernels["name"]
     cat = names.array if isinstance(names.dtype, pd.CategoricalDtype) else pd.Categorical(names)
     table = classify_names(cat.categories, _resolve(rules))
@@ -317,13 +479,24 @@ def annotate(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFram
 
 
 def unclassified(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.DataFrame:
-    """Names no rule matched: name, count, total_ns, pct_of_gpu_time; biggest first."""
-    if "category" not in kernels.columns:
+    """Names no library rule matched, one table: tier "none" (no tier matched: category
+    "other") first, then tier "name" (only the name tier matched; ``rule`` is the word,
+    ``name-word:...``), each biggest GPU time first.
+
+    Columns: name, count, total_ns, pct_of_gpu_time, tier, rule (None for tier "none").
+    """
+    if "confidence" not in kernels.columns:
         kernels = annotate(kernels, rules)
     total = kernels["dur_ns"].sum()
-    other = kernels.loc[kernels["category"] == "other", ["name", "dur_ns"]]
-    grouped = other.groupby(other["name"].astype(str), sort=False)["dur_ns"].agg(["count", "sum"])
-    out = grouped.rename(columns={"sum": "total_ns"}).rename_axis("name").reset_index()
+    pick = (kernels["category"] == "other") | (kernels["confidence"] == "name")
+    k = kernels.loc[pick.fillna(False).astype(bool), ["name", "dur_ns", "rule"]]
+    out = k.groupby(k["name"].astype(str), sort=False).agg(
+        count=("dur_ns", "count"), total_ns=("dur_ns", "sum"), rule=("rule", "first"))
+    out = out.rename_axis("name").reset_index()
     out["total_ns"] = out["total_ns"].astype("int64")
     out["pct_of_gpu_time"] = 100.0 * out["total_ns"] / total if total else 0.0
-    return out.sort_values("total_ns", ascending=False, ignore_index=True)
+    out["rule"] = out["rule"].astype(object).where(out["rule"].notna(), None)
+    out["tier"] = np.where(out["rule"].isna(), "none", "name")
+    out = out[["name", "count", "total_ns", "pct_of_gpu_time", "tier", "rule"]]
+    # "none" sorts after "name": descending puts the unmatched names first
+    return out.sort_values(["tier", "total_ns"], ascending=False, ignore_index=True)

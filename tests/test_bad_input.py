@@ -17,6 +17,7 @@ import pytest
 
 import traceview as tv
 from traceview import limits
+from traceview.errors import NotATraceError
 
 
 def _write(tmp_path, data: bytes, name: str = "t.json"):
@@ -64,7 +65,7 @@ def test_empty_gzip(tmp_path):
     _error(_write(tmp_path, gzip.compress(b""), "t.json.gz"), "empty file")
 
 
-@pytest.mark.parametrize("data", [b"hello world", b"\x00\x01\x02", b"<html></html>", b"null", b"42"])
+@pytest.mark.parametrize("data", [b"hello world", b"\x00\x01\x02", b"<html></html>", b'"str" x'])
 def test_not_json(tmp_path, data):
     _error(_write(tmp_path, data), "not JSON")
 
@@ -94,14 +95,20 @@ def test_gzip_header_only(tmp_path):
 @pytest.mark.parametrize("data, match", [
     (b'{"foo": 1}', "no traceEvents key"),
     (b"{}", "no traceEvents key"),
-    (b"[1, 2, 3]", "not a trace"),
-    (b'"str"', "not JSON"),
+    (b"[1, 2, 3]", "not a profiler trace"),
+    (b'"str"', "not an object or a list"),
+    (b"null", "not an object or a list"),
+    (b"42", "not an object or a list"),
     (b'{"traceEvents": {}}', "traceEvents is not a list"),
     (b'{"traceEvents": 5}', "traceEvents is not a list"),
     (b'{"traceEvents": [1, "x", null, []]}', "none of the 4 items"),
 ])
 def test_json_that_is_not_a_trace(tmp_path, data, match):
-    _error(_write(tmp_path, data), match)
+    """Valid JSON that is no trace: ``NotATraceError``, which a folder scan can skip."""
+    path = _write(tmp_path, data)
+    with pytest.raises(NotATraceError, match=match) as info:
+        tv.load(path, cache=False)
+    assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
 
 
 def test_errors_are_traceview_errors():
@@ -226,7 +233,7 @@ def test_kernel_stream_or_device_label_beyond_int64(tmp_path, field, value):
     {"bytes": [1, 2]}, {"bytes": {"a": 1}}, {"stream": -(2**70)},
 ])
 def test_args_of_the_wrong_type_or_size(tmp_path, args):
-    """Found (fixed in read.int_values meanwhile): OverflowError/ValueError on ints beyond int64 and lists."""
+    """Found (fixed in read.codes.int_values meanwhile): OverflowError/ValueError on ints beyond int64 and lists."""
     trace = tv.load(_trace(tmp_path, [_event(cat="kernel", args=args), _event(cat="kernel", args=args)]),
                     cache=False)
     assert len(trace.kernels) == 2
@@ -234,7 +241,7 @@ def test_args_of_the_wrong_type_or_size(tmp_path, args):
 
 @pytest.mark.parametrize("name", [{"a": 1}, [1, 2], 3.5, True, None])
 def test_event_name_of_the_wrong_type(tmp_path, name):
-    """Found (fixed in read._Factorizer meanwhile): 'unhashable type: dict' from pd.factorize."""
+    """Found (fixed in read.codes.Factorizer meanwhile): 'unhashable type: dict' from pd.factorize."""
     trace = tv.load(_trace(tmp_path, [_event(name=name), _event()]), cache=False)
     assert len(trace.events) == 2
 

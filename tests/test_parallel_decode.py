@@ -1,4 +1,4 @@
-"""The parallel chunk decode (traceview/parallel.py) gives exactly the serial result.
+"""The parallel chunk decode (traceview/read/parallel.py) gives exactly the serial result.
 
 Small inputs are forced onto the parallel path: a tiny chunk size, no size
 threshold and TRACEVIEW_WORKERS=2; the serial reference runs with TRACEVIEW_WORKERS=1.
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import traceview as tv
-from traceview import parallel, read
+from traceview.read import chunks, parallel
 
 from corpus import CORPUS
 
@@ -94,7 +94,7 @@ def _events(n, *, junk=False, tricky_names=False, big_floats=False):
 
 
 def _chunked(monkeypatch, size=20_000):
-    monkeypatch.setattr(read, "_CHUNK_BYTES", size)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", size)
 
 
 def test_workers_setting(monkeypatch):
@@ -172,7 +172,7 @@ def test_dead_worker_falls_back_to_serial(tmp_path, monkeypatch, forced):
     path = _write(tmp_path, _events(2000))
     serial = _load(path, 1)
     forced.clear()
-    monkeypatch.setattr(parallel, "_worker", _die)  # inherited by the forked workers
+    monkeypatch.setattr(parallel, "decode_bound", _die)  # inherited by the forked workers
     par = _load(path, 2)
     assert forced == ["none"]
     assert_same(serial, par)

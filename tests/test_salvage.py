@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 import traceview as tv
-from traceview.salvage import salvage_prefix
+from traceview.read.salvage import salvage_prefix
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"

@@ -15,5 +15,10 @@ class TraceReadError(TraceviewError):
         super().__init__(f"{self.path}: {problem}")
 
 
+class NotATraceError(TraceReadError):
+    """The file is readable JSON but not a profiler trace (no traceEvents, or no trace
+    events in it). Separate from damage so that a folder scan can skip such files."""
+
+
 class RuleError(TraceviewError):
     """A user-supplied classification rule file is malformed."""

@@ -21,7 +21,8 @@ import re
 import msgspec
 import numpy as np
 
-from .errors import TraceReadError
+from ..errors import TraceReadError
+from .source import StreamCut
 
 _QUOTE, _BACKSLASH, _COMMA, _COLON = 34, 92, 44, 58
 _OPEN = (123, 91)  # { [
@@ -32,36 +33,19 @@ _KEY = b'"traceEvents"'
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
-class GzipCut(bytes):
-    """Decompressed text of a gzip stream that ended early or went corrupt (salvage mode).
-
-    ``compressed_at`` is the compressed byte offset where decompression stopped,
-    ``reason`` is ``"cut"`` (the file ends mid-stream) or ``"corrupt"``.
-    """
-
-    compressed_at: int = 0
-    reason: str = "cut"
-
-
-def gzip_cut(out, compressed_at: int, reason: str) -> GzipCut:
-    data = GzipCut(out)
-    data.compressed_at = compressed_at
-    data.reason = reason
-    return data
-
-
-def salvage_prefix(data: bytes, path: str) -> tuple[bytes, str | None]:
+def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tuple[bytes, str | None]:
     """A decodable document made of the complete part of ``data``, and a warning.
 
+    ``cut``: where the gzip stream ``data`` came from stopped early, if it did.
     Intact input comes back unchanged with no warning (unless its gzip stream
     was cut after the JSON text was complete). Raises ``TraceReadError`` when
     nothing can be recovered.
     """
-    gz = _gzip_note(data, path)
+    gz = cut.describe(path, len(data)) if cut is not None else None
     stop, problem = _valid_extent(data)
     if stop is None:
-        return bytes(data) if gz else data, gz
-    raw = bytes(data) if stop == len(data) else data[:stop]  # bytes(bytes) is no copy
+        return data, gz
+    raw = data if stop == len(data) else data[:stop]
     fixed, kept, kept_bytes, avg, kind = _close(raw, path, problem)
     lost = len(data) - kept_bytes
     if kind == "junk":
@@ -78,16 +62,6 @@ def salvage_prefix(data: bytes, path: str) -> tuple[bytes, str | None]:
     if gz:
         note = f"{gz}; {note[len(path) + 2:]}"
     return fixed, note
-
-
-def _gzip_note(data, path: str) -> str | None:
-    if not isinstance(data, GzipCut):
-        return None
-    if data.reason == "corrupt":
-        return (f"{path}: gzip data is corrupt at compressed byte {data.compressed_at}; "
-                f"recovered {len(data)} bytes of decompressed text before it")
-    return (f"{path}: the gzip stream was cut at compressed byte {data.compressed_at}; "
-            f"recovered {len(data)} bytes of decompressed text")
 
 
 def _valid_extent(data) -> tuple[int | None, str]:

@@ -1,0 +1,83 @@
+"""Bytes -> raw event columns: the first stage of the pipeline.
+
+``read(path)`` opens a trace file (plain or gzip, ``source``), optionally repairs
+a cut one (``salvage``), splits the JSON document into metadata and the raw
+events array (``document``) and decodes the events into columns (``columns``,
+on several cores for large traces: ``parallel``). Everything a user can get wrong
+raises ``TraceReadError`` with a one-line message; readable JSON that is not a
+profiler trace raises its subclass ``NotATraceError``.
+
+Imports go one way, with no loop: this package imports its modules; ``parallel``
+uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``,
+``codes`` and ``times``; ``chunks`` and ``events`` use ``document``; ``salvage``
+uses ``source``. No module imports another's private (``_x``) names.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..errors import NotATraceError
+from . import columns, parallel
+from .codes import Codes, IntColumn, int_values
+from .columns import EventColumns
+from .document import NOT_A_TRACE, split_document
+from .salvage import salvage_prefix
+from .source import DEFAULT_MAX_BYTES, read_bytes, read_source
+
+__all__ = ["read", "RawTrace", "DEFAULT_MAX_BYTES", "Codes", "IntColumn", "int_values", "read_bytes",
+           "split_document"]
+
+
+@dataclass
+class RawTrace:
+    """What the reader hands to the model: columns of the decoded events."""
+
+    path: str
+    meta: dict
+    columns: dict
+    n_events: int
+    warnings: list = field(default_factory=list)
+
+
+def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> RawTrace:
+    """Read and decode one trace file into raw columns."""
+    path = os.fspath(path)
+    text = read_source(path, max_bytes=max_bytes, salvage=salvage)
+    warnings: list[str] = []
+    data = text.data
+    if salvage:
+        data, note = salvage_prefix(data, path, text.cut)
+        if note:
+            warnings.append(note)
+    del text
+    meta, events_raw = split_document(data, path)
+    del data  # events_raw keeps the text alive only until the columns are built
+    decoded = event_columns(events_raw, path)
+    del events_raw
+    _check_is_trace(decoded, path)
+    if decoded.dropped:
+        warnings.append(f"{path}: skipped {decoded.dropped} malformed event(s)")
+    return RawTrace(path=path, meta=meta, columns=decoded.columns, n_events=decoded.n_events, warnings=warnings)
+
+
+def event_columns(events_raw, path: str) -> EventColumns:
+    """The events' columns, from the parallel decoder where it pays, else the serial one."""
+    with columns.gc_paused():
+        got = parallel.event_columns(events_raw, path)  # looked up at call time: tests replace it
+        if got is parallel.RECHECK:
+            return columns.event_columns(events_raw, path, checked=True)
+        if got is not None:
+            return got
+        return columns.event_columns(events_raw, path)
+
+
+def _check_is_trace(decoded: EventColumns, path: str) -> None:
+    """Events that are all junk, or objects without a phase, are not a profiler trace.
+    An empty events array is a trace: the profiler writes one for an empty capture."""
+    if decoded.dropped and not decoded.n_events:  # e.g. [1, 2, 3]: JSON, but not one event object in it
+        raise NotATraceError(path, f"{NOT_A_TRACE}: none of the {decoded.dropped} items in traceEvents "
+                                   "is an event object")
+    if decoded.n_events and not any(decoded.columns["counts"].keys()):  # only "": no event has a phase
+        raise NotATraceError(path, f"{NOT_A_TRACE}: no trace events (objects with a 'ph' field) "
+                                   "in traceEvents")

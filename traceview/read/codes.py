@@ -1,0 +1,158 @@
+"""Column types: factorized values (``Codes``) and masked integers (``IntColumn``).
+
+Decoded fields arrive as Python lists of arbitrary JSON values (a name can be a
+list, an id can exceed int64); these turn them into numpy arrays without a
+Python-level loop over the values where the common case allows it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Codes:
+    """A factorized column: int64 ``codes`` (-1 = missing) into ``uniques``, which are
+    the distinct raw values in order of first appearance (what ``pd.factorize`` gives)."""
+
+    codes: np.ndarray
+    uniques: list
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def take(self, rows) -> "Codes":
+        """The rows' values, uniques again in order of first appearance among them."""
+        codes = self.codes[np.asarray(rows, dtype=np.int64)]
+        present = codes[codes >= 0]
+        if not len(present):
+            return Codes(np.full(len(codes), -1, dtype=np.int64), [])
+        used, first = np.unique(present, return_index=True)
+        used = used[np.argsort(first, kind="stable")]
+        remap = np.full(len(self.uniques), -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        return Codes(np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1),
+                     [self.uniques[i] for i in used])
+
+
+@dataclass
+class IntColumn:
+    """Integer values with a mask of the rows that held no int (None, strings, junk)."""
+
+    values: np.ndarray
+    mask: np.ndarray
+
+    @staticmethod
+    def concat(parts: list) -> "IntColumn":
+        if not parts:
+            return IntColumn(np.empty(0, np.int64), np.empty(0, bool))
+        return IntColumn(np.concatenate([p.values for p in parts]), np.concatenate([p.mask for p in parts]))
+
+
+class Factorizer:
+    """Factorizes a column part by part against one growing table of distinct values,
+    so that the codes of every part index the same ``uniques``."""
+
+    def __init__(self, empty_is_missing: bool = False):
+        self.index: dict = {}
+        self.parts: list = []
+        self.empty_is_missing = empty_is_missing  # b"" (no Input Dims) is "missing", not a value
+
+    def add(self, values: list) -> None:
+        """Append a part given as raw values."""
+        if not values:
+            return
+        codes, uniques = _factorize(values)
+        index, skip = self.index, self.empty_is_missing
+        glob = np.array([-1 if skip and not len(u) else index.setdefault(u, len(index)) for u in uniques]
+                        + [-1], dtype=np.int64)
+        self.parts.append(glob[codes])  # code -1 picks the trailing -1
+
+    def add_codes(self, part: Codes) -> None:
+        """Append another factorizer's finished part: the same as having ``add``-ed its values here."""
+        index = self.index
+        glob = np.array([index.setdefault(u, len(index)) for u in part.uniques] + [-1], dtype=np.int64)
+        self.parts.append(glob[part.codes])  # code -1 picks the trailing -1
+
+    def finish(self) -> Codes:
+        codes = np.concatenate(self.parts) if self.parts else np.empty(0, dtype=np.int64)
+        return Codes(codes, list(self.index))
+
+
+def _factorize(values: list) -> tuple[np.ndarray, list]:
+    """``pd.factorize`` of a list of JSON values: (codes, uniques in first-appearance order)."""
+    import pandas as pd
+
+    if type(values[0]) is int:  # pids, tids, flow ids: hash machine ints, not objects
+        ints = _int64_array(values)
+        if ints is not None:
+            codes, uniques = pd.factorize(ints, use_na_sentinel=True)
+            return codes, uniques.tolist()
+    arr = np.fromiter(values, dtype=object, count=len(values))
+    try:
+        codes, uniques = pd.factorize(arr, use_na_sentinel=True)
+    except TypeError:  # unhashable values (a list as a name): their text stands for them
+        arr = np.fromiter((v if v is None or isinstance(v, (str, int, float, bytes)) else str(v)
+                           for v in values), dtype=object, count=len(values))
+        codes, uniques = pd.factorize(arr, use_na_sentinel=True)
+    return codes, list(uniques)
+
+
+def _int64_array(values: list) -> np.ndarray | None:
+    """The values as a 1-d int64 array, or None when they are not all machine ints."""
+    try:
+        ints = np.array(values)
+    except (OverflowError, ValueError):
+        return None
+    return ints if ints.dtype == np.int64 and ints.ndim == 1 else None
+
+
+def int_values(values: list, *, ints_or_none: bool = False) -> IntColumn:
+    """Python ints (others -> masked) as int64 values + mask, without a Python-level loop.
+
+    ``ints_or_none``: the decoder guarantees every value is an int or None (a field
+    typed ``int | None``), which allows a faster path."""
+    n = len(values)
+    if not n:
+        return IntColumn(np.empty(0, dtype=np.int64), np.empty(0, dtype=bool))
+    if ints_or_none:
+        got = _ints_or_none(values)
+        if got is not None:
+            return got
+    try:
+        arr = np.array(values)
+    except (OverflowError, ValueError):
+        arr = np.fromiter(values, dtype=object, count=n)
+    if arr.dtype == np.int64 and type(values[0]) is int:
+        return IntColumn(arr, np.zeros(n, dtype=bool))
+    if arr.dtype != object or arr.ndim != 1:
+        arr = np.fromiter(values, dtype=object, count=n)
+    return _masked_ints(values, arr)
+
+
+def _ints_or_none(values: list) -> IntColumn | None:
+    """Fast path for a field typed ``int | None``; None if some int does not fit int64."""
+    arr = np.fromiter(values, dtype=object, count=len(values))
+    missing = arr == None  # noqa: E711  (elementwise)
+    out = np.zeros(len(values), dtype=np.int64)
+    try:
+        out[~missing] = arr[~missing].astype(np.int64)
+    except OverflowError:
+        return None
+    return IntColumn(out, missing)
+
+
+def _masked_ints(values: list, arr: np.ndarray) -> IntColumn:
+    """Mixed values (``arr`` is their object array): ints that fit int64 kept, the rest masked."""
+    n = len(values)
+    ok = np.fromiter(map(type, values), dtype=object, count=n) == int
+    out = np.zeros(n, dtype=np.int64)
+    if ok.any():
+        try:
+            out[ok] = arr[ok].astype(np.int64)
+        except OverflowError:  # ints beyond int64 are not ids we can hold
+            fits = np.fromiter((type(v) is int and -2**63 <= v < 2**63 for v in values), dtype=bool, count=n)
+            ok &= fits
+            out[ok] = arr[ok].astype(np.int64)
+    return IntColumn(out, ~ok)

@@ -1,0 +1,168 @@
+"""Events -> columns: the column-building API shared by the serial and parallel decoders.
+
+A chunk of the traceEvents text is decoded on its own into a ``ChunkPart``:
+numpy arrays, and per-chunk factorized codes plus their distinct values. A
+``ColumnBuilder`` appends the parts in chunk order, mapping each part's codes
+onto one table of distinct values in order of first appearance, so the result
+does not depend on how the text was cut or which process decoded which chunk.
+
+Columns kept: the duration (X) events' strings, times and integer args, the
+flow (s/f/t) events' fields, and a count of every phase.
+"""
+from __future__ import annotations
+
+import gc
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceReadError
+from .chunks import checked_event_chunks, event_chunks
+from .codes import Codes, Factorizer, IntColumn, int_values
+from .events import NO_ARGS, TYPED_INT_ARGS, DecodedEvents, decode_events
+from .times import NumberTexts, times_ns
+
+X_STRINGS = ("cat", "name", "pid", "tid")  # factorized fields of X events (plus arg_input_dims)
+FLOW_FIELDS = ("ph", "cat", "id", "pid", "tid")
+INT_ARGS = ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes")
+ARRAYS = ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in INT_ARGS))
+
+
+@dataclass
+class ChunkPart:
+    """One chunk's columns. ``arrays``: int64 ns arrays and ``IntColumn``s (the ``arg_`` keys)."""
+
+    n_events: int
+    dropped: int
+    counts: dict  # phase -> number of events
+    x_codes: dict  # X_STRINGS + "arg_input_dims" -> Codes
+    flow_codes: dict  # FLOW_FIELDS -> Codes
+    arrays: dict
+
+
+@dataclass
+class EventColumns:
+    """The decoded columns, and how many events were kept and dropped as malformed."""
+
+    columns: dict
+    n_events: int
+    dropped: int
+
+
+def decode_chunk(chunk, path: str) -> ChunkPart:
+    """One JSON array of events as columns; ``TraceReadError`` if it is not valid JSON."""
+    decoded = decode_events(chunk, path)
+    return chunk_part(decoded, NumberTexts(chunk, decoded.kept))
+
+
+def chunk_part(decoded: DecodedEvents, texts: NumberTexts) -> ChunkPart:
+    events = decoded.events
+    phases = list(map(attrgetter("ph"), events))
+    ph = np.fromiter(phases, dtype=object, count=len(phases))
+    ts_all = times_ns(list(map(attrgetter("ts"), events)), texts, "ts")
+    x = np.flatnonzero(ph == "X")
+    xs = events if len(x) == len(events) else list(map(events.__getitem__, x.tolist()))
+    f = np.flatnonzero((ph == "s") | (ph == "f") | (ph == "t"))
+    fs = list(map(events.__getitem__, f.tolist()))
+    x_codes, arrays = _x_columns(xs, texts.subset(x))
+    arrays["ts_ns"] = ts_all[x]
+    arrays["flow_ts_ns"] = ts_all[f]
+    return ChunkPart(len(events), decoded.dropped, dict(Counter(phases)), x_codes,
+                     {name: _codes(fs, name) for name in FLOW_FIELDS}, arrays)
+
+
+def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
+    """Factorized strings and arrays (durations, integer args) of the X events."""
+    codes = {name: _codes(xs, name) for name in X_STRINGS}
+    arrays = {"dur_ns": times_ns(list(map(attrgetter("dur"), xs)), texts, "dur")}
+    args = list(map(attrgetter("args"), xs))
+    if None in args:
+        args = [a if a is not None else NO_ARGS for a in args]
+    for name in INT_ARGS:
+        values = list(map(attrgetter(name), args))
+        arrays["arg_" + name] = int_values(values, ints_or_none=name in TYPED_INT_ARGS)
+    dims = Factorizer(empty_is_missing=True)
+    dims.add(list(map(bytes, map(attrgetter("input_dims"), args))))
+    codes["arg_input_dims"] = dims.finish()
+    return codes, arrays
+
+
+def _codes(events: list, name: str) -> Codes:
+    f = Factorizer()
+    f.add(list(map(attrgetter(name), events)))
+    return f.finish()
+
+
+@dataclass
+class ColumnBuilder:
+    """Appends ``ChunkPart``s in chunk order; ``finish`` gives the whole trace's columns."""
+
+    counts: Counter = field(default_factory=Counter)
+    x: dict = field(default_factory=lambda: {name: Factorizer() for name in (*X_STRINGS, "arg_input_dims")})
+    flows: dict = field(default_factory=lambda: {name: Factorizer() for name in FLOW_FIELDS})
+    arrays: dict = field(default_factory=lambda: {key: [] for key in ARRAYS})
+    n_events: int = 0
+    dropped: int = 0
+
+    def add(self, part: ChunkPart) -> None:
+        self.n_events += part.n_events
+        self.dropped += part.dropped
+        self.counts.update(part.counts)
+        for name, codes in part.x_codes.items():
+            self.x[name].add_codes(codes)
+        for name, codes in part.flow_codes.items():
+            self.flows[name].add_codes(codes)
+        for key, value in part.arrays.items():
+            self.arrays[key].append(value)
+
+    def finish(self) -> EventColumns:
+        joined = join_parts(self.arrays)
+        cols: dict[str, Any] = {"counts": {k: self.counts[k] for k in sorted(self.counts)}}
+        cols.update({name: f.finish() for name, f in self.x.items()})
+        cols.update({key: value for key, value in joined.items() if key != "flow_ts_ns"})
+        cols["flows"] = {name: f.finish() for name, f in self.flows.items()}
+        cols["flows"]["ts_ns"] = joined["flow_ts_ns"]
+        return EventColumns(cols, self.n_events, self.dropped)
+
+
+def join_parts(parts: dict) -> dict:
+    """Each key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one."""
+    out = {}
+    for key, got in parts.items():
+        if key.startswith("arg_"):
+            out[key] = IntColumn.concat(got)
+        else:
+            out[key] = np.concatenate(got) if got else np.empty(0, dtype=np.int64)
+    return out
+
+
+def event_columns(events_raw, path: str, *, checked: bool = False) -> EventColumns:
+    """The serial decoder: chunk by chunk in this process. A fast cut that fell inside
+    an event (or bad JSON) starts over on the ``checked`` path, which reports the problem."""
+    builder = ColumnBuilder()
+    chunks = checked_event_chunks(events_raw, path) if checked else event_chunks(events_raw)
+    for chunk in chunks:
+        try:
+            part = decode_chunk(chunk, path)
+        except TraceReadError:
+            if checked or len(chunk) == len(events_raw):
+                raise
+            return event_columns(events_raw, path, checked=True)
+        builder.add(part)
+    return builder.finish()
+
+
+@contextmanager
+def gc_paused():
+    """Millions of short-lived containers are built while decoding: collections would only rescan them."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

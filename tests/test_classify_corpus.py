@@ -50,8 +50,11 @@ def _coverage(path: Path, minimum: float):
     total = int(k["dur_ns"].sum())
     covered = int(k.loc[k["category"] != "other", "dur_ns"].sum())
     pct = 100.0 * covered / total if total else 100.0
-    top = unclassified(k).head(3)
-    print(f"\ncoverage {pct:7.3f}%  {k['name'].nunique():4d} names  {total / 1e6:10.3f} ms  {rel}")
+    left = unclassified(k)
+    guessed = left.loc[left["tier"] == "name", "pct_of_gpu_time"].sum()
+    top = left[left["tier"] == "none"].head(3)
+    print(f"\ncoverage {pct:7.3f}% (name guesses {guessed:.3f}%)  {k['name'].nunique():4d} names  "
+          f"{total / 1e6:10.3f} ms  {rel}")
     for row in top.itertuples():
         print(f"    other {row.pct_of_gpu_time:6.3f}%  {row.name[:100]}")
     if rel in EXEMPT:

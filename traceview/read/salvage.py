@@ -24,9 +24,7 @@ import numpy as np
 from ..errors import TraceReadError
 from .source import StreamCut
 
-_QUOTE, _BACKSLASH, _COMMA, _COLON = 34, 92, 44, 58
-_OPEN = (123, 91)  # { [
-_CLOSE = (125, 93)  # } ]
+_QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
 _SKIP_WS = re.compile(rb"[ \t\r\n]*")
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
 _KEY = b'"traceEvents"'
@@ -47,21 +45,22 @@ def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tupl
         return data, gz
     raw = data if stop == len(data) else data[:stop]
     fixed, kept, kept_bytes, avg, kind = _close(raw, path, problem)
-    lost = len(data) - kept_bytes
+    note = _note(path, problem, kind, kept, len(data) - kept_bytes, avg)
+    return fixed, f"{gz}; {note[len(path) + 2:]}" if gz else note
+
+
+def _note(path: str, problem: str, kind: str, kept: int, lost: int, avg: float | None) -> str:
+    """The warning for what ``_close`` kept and dropped (``lost`` bytes)."""
     if kind == "junk":
-        note = (f"{path}: salvaged a damaged trace ({problem}): the JSON document is complete; "
+        return (f"{path}: salvaged a damaged trace ({problem}): the JSON document is complete; "
                 f"dropped the last {lost} bytes (junk after its end)")
-    elif kind == "metadata":
-        note = (f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
+    if kind == "metadata":
+        return (f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
                 f"dropped the last {lost} bytes (trailing metadata after the traceEvents array)")
-    else:
-        est = max(1, round(lost / avg)) if lost else 0
-        note = (f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
-                f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
-                f"at {avg:.0f} bytes per event)")
-    if gz:
-        note = f"{gz}; {note[len(path) + 2:]}"
-    return fixed, note
+    est = max(1, round(lost / avg)) if lost else 0
+    return (f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
+            f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
+            f"at {avg:.0f} bytes per event)")
 
 
 def _valid_extent(data) -> tuple[int | None, str]:

@@ -35,10 +35,17 @@ def story(story_dir):
 
 
 def independent(trace) -> tuple[float, float]:
+    """GPU activities (kernels, memcpys, memsets) and GPU time per step."""
     k = trace.kernels
     inside = k["step"].notna().to_numpy()
     n = len(trace.steps)
     return inside.sum() / n, float(k.loc[inside, "dur_ns"].sum()) / n
+
+
+def kernels_only(trace) -> float:
+    """Kernels per step: GPU activities of kind kernel, no memcpy or memset."""
+    k = trace.kernels
+    return ((k["step"].notna() & (k["kind"] == "kernel")).sum()) / len(trace.steps)
 
 
 def test_the_attention_story_table(story):
@@ -48,17 +55,18 @@ def test_the_attention_story_table(story):
     assert t.index.tolist() == STORY
     for trace, v in zip(story, STORY):
         kernels, gpu_ns = independent(trace)
-        assert t.loc[v, "kernels_per_step"] == kernels == synth.EXPECTED_PER_STEP[v]
+        assert t.loc[v, "gpu_activities_per_step"] == kernels == synth.EXPECTED_PER_STEP[v]
+        assert t.loc[v, "kernels_per_step"] == kernels_only(trace) == kernels - (v == "naive")  # naive's memcpy
         assert t.loc[v, "gpu_time_per_step_ns"] == pytest.approx(gpu_ns)
-        assert t.loc[v, "steps"] == len(trace.steps)
+        assert t.loc[v, "regions"] == len(trace.steps)
     base_ns = t.loc["naive", "gpu_time_per_step_ns"]
     assert t.loc["naive", "ratio_gpu_time"] == 1.0
     assert t.loc["sdpa_math", "ratio_gpu_time"] == pytest.approx(t.loc["sdpa_math", "gpu_time_per_step_ns"] / base_ns)
-    assert t.loc["sdpa_math", "ratio_kernels"] == pytest.approx(17 / 6)
+    assert t.loc["sdpa_math", "ratio_kernels"] == pytest.approx(17 / 5)
     assert t.loc["naive", "tensor_core_pct"] == 100.0 and t.loc["sdpa_math", "tensor_core_pct"] == 0.0
     assert np.isnan(t.loc["sdpa_flash", "tensor_core_pct"])
     assert t.loc["sdpa_math", "gemm_family"] == "sgemm" and t.loc["naive", "gemm_family"] == "s16816"
-    assert t["attention"].to_dict() == {"naive": "none", "naive_inplace": "none", "sdpa_math": "math",
+    assert t["attention_backend"].to_dict() == {"naive": "none", "naive_inplace": "none", "sdpa_math": "math",
                                         "sdpa_efficient": "mem_efficient", "sdpa_flash": "flash"}
     assert t.loc["sdpa_efficient", "top_categories"] == "attention 100%"
     assert t.loc["naive", "top_categories"].startswith("gemm 68%")
@@ -78,7 +86,7 @@ def test_baseline_by_label_path_index_or_trace(story, story_dir):
         t = r["compare"].set_index("trace")
         assert r.info["baseline"] == "sdpa_math"
         assert t.loc["sdpa_math", "ratio_gpu_time"] == 1.0
-        assert t.loc["naive", "ratio_kernels"] == pytest.approx(6 / 17)
+        assert t.loc["naive", "ratio_kernels"] == pytest.approx(5 / 17)
     with pytest.raises(TraceviewError, match="baseline 'nope' is none of the compared traces"):
         tv.compare(story, baseline="nope")
     with pytest.raises(TraceviewError):
@@ -103,8 +111,8 @@ def test_cpu_sample_traces_compare_cpu_ops():
         assert t.loc[variant, "cpu_ops_per_step"] == sum(m["trace_op_counts"].values()) / m["steps"], variant
         trace = tv.load(SAMPLES / m["file"])
         assert t.loc[variant, "cpu_time_per_step_ns"] == pytest.approx(trace.steps["dur_ns"].mean())
-    assert t.loc["sdpa_math", "attention"] == "math" and t.loc["sdpa_flash", "attention"] == "flash (cpu)"
-    assert t.loc["naive", "attention"] == "none"
+    assert t.loc["sdpa_math", "attention_backend"] == "math" and t.loc["sdpa_flash", "attention_backend"] == "flash (cpu)"
+    assert t.loc["naive", "attention_backend"] == "none"
     assert r.findings[0].startswith("no trace holds GPU activity")
     assert any("sdpa_math runs the most CPU ops per step (63)" in f for f in r.findings)
     by_op = r["by_op"]
@@ -137,7 +145,8 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     compare_rows = [r for r in rows if r["table"] == "compare"]
     assert [r["trace"] for r in compare_rows] == ["naive", "naive_inplace"]
-    assert float(compare_rows[0]["ratio_kernels"]) == pytest.approx(6 / 5)
+    assert float(compare_rows[0]["ratio_kernels"]) == pytest.approx(5 / 5)  # the memcpy is not a kernel
+    assert float(compare_rows[0]["gpu_activities_per_step"]) == 6 and float(compare_rows[1]["gpu_activities_per_step"]) == 5
 
 
 def test_cli_compare_errors_are_one_line(tmp_path, story_dir):
@@ -162,9 +171,11 @@ def test_corpus_pair():
     t = r["compare"]
     for row, trace in zip(t.itertuples(index=False), traces):
         kernels, gpu_ns = independent(trace)
-        assert row.kernels_per_step == kernels
+        assert row.gpu_activities_per_step == kernels
+        assert row.kernels_per_step == kernels_only(trace)
         assert row.gpu_time_per_step_ns == pytest.approx(gpu_ns)
-    assert t["kernels_per_step"].tolist() == [1575.0, 2503.0]
+    assert t["gpu_activities_per_step"].tolist() == [1575.0, 2503.0]
+    assert (t["kernel_launches_per_step"] <= t["kernels_per_step"]).all()  # a launch starts >= 1 kernel
     assert t["tensor_core_pct"].iloc[0] > 50 and t["tensor_core_pct"].iloc[1] == 0
     assert any("different devices" in f for f in r.findings)
 

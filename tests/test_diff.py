@@ -17,8 +17,10 @@ from click.testing import CliRunner
 import synth
 import traceview as tv
 from corpus import CORPUS
-from traceview.analyses.diff import ARROW, gemm_family, normalise_kernel_name, short_kernel_name
-from traceview.analyses.select import Selection
+from traceview.analyses.names import normalise_kernel_name, short_kernel_name
+from traceview.domain import gemm_family
+from traceview.link import ARROW
+from traceview.analyses.region import Selection
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
@@ -131,7 +133,7 @@ def test_naive_vs_inplace_the_memcpy_is_gone_with_its_op_chain(st):
     assert r.kind == "diff"
     ov = overview(r)
     assert ov["gpu_activities_per_step"] == (per_step_kernels(a), per_step_kernels(b)) == (6.0, 5.0)
-    assert ov["gpu_time_per_step_us"] == pytest.approx((per_step_gpu_ns(a) / 1e3, per_step_gpu_ns(b) / 1e3))
+    assert ov["gpu_time_per_step_ns"] == pytest.approx((per_step_gpu_ns(a), per_step_gpu_ns(b)))
     only_a = r["only_in_a"]
     assert only_a["kernel"].tolist() == ["Memcpy DtoD (Device -> Device)"]
     row = only_a.iloc[0]
@@ -143,7 +145,8 @@ def test_naive_vs_inplace_the_memcpy_is_gone_with_its_op_chain(st):
     text = " ".join(r.findings)
     assert "Memcpy DtoD (Device -> Device) (1 per step" in text and "is gone in B" in text
     assert "launched by aten::masked_fill → aten::clone → aten::copy_" in text
-    assert "B launches 5 kernels per step vs 6 in A" in text
+    assert "B runs the same number of kernels per step as A (5)" in text  # the memcpy is not a kernel
+    assert ov["kernels_per_step"] == (5.0, 5.0) and ov["memcpys_per_step"] == (1.0, 0.0)
     cat = r["by_category"].set_index("category")
     assert cat.loc["memcpy", "a_count"] == 1 and cat.loc["memcpy", "b_count"] == 0
     assert cat.loc["gemm", "ratio_time"] == pytest.approx(1.0)
@@ -154,7 +157,7 @@ def test_naive_vs_sdpa_math_gemms_move_to_cuda_cores(st):
     r = tv.diff(a, b)
     ov = overview(r)
     assert ov["gpu_activities_per_step"] == (6.0, 17.0)
-    assert r.info["ratio_kernels"] == pytest.approx(17 / 6)
+    assert r.info["ratio_kernels"] == pytest.approx(17 / 5)
     assert r.info["ratio_gpu_time"] == pytest.approx(per_step_gpu_ns(b) / per_step_gpu_ns(a))
     g = r["gemm_path"].set_index("side")
     assert g.loc["A", "tensor_core_pct"] == 100.0 and g.loc["B", "tensor_core_pct"] == 0.0
@@ -188,7 +191,7 @@ def test_five_steps_compare_with_three_per_step(st):
     ov = overview(r)
     assert ov["regions"] == (5.0, 3.0)
     o = r["overview"].set_index("metric")
-    for metric in ("gpu_activities_per_step", "gpu_time_per_step_us", "kernel_launches_per_step", "cpu_ops_per_step"):
+    for metric in ("gpu_activities_per_step", "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step"):
         assert o.loc[metric, "delta"] == 0 and o.loc[metric, "ratio"] == pytest.approx(1.0), metric
     assert len(r["only_in_a"]) == 0 and len(r["only_in_b"]) == 0
     assert (r["by_category"]["ratio_count"] == 1.0).all()
@@ -214,10 +217,11 @@ def test_one_step_and_annotation_selection(st, synth_dir):
         tv.diff(st["naive"], st["sdpa_math"], annotation="nope")
 
 
-def test_stream_selection_that_matches_nothing_gives_zero(st):
-    r = tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=99))
+def test_stream_selection_that_matches_nothing_is_an_error_listing_the_streams(st):
+    with pytest.raises(TraceviewError, match=r"naive.json.gz: has no GPU activity with stream 99 \(streams: 7\)"):
+        tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=99))
+    r = tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=7))
     assert overview(r)["cpu_ops_per_step"] == (22.0, 17.0)  # CPU side unaffected by a GPU stream filter
-    assert "overview" in r.tables
 
 
 # ------------------------------------------------------------------ CPU-only sample traces
@@ -288,7 +292,7 @@ def test_json_holds_the_documented_fields(synth_dir):
                 "ratio_gpu_time", "a_kernels_per_step", "b_kernels_per_step", "ratio_kernels",
                 "a_cpu_time_per_step_ns", "b_cpu_time_per_step_ns", "a_cpu_ops_per_step", "b_cpu_ops_per_step"):
         assert key in doc["info"], key
-    assert doc["info"]["a_kernels_per_step"] == 6.0 and doc["info"]["b_kernels_per_step"] == 17.0
+    assert doc["info"]["a_kernels_per_step"] == 5.0 and doc["info"]["b_kernels_per_step"] == 17.0
     assert any("GEMMs moved" in f for f in doc["findings"])
     # the schema doc names every table and column
     docs = (Path(__file__).resolve().parents[1] / "docs" / "json-schema.md").read_text()
@@ -350,7 +354,7 @@ def test_corpus_a100_vs_v100(hta_pair):
     ov = overview(r)
     assert ov["regions"] == (len(a.steps), len(b.steps)) == (6.0, 6.0)
     assert ov["gpu_activities_per_step"] == (per_step_kernels(a), per_step_kernels(b)) == (1575.0, 2503.0)
-    assert ov["gpu_time_per_step_us"] == pytest.approx((per_step_gpu_ns(a) / 1e3, per_step_gpu_ns(b) / 1e3))
+    assert ov["gpu_time_per_step_ns"] == pytest.approx((per_step_gpu_ns(a), per_step_gpu_ns(b)))
     cat = r["by_category"].set_index("category")
     ka = a.kernels[a.kernels["step"].notna().to_numpy()]
     assert cat.loc["gemm", "a_count"] == pytest.approx((ka["category"] == "gemm").sum() / 6)
@@ -377,7 +381,7 @@ def test_annotation_outside_the_selected_step_is_empty_not_a_crash():
 
     import traceview as tv
     from traceview.analyses.diff import diff as diff_fn
-    from traceview.analyses.select import Selection
+    from traceview.analyses.region import Selection
 
     t = tv.load(Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz", cache=False)
     rep = diff_fn(t, t, Selection(step=5, annotation="ProfilerStep#3"))

@@ -15,6 +15,9 @@ from traceview.errors import TraceviewError
 
 pytest.importorskip("matplotlib")
 
+from traceview.analyses.breakdown import breakdown  # noqa: E402
+from traceview.analyses.region import Selection  # noqa: E402
+from traceview.analyses.timeline import timeline  # noqa: E402
 from traceview.render.plot import plot_breakdown, plot_timeline  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -40,7 +43,7 @@ def is_svg(path: Path) -> bool:
 
 
 def test_breakdown_png_svg_html(story_dir, tmp_path):
-    traces = [tv.load(p, cache=False) for p in sorted(story_dir.glob("*.json.gz"))]
+    traces = breakdown([tv.load(p, cache=False) for p in sorted(story_dir.glob("*.json.gz"))])
     assert is_png(Path(plot_breakdown(traces, tmp_path / "b.png")))
     assert is_svg(Path(plot_breakdown(traces, tmp_path / "b.svg")))
     page = (Path(plot_breakdown(traces, tmp_path / "b.html"))).read_text()
@@ -48,20 +51,21 @@ def test_breakdown_png_svg_html(story_dir, tmp_path):
     svg = page[page.index("<svg"):page.rindex("</svg>") + len("</svg>")]
     assert ET.fromstring(svg).tag.endswith("svg")
     # CPU-only traces: CPU self time by op
-    cpu = [tv.load(p) for p in sorted(SAMPLES.glob("*.json.gz"))]
+    cpu = breakdown([tv.load(p) for p in sorted(SAMPLES.glob("*.json.gz"))])
+    assert cpu.info["basis"] == "cpu"
     assert is_png(Path(plot_breakdown(cpu, tmp_path / "cpu.png")))
 
 
 def test_timeline_gpu_and_cpu(story_dir, tmp_path):
     t = tv.load(story_dir / "sdpa_math.json.gz", cache=False)
-    assert is_png(Path(plot_timeline(t, tmp_path / "t.png", step=4)))
-    assert is_svg(Path(plot_timeline(t, tmp_path / "t.svg")))
+    assert is_png(Path(plot_timeline(timeline(t, Selection(step=4)), tmp_path / "t.png")))
+    assert is_svg(Path(plot_timeline(timeline(t), tmp_path / "t.svg")))
     cpu = tv.load(SAMPLES / "naive.json.gz")
-    assert is_png(Path(plot_timeline(cpu, tmp_path / "cpu.png")))
+    assert is_png(Path(plot_timeline(timeline(cpu), tmp_path / "cpu.png")))
     with pytest.raises(TraceviewError, match="has no step 99"):
-        plot_timeline(t, tmp_path / "x.png", step=99)
+        timeline(t, Selection(step=99))
     with pytest.raises(TraceviewError, match="must end in .png, .svg or .html"):
-        plot_timeline(t, tmp_path / "x.pdf")
+        plot_timeline(timeline(t), tmp_path / "x.pdf")
 
 
 def test_cli_plots(story_dir, tmp_path):

@@ -1,10 +1,12 @@
 """traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames."""
-from .errors import RuleError, TraceReadError, TraceviewError
+from . import render  # noqa: F401  (registers how a Report prints and shows in a notebook)
+from ._version import __version__
+from .analyses.region import Selection
+from .api import compare, diff, kernels, summary
+from .classify import classify
+from .errors import NotATraceError, RuleError, TraceReadError, TraceviewError
 from .load import load
 from .model import Trace
-from .api import compare, diff
-from .classify import classify
 
-__version__ = "0.1.0"
-
-__all__ = ["load", "classify", "Trace", "diff", "compare", "TraceviewError", "TraceReadError", "RuleError", "__version__"]
+__all__ = ["load", "classify", "Trace", "Selection", "summary", "kernels", "diff", "compare", "TraceviewError",
+           "TraceReadError", "NotATraceError", "RuleError", "__version__"]

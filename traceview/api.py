@@ -1,73 +1,86 @@
-"""Python entry points that take paths or loaded traces: ``tv.diff(a, b)``, ``tv.compare([...])``.
+"""Python entry points that take paths or loaded traces: ``tv.summary``, ``tv.diff``, ``tv.compare``, ...
 
-Both return a :class:`~traceview.report.Report`: ``report["by_category"]`` is a
+Each returns a :class:`~traceview.report.Report`: ``report["by_category"]`` is a
 DataFrame, ``print(report)`` shows what the CLI shows, and a notebook renders it
-as HTML.
+as HTML. Selections are keywords (``step=``, ``annotation=``, ``device=``,
+``stream=``, ``kind=``) or a ready ``sel=Selection(...)``; other keywords go to
+``traceview.load``.
 """
 from __future__ import annotations
 
 import os
 
-from .analyses.select import Selection
+from .analyses.region import Selection
+from .discover import load_all
+from .load import load
 from .model import Trace
+
+_SELECT = ("step", "annotation", "device", "stream", "kind")
 
 
 def _trace(t, load_kw: dict) -> Trace:
-    if isinstance(t, Trace):
-        return t
-    from .load import load
-
-    return load(os.fspath(t), **load_kw)
+    return t if isinstance(t, Trace) else load(os.fspath(t), **load_kw)
 
 
-def _selection(sel, step, annotation, device, stream) -> Selection | None:
-    if sel is not None:
-        return sel
-    if step is None and annotation is None and device is None and stream is None:
-        return None
-    return Selection(step, annotation, device, stream)
+def _split(kw: dict) -> tuple[Selection | None, dict]:
+    """Selection keywords (or ``sel``) apart from load keywords."""
+    sel = kw.pop("sel", None)
+    parts = {k: kw.pop(k) for k in _SELECT if k in kw}
+    if sel is None and any(v is not None for v in parts.values()):
+        sel = Selection(**parts)
+    return sel, kw
 
 
-def diff(a, b, *, sel: Selection | None = None, step: int | None = None, annotation: str | None = None,
-         device: int | None = None, stream: int | None = None, annotation_b: str | None = None,
-         top: int | None = 20, **load_kw):
+def summary(trace, *, top: int = 10, **kw):
+    """Device, GPU time, counts per step, time per kind and category, top kernels."""
+    from .analyses.summary import summary as _summary
+
+    sel, load_kw = _split(kw)
+    return _summary(_trace(trace, load_kw), sel, top=top)
+
+
+def kernels(trace, **kw):
+    """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path."""
+    from .analyses.kernels import kernel_stats
+
+    sel, load_kw = _split(kw)
+    return kernel_stats(_trace(trace, load_kw), sel)
+
+
+def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20, **kw):
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
-    ``step``/``annotation``/``device``/``stream`` (or a ready ``sel``) narrow both traces;
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
-    per-kernel/per-op tables (None: every row). Other keywords go to ``traceview.load``.
+    per-kernel/per-op tables (None: every row).
     """
     from .analyses.diff import diff as _diff
 
-    s = _selection(sel, step, annotation, device, stream)
+    s, load_kw = _split(kw)
     sel_b = None
     if annotation_b is not None:
         base = s or Selection()
-        sel_b = Selection(base.step, annotation_b, base.device, base.stream)
+        sel_b = Selection(base.step, annotation_b, base.device, base.stream, base.kind)
     return _diff(_trace(a, load_kw), _trace(b, load_kw), s, sel_b=sel_b, top=top)
 
 
-def compare(traces, *, baseline=None, sel: Selection | None = None, step: int | None = None,
-            annotation: str | None = None, device: int | None = None, stream: int | None = None, **load_kw):
+def compare(traces, *, baseline=None, recursive: bool = False, **kw):
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
 
-    ``baseline``: index, label, path or Trace (default: the first trace).
+    ``baseline``: index, label, path or Trace (default: the first trace). A folder's
+    files that are not profiler traces are skipped and named in the report's notes.
     """
     from .analyses.compare import compare as _compare
 
+    sel, load_kw = _split(kw)
     items = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
-    expanded = []
-    for t in items:
-        if not isinstance(t, Trace) and os.path.isdir(os.fspath(t)):
-            from .cli.common import expand_paths
-
-            expanded += expand_paths([os.fspath(t)])
-        else:
-            expanded.append(t)
-    loaded = [_trace(t, load_kw) for t in expanded]
-    if baseline is not None and not isinstance(baseline, (int, Trace)):
-        for t in loaded:  # a baseline given as a path that was loaded here
-            if os.path.abspath(os.fspath(baseline)) == os.path.abspath(t.path):
-                baseline = t
-                break
-    return _compare(loaded, baseline=baseline, sel=_selection(sel, step, annotation, device, stream))
+    loaded, skipped = [], []
+    for t in items:  # in the order given; a folder expands in place
+        if isinstance(t, Trace):
+            loaded.append(t)
+            continue
+        more, passed_over = load_all([t], lambda p: load(p, **load_kw), recursive=recursive)
+        loaded += more
+        skipped += passed_over
+    report = _compare(loaded, baseline=baseline, sel=sel)
+    report.notes += [f"skipped (not a profiler trace): {s}" for s in skipped]
+    return report

@@ -1,6 +1,8 @@
-"""Kernel <-> launch <-> CPU op <-> step linkage, vectorised.
+"""All linking: GPU activity <-> runtime launch <-> CPU op <-> op tree <-> step, vectorised.
 
-Three joins, each with a fallback, because traces differ in what they carry:
+``link(...)`` is the one entry point ``load`` calls; everything that ties one event
+to another lives in this module. Three joins, each with a fallback, because
+traces differ in what they carry:
 
 1. GPU activity -> runtime launch by ``correlation`` (every Kineto format);
    else through the ``ac2g`` flow pair whose end sits on the activity.
@@ -9,16 +11,23 @@ Three joins, each with a fallback, because traces differ in what they carry:
 2. launch -> CPU op by nesting: the innermost ``cpu_op`` on the launch's thread
    whose span contains it. Nesting is computed for all CPU spans at once with a
    sweep over sorted start/end keys (no Python loop over events).
-   Where a kernel has no launch, its ``External id`` names the op directly.
+   Where that finds no op, the activity's ``External id`` names the op directly
+   (some 2022-23 Kineto builds wrote the correlation into the launch's External
+   id instead, which is why nesting comes first).
 3. -> step: the ``ProfilerStep#N`` around the launch (on any thread of the
-   process, so that backward-thread launches count for the step).
+   process, so that backward-thread launches count for the step); failing that,
+   the step whose span holds the launch's (or op's) start in the same process.
+
+The op table is built here too: each op's parent op, depth, op chain (the names
+from the outermost op down, ``aten::masked_fill → aten::clone → aten::copy_``),
+self time, and the GPU activities it launched itself and through its children.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .model import CPU_NEST_ROLES, per_category, step_numbers
+from .model import CPU_NEST_ROLES, input_dims_at, per_category, step_numbers
 
 _ROLE_ORDER = {"annotation": 0, "cpu_op": 1, "runtime": 2}
 
@@ -166,3 +175,178 @@ def steps_by_time(ts: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.nd
         ok = (at >= 0) & (ts[sel] < ends[np.clip(at, 0, None)])
         out[sel[ok]] = group["step"].to_numpy()[at[ok]]
     return out
+
+
+# ------------------------------------------------------------------ the one entry point
+
+ARROW = " → "  # joins the op names of a chain, outermost first
+
+
+def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame,
+         input_dims) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Link the GPU activities and build the op table.
+
+    Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
+    ``op_event`` and ``launch_name``; the op table; and the linked shares.
+    """
+    nesting = nest(events)
+    launch = launches(activities, events, flows)
+    activities = link_activities(activities, launch, events, nesting, steps)
+    ops = ops_table(events, nesting, steps, activities, input_dims)
+    n = len(activities)
+    shares = {"linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
+              "linked_to_launch": float((activities["launch"] >= 0).mean()) if n else 1.0}
+    return activities, ops, shares
+
+
+# ------------------------------------------------------------------ GPU activity -> op, step
+
+
+def link_activities(kernels, launch, events, nesting, steps) -> pd.DataFrame:
+    anc = ancestry(launch, nesting, events)
+    op_row = anc["op_row"].to_numpy().copy()
+    by_ext = _op_rows_by_external_id(events)
+    need = op_row < 0
+    if need.any() and len(by_ext):
+        ext = kernels["external_id"][need]
+        found = by_ext.reindex(ext.fillna(-1).astype("int64").to_numpy()).fillna(-1).astype("int64").to_numpy()
+        op_row[np.flatnonzero(need)] = found
+    step = anc["step"].to_numpy().copy()
+    has_launch = launch >= 0
+    if (step < 0).any() and len(steps):
+        ts = events["ts_ns"].to_numpy()
+        at = np.clip(launch, 0, None)
+        when = np.where(has_launch, ts[at], -1)
+        where = np.where(has_launch, per_category(events["pid"], str, "nan")[at], "")
+        by_time = steps_by_time(when, where, steps)
+        step = np.where((step < 0) & has_launch, by_time, step)
+    names = events["name"]
+    kernels["op"] = _names_at(names, op_row)
+    kernels["top_op"] = _names_at(names, np.where(anc["top_op_row"] >= 0, anc["top_op_row"], op_row))
+    kernels["annotation"] = _names_at(names, anc["annotation_row"].to_numpy())
+    kernels["step"] = _nullable(step)
+    kernels["launch"] = launch
+    kernels["op_event"] = op_row
+    kernels["launch_name"] = _names_at(names, launch)
+    return kernels
+
+
+def _nullable(step: np.ndarray) -> pd.arrays.IntegerArray:
+    """Step numbers as Int64, -1 (no step) as missing."""
+    return pd.arrays.IntegerArray(np.where(step >= 0, step, 0), step < 0)
+
+
+def _op_rows_by_external_id(events) -> pd.Series:
+    ext = events["external_id"][(events["role"] == "cpu_op").to_numpy()].dropna()
+    ext = ext[~ext.index.duplicated()]
+    s = pd.Series(ext.index.to_numpy(), index=ext.astype("int64").to_numpy())
+    return s[~s.index.duplicated()]
+
+
+def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
+    rows = np.asarray(rows)
+    codes = np.where(rows >= 0, names.cat.codes.to_numpy()[np.clip(rows, 0, None)], -1)
+    used = np.unique(codes[codes >= 0])
+    remap = np.full(len(names.cat.categories) + 1, -1)
+    remap[used] = np.arange(len(used))
+    return pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1),
+                                     categories=names.cat.categories[used])
+
+
+# ------------------------------------------------------------------ the op table
+
+
+def ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
+    """One row per cpu_op: name, times, thread, parent op, depth, chain, self time, step,
+    and the GPU activities it launched (self and inclusive)."""
+    rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
+    anc = ancestry(rows, nesting, events)
+    pos = np.full(len(events), -1, dtype=np.int64)
+    pos[rows] = np.arange(len(rows))
+    parent = np.where(anc["op_row"] >= 0, pos[np.clip(anc["op_row"], 0, None)], -1)
+    ev = events[["name", "ts_ns", "dur_ns", "pid", "tid", "external_id"]].iloc[rows]
+    ops = pd.DataFrame({
+        "name": ev["name"].array, "ts_ns": ev["ts_ns"].to_numpy(), "dur_ns": ev["dur_ns"].to_numpy(),
+        "pid": ev["pid"].array, "tid": ev["tid"].array,
+        "depth": _depth(parent), "parent": parent,
+        "external_id": ev["external_id"].array,
+    })
+    ops["name"] = ops["name"].cat.remove_unused_categories()
+    ops["input_dims"] = input_dims_at(input_dims, rows)
+    ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
+    step = anc["step"].to_numpy()
+    if (step < 0).any() and len(steps):
+        by_time = steps_by_time(ops["ts_ns"].to_numpy(), per_category(ops["pid"], str, "nan"), steps)
+        step = np.where(step < 0, by_time, step)
+    ops["step"] = _nullable(step)
+    ops["event"] = rows
+    ops["chain"] = op_chains(ops)
+    ops["self_ns"] = _self_ns(ops)
+    _gpu_totals(ops, pos, kernels)
+    return ops
+
+
+def _depth(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), dtype=np.int64)
+    cur = parent.copy()
+    while (active := cur >= 0).any():
+        depth[active] += 1
+        cur[active] = parent[cur[active]]
+    return depth
+
+
+def op_chains(ops: pd.DataFrame) -> pd.Categorical:
+    """Each op's chain of op names from the outermost op down, as a categorical.
+
+    Chains are numbered one tree level at a time from (parent's chain, own name) pairs,
+    so each distinct chain's text is built once, however many ops share it.
+    """
+    n = len(ops)
+    name_code = ops["name"].cat.codes.to_numpy().astype(np.int64)
+    names = np.asarray(ops["name"].cat.categories, dtype=object)
+    parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
+    chain = np.full(n, -1, dtype=np.int64)
+    texts: list[str] = []
+    width = len(names) + 1
+    for d in np.unique(depth):  # parents come first
+        rows = np.flatnonzero(depth == d)
+        above = np.where(parent[rows] >= 0, chain[np.clip(parent[rows], 0, None)], -1)
+        pairs, inverse = np.unique((above + 1) * width + name_code[rows], return_inverse=True)
+        chain[rows] = len(texts) + inverse.reshape(-1)
+        for pair in pairs.tolist():
+            up, code = divmod(pair, width)
+            texts.append(names[code] if up == 0 else texts[up - 1] + ARROW + names[code])
+    return pd.Categorical.from_codes(chain, categories=pd.Index(texts, dtype=object)) if n else \
+        pd.Categorical([], categories=pd.Index([], dtype=object))
+
+
+def _self_ns(ops: pd.DataFrame) -> np.ndarray:
+    """Each op's time minus its child ops' (never negative): self times add up without double counting."""
+    dur = np.clip(ops["dur_ns"].to_numpy(), 0, None)
+    parent = ops["parent"].to_numpy()
+    has = parent >= 0
+    child = np.bincount(parent[has], weights=dur[has], minlength=len(ops)).astype(np.int64)
+    return np.clip(dur - child, 0, None)
+
+
+def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> None:
+    """Self and inclusive GPU activity counts and time per op, up the op tree."""
+    n = len(ops)
+    op_event = kernels["op_event"].to_numpy()
+    owner = np.where(op_event >= 0, pos[np.clip(op_event, 0, None)], -1)
+    dur = np.clip(kernels["dur_ns"].to_numpy(), 0, None)
+    linked = owner >= 0
+    ops["n_kernels_self"] = np.bincount(owner[linked], minlength=n).astype(np.int64)
+    ops["gpu_ns_self"] = np.bincount(owner[linked], weights=dur[linked], minlength=n).astype(np.int64)
+    total_n = np.zeros(n, dtype=np.int64)
+    total_ns = np.zeros(n, dtype=np.int64)
+    parent = ops["parent"].to_numpy()
+    cur, d = owner[linked], dur[linked]
+    while len(cur):
+        total_n += np.bincount(cur, minlength=n)
+        total_ns += np.bincount(cur, weights=d, minlength=n).astype(np.int64)
+        cur = parent[cur]
+        keep = cur >= 0
+        cur, d = cur[keep], d[keep]
+    ops["n_kernels"] = total_n
+    ops["gpu_ns"] = total_ns

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -113,17 +114,31 @@ def int_column(values) -> pd.array:
     return pd.arrays.IntegerArray(values.values, values.mask)
 
 
-def build_events(cols: dict, meta: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict, list[str]]:
-    """The duration-event table, the flow table, per-phase counts and notes on what was unusable."""
+class Built(NamedTuple):
+    """What the model makes of the raw columns."""
+
+    events: pd.DataFrame
+    flows: pd.DataFrame
+    input_dims: object  # the events' raw ``Input Dims`` texts (reader's Codes or list), row-aligned
+    counts: dict        # events per phase, as read
+    notes: list         # what was unusable, counted
+
+
+def build_events(cols: dict, meta: dict) -> Built:
+    """The duration-event table, the flow table, the raw Input Dims, per-phase counts and notes."""
     base = _base_ns(meta)
     events = _duration_events(cols, _shift(cols["ts_ns"], base))
-    events, notes = _usable(events)
+    keep, notes = _usable(events)
+    dims = cols["arg_input_dims"]
+    if keep is not None:
+        events = events.iloc[keep].reset_index(drop=True)
+        dims = dims.take(keep) if hasattr(dims, "take") else [dims[i] for i in keep]
     flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
-    return events, flows, cols["counts"], notes
+    return Built(events, flows, dims, cols["counts"], notes)
 
 
-def _usable(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """A duration event needs a start: drop (and count) those without one; a missing
+def _usable(events: pd.DataFrame) -> tuple[np.ndarray | None, list[str]]:
+    """A duration event needs a start: the rows to keep (None: all) and notes. A missing
     duration counts as zero (and is counted), so no sentinel ever reaches a sum."""
     notes = []
     no_dur = events["dur_ns"].to_numpy() == MISSING
@@ -132,14 +147,20 @@ def _usable(events: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         notes.append(f"{int(no_dur.sum())} duration event(s) had no usable dur; counted as 0 ns")
     keep = events["ts_ns"].to_numpy() != MISSING
     if keep.all():
-        return events, notes
-    dims = events.attrs.get("input_dims")
-    rows = np.flatnonzero(keep)
-    events = events.iloc[rows].reset_index(drop=True)
-    if dims is not None:
-        events.attrs["input_dims"] = dims.take(rows) if hasattr(dims, "take") else [dims[i] for i in rows]
+        return None, notes
     notes.append(f"skipped {int((~keep).sum())} duration event(s) with no usable ts")
-    return events, notes
+    return np.flatnonzero(keep), notes
+
+
+def input_dims_at(input_dims, rows: np.ndarray) -> pd.Categorical:
+    """The ``Input Dims`` texts of the given event rows as a categorical, each distinct text decoded once."""
+    if input_dims is None or not len(rows):
+        return pd.Categorical([None] * len(rows))
+    if not isinstance(input_dims, Codes):
+        return categorical([bytes(d).decode("utf-8", "replace") if len(d) else None
+                            for d in (input_dims[i] for i in rows)])
+    sub = input_dims.take(rows)
+    return categorical(Codes(sub.codes, [bytes(u).decode("utf-8", "replace") for u in sub.uniques]))
 
 
 def _shift(ts: np.ndarray, base: int) -> np.ndarray:
@@ -168,7 +189,6 @@ def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
         "stream": int_column(cols["arg_stream"]),
         "bytes": int_column(cols["arg_bytes"]),
     })
-    frame.attrs["input_dims"] = cols["arg_input_dims"]  # Codes of the raw texts; load.py pops it
     _steps_are_annotations(frame)
     return frame
 

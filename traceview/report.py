@@ -2,15 +2,29 @@
 
 Renderers (traceview/render/) turn a Report into text, markdown, JSON or CSV;
 the CLI only picks a renderer. In a notebook a Report shows as HTML and its
-tables are ordinary DataFrames (``report["by_kind"]``).
+tables are ordinary DataFrames (``report["by_kind"]``). ``to_dict`` is the Report
+as plain data (the JSON output's schema, documented in docs/json-schema.md).
+
+How a Report shows itself (``print``, a notebook) is rendering, which sits above
+this module: ``traceview.render`` registers those two functions here when the
+package is imported, so that data never imports its renderers.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 SCHEMA_VERSION = 1
+_DISPLAY: dict[str, Callable] = {}
+
+
+def set_display(*, text: Callable, html: Callable) -> None:
+    """Called by ``traceview.render``: how ``str(report)`` and a notebook show a Report."""
+    _DISPLAY.update(text=text, html=html)
 
 
 @dataclass
@@ -26,16 +40,46 @@ class Report:
         return self.tables[name]
 
     def __str__(self) -> str:
-        from .render.text import render_text
-
-        return render_text(self, rich=False)
+        return _DISPLAY["text"](self)
 
     def _repr_html_(self) -> str:
-        from .render.html import render_html
-
-        return render_html(self)
+        return _DISPLAY["html"](self)
 
     def to_dict(self) -> dict:
-        from .render.jsonout import report_to_dict
-
         return report_to_dict(self)
+
+
+def report_to_dict(report: Report) -> dict:
+    return {
+        "schema": "traceview.report",
+        "schema_version": SCHEMA_VERSION,
+        "kind": report.kind,
+        "title": report.title,
+        "info": plain(report.info),
+        "findings": list(report.findings),
+        "tables": {name: _records(df) for name, df in report.tables.items()},
+        "notes": list(report.notes),
+    }
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [{str(c): plain(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
+
+
+def plain(value):
+    """A value as JSON-ready Python: numpy scalars to int/float/bool, nan to None."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return None if math.isnan(value) or math.isinf(value) else float(value)
+    if isinstance(value, (int, str)):
+        return value
+    return str(value)

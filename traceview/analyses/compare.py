@@ -14,8 +14,9 @@ import pandas as pd
 
 from ..errors import TraceviewError
 from ..report import Report
-from .region import Side, attention_label, attention_stats, breakdown, category_times, gemm_stats, region, trace_labels
-from .select import Selection
+from . import metrics
+from .groups import breakdown, category_times, trace_labels
+from .region import Region, Selection, region
 from .words import human, num, ratio, times
 
 
@@ -32,42 +33,43 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     sides = [region(t, sel) for t in traces]
     labels = trace_labels(traces)
     gpu = any(s.has_gpu for s in sides)
-    table = pd.DataFrame([_row(label, s, sides[base], gpu) for label, s in zip(labels, sides)])
+    rows = [metrics.per_step(s) for s in sides]
+    table = pd.DataFrame([_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows)])
     if gpu:
         tables = {"compare": table, "by_category": _category_table(labels, sides)}
     else:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
     findings = _findings(table, labels, base, gpu, sides)
     notes = [w for t in traces for w in t.warnings] + [n for s in sides for n in s.notes]
-    info = {"traces": len(traces), "baseline": labels[base], "selection": (sel or Selection()).describe(),
-            "per": sides[0].region_kind, "gpu": gpu}
-    return Report(kind="compare", title=f"Compare {len(traces)} traces (per step, baseline {labels[base]})",
+    per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
+    info = {"traces": len(traces), "baseline": labels[base], "selection": sides[0].selection.describe(),
+            "per": per, "gpu": gpu}
+    return Report(kind="compare", title=f"Compare {len(traces)} traces (per {per}, baseline {labels[base]})",
                   tables=tables, findings=findings, info=info, notes=notes)
 
 
-def _row(label: str, s: Side, b: Side, gpu: bool) -> dict:
-    """One trace's row of the compare table; ``b`` is the baseline's side."""
-    attention = attention_label(attention_stats(s))
-    row = {"trace": label, "device": s.trace.device_name or "-", "steps": s.regions}
+def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
+    """One trace's row of the compare table: its metrics ``m``; ``b`` are the baseline's."""
+    row = {"trace": label, "device": s.trace.device_name or "-", "regions": m["regions"]}
     if gpu:
-        g = gemm_stats(s)
         row.update({
-            "kernels_per_step": s.kernels_per_step,
-            "ratio_kernels": ratio(b.kernels_per_step, s.kernels_per_step),
-            "gpu_time_per_step_ns": s.gpu_ns_per_step,
-            "ratio_gpu_time": ratio(b.gpu_ns_per_step, s.gpu_ns_per_step),
-            "tensor_core_pct": g["tensor_core_pct"],
-            "gemm_family": g["dominant_family"] or "-",
-            "attention": attention,
+            "gpu_activities_per_step": m["gpu_activities_per_step"],
+            "kernels_per_step": m["kernels_per_step"],
+            "ratio_kernels": ratio(b["kernels_per_step"], m["kernels_per_step"]),
+            "gpu_time_per_step_ns": m["gpu_time_per_step_ns"],
+            "ratio_gpu_time": ratio(b["gpu_time_per_step_ns"], m["gpu_time_per_step_ns"]),
+            "tensor_core_pct": m["tensor_core_pct"],
+            "gemm_family": next(iter(metrics.gemm_families(s)), "-"),
+            "attention_backend": m["attention_backend"],
             "top_categories": _top_categories(s),
-            "launches_per_step": s.launches_per_step,
+            "kernel_launches_per_step": m["kernel_launches_per_step"],
         })
     else:
-        row["attention"] = attention
+        row["attention_backend"] = m["attention_backend"]
     row.update({
-        "cpu_ops_per_step": s.cpu_ops_per_step,
-        "cpu_time_per_step_ns": s.cpu_time_per_step_ns,
-        "ratio_cpu_time": ratio(b.cpu_time_per_step_ns, s.cpu_time_per_step_ns),
+        "cpu_ops_per_step": m["cpu_ops_per_step"],
+        "cpu_time_per_step_ns": m["cpu_time_per_step_ns"],
+        "ratio_cpu_time": ratio(b["cpu_time_per_step_ns"], m["cpu_time_per_step_ns"]),
     })
     if not gpu:
         row["top_ops"] = _top_ops(s)
@@ -159,8 +161,8 @@ def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: 
 
 def _gpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
     f = []
-    idle = [lbl for lbl in labels if t.loc[lbl, "kernels_per_step"] == 0]
-    busy = t[t["kernels_per_step"] > 0]
+    idle = [lbl for lbl in labels if t.loc[lbl, "gpu_activities_per_step"] == 0]
+    busy = t[t["gpu_activities_per_step"] > 0]
     if idle:
         f.append("no GPU activity in: " + ", ".join(idle))
     f.append(_least_most(busy, "gpu_time_per_step_ns", "ratio_gpu_time", "GPU time", bl))
@@ -169,14 +171,14 @@ def _gpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
              f"{_vs(t.loc[many, 'ratio_kernels'], bl)}); {few} the fewest "
              f"({num(t.loc[few, 'kernels_per_step'])})")
     f += _gemm_findings(t, bl)
-    f.append("attention: " + "; ".join(f"{lbl} {t.loc[lbl, 'attention']}" for lbl in labels))
+    f.append("attention: " + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels))
     return f
 
 
 def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
     tc = t["tensor_core_pct"]
-    cuda = [lbl for lbl, v in tc.items() if not np.isnan(v) and v < 50]
-    tensor = [lbl for lbl, v in tc.items() if not np.isnan(v) and v >= 50]
+    cuda = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v) is False]
+    tensor = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v)]
     if cuda and tensor:
         return ["GEMMs run on CUDA cores in " + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in cuda)
                 + "; on tensor cores in " + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in tensor)]
@@ -192,7 +194,7 @@ def _cpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
              f"{few} the fewest ({num(t.loc[few, 'cpu_ops_per_step'])}; {bl}: "
              f"{num(t.loc[bl, 'cpu_ops_per_step'])})")
     f.append(_least_most(t, "cpu_time_per_step_ns", "ratio_cpu_time", "CPU time", bl))
-    if (t["attention"] != "none").any():
+    if (t["attention_backend"] != "none").any():
         f.append("attention (from the SDPA op each trace runs): "
-                 + "; ".join(f"{lbl} {t.loc[lbl, 'attention']}" for lbl in labels))
+                 + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels))
     return f

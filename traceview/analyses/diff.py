@@ -20,21 +20,12 @@ import numpy as np
 import pandas as pd
 
 from ..report import Report
-from .diff_findings import COPY_OPS, diff_findings
-from .names import display_key, finding_name, gemm_family, normalise_kernel_name, short_kernel_name
-from .region import (ARROW, BACKEND_WORDS, NO_OP, SDPA_OPS, Side, attention_label, attention_stats, breakdown,
-                     by_kernel, category_times, chain_table, gemm_stats, kernel_keys, launch_chains,
-                     op_table, region, step_word, trace_labels)
-from .select import Selection
+from . import metrics
+from .diff_findings import diff_findings
+from .groups import by_kernel, category_times, chain_table, op_table, trace_labels
+from .names import short_kernel_name
+from .region import Region, Selection, region
 from .words import ratio
-
-# Kept importable from here, where they lived before names.py, region.py and diff_findings.py.
-__all__ = [
-    "diff", "ARROW", "NO_OP", "COPY_OPS", "SDPA_OPS", "BACKEND_WORDS", "Side", "region",
-    "launch_chains", "kernel_keys", "by_kernel", "category_times", "gemm_stats", "attention_stats",
-    "attention_label", "op_table", "chain_table", "breakdown", "normalise_kernel_name", "short_kernel_name",
-    "display_key", "finding_name", "gemm_family",
-]
 
 
 @dataclass
@@ -45,7 +36,7 @@ class KernelDiff:
     only_a: pd.DataFrame
     only_b: pd.DataFrame
     both: pd.DataFrame
-    ga: dict
+    ga: dict  # gemm_stats of A
     gb: dict
 
 
@@ -59,20 +50,32 @@ def diff(a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, 
     A, B = region(a, sel), region(b, sel_b if sel_b is not None else sel)
     la, lb = trace_labels([a, b])
     kernels = _kernel_diff(A, B) if A.has_gpu or B.has_gpu else None
-    aa, ab = attention_stats(A), attention_stats(B)
+    aa, ab = metrics.attention(A), metrics.attention(B)
     ops_t = _ops_diff(A, B)
     chains_a, chains_b = _chain_only(A, B)
     tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top)
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
-    info = _info(a, b, sel, sel_b, A, B, la, lb, kernels)
+    info = _info(a, b, A, B, la, lb, kernels)
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
-    return Report(kind="diff", title=f"Diff: A = {la} vs B = {lb} (per {step_word(A)})", tables=tables,
+    return Report(kind="diff", title=f"Diff: A = {la} vs B = {lb} (per {A.per_word})", tables=tables,
                   findings=findings, info=info, notes=notes)
 
 
-def _kernel_diff(A: Side, B: Side) -> KernelDiff:
+def _kernel_diff(A: Region, B: Region) -> KernelDiff:
     only_a, only_b, both = _only(by_kernel(A), by_kernel(B))
     return KernelDiff(_by_category(A, B), only_a, only_b, both, gemm_stats(A), gemm_stats(B))
+
+
+def gemm_stats(r: Region) -> dict:
+    """GEMM time and kernels per step, share of GPU time, tensor-core share, families by time."""
+    gemm_ns, gpu_ns = metrics.gemm_time_ns(r), metrics.gpu_time_ns(r)
+    families = metrics.gemm_families(r)
+    return {"gemm_time_ns": gemm_ns / r.regions,
+            "gemm_kernels": int((r.activities["category"].astype(str) == "gemm").sum()) / r.regions
+            if r.has_gpu else 0.0,
+            "gemm_pct": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
+            "tensor_core_pct": metrics.tensor_core_pct(r), "families": families,
+            "dominant_family": next(iter(families), None)}
 
 
 def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, pd.DataFrame]:
@@ -91,23 +94,27 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
     return tables
 
 
-def _info(a, b, sel, sel_b, A: Side, B: Side, la: str, lb: str, kernels) -> dict:
+def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
+    ma, mb = metrics.per_step(A), metrics.per_step(B)
     info = {
         "a": a.path, "b": b.path, "a_label": la, "b_label": lb,
         "a_device": a.device_name, "b_device": b.device_name,
-        "selection": (sel or Selection()).describe() + (f"; B: {sel_b.describe()}" if sel_b is not None else ""),
+        "selection": A.selection.describe() + (f"; B: {B.selection.describe()}" if B.selection != A.selection
+                                               else ""),
+        "per": A.per_word,
         "normalised_by": f"{A.region_kind}: {A.regions} in A, {B.regions} in B",
     }
     if kernels is not None:
         info.update({
-            "a_gpu_time_per_step_ns": A.gpu_ns_per_step, "b_gpu_time_per_step_ns": B.gpu_ns_per_step,
-            "ratio_gpu_time": ratio(A.gpu_ns_per_step, B.gpu_ns_per_step),
-            "a_kernels_per_step": A.kernels_per_step, "b_kernels_per_step": B.kernels_per_step,
-            "ratio_kernels": ratio(A.kernels_per_step, B.kernels_per_step),
+            "a_gpu_time_per_step_ns": ma["gpu_time_per_step_ns"], "b_gpu_time_per_step_ns": mb["gpu_time_per_step_ns"],
+            "ratio_gpu_time": ratio(ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]),
+            "a_kernels_per_step": ma["kernels_per_step"], "b_kernels_per_step": mb["kernels_per_step"],
+            "ratio_kernels": ratio(ma["kernels_per_step"], mb["kernels_per_step"]),
         })
     info.update({
-        "a_cpu_time_per_step_ns": A.cpu_time_per_step_ns, "b_cpu_time_per_step_ns": B.cpu_time_per_step_ns,
-        "a_cpu_ops_per_step": A.cpu_ops_per_step, "b_cpu_ops_per_step": B.cpu_ops_per_step,
+        "a_cpu_time_per_step_ns": ma["cpu_time_per_step_ns"], "b_cpu_time_per_step_ns": mb["cpu_time_per_step_ns"],
+        "a_cpu_ops_per_step": ma["cpu_ops_per_step"], "b_cpu_ops_per_step": mb["cpu_ops_per_step"],
+        "a_attention_backend": ma["attention_backend"], "b_attention_backend": mb["attention_backend"],
     })
     if kernels is not None:
         info["only_in_a_total"] = len(kernels.only_a)
@@ -125,29 +132,17 @@ def _cap(df: pd.DataFrame, top: int | None) -> pd.DataFrame:
     return df.reset_index(drop=True) if top is None else df.head(top).reset_index(drop=True)
 
 
-def _overview(A: Side, B: Side) -> pd.DataFrame:
-    rows = [
-        ("regions", A.regions, B.regions),
-        ("gpu_activities_per_step", A.kernels_per_step, B.kernels_per_step),
-        ("gpu_time_per_step_us", A.gpu_ns_per_step / 1e3, B.gpu_ns_per_step / 1e3),
-        ("kernel_launches_per_step", A.launches_per_step, B.launches_per_step),
-        ("cpu_time_per_step_us", A.cpu_time_per_step_ns / 1e3, B.cpu_time_per_step_ns / 1e3),
-        ("cpu_op_time_per_step_us", A.cpu_op_time_per_step_ns / 1e3, B.cpu_op_time_per_step_ns / 1e3),
-        ("cpu_ops_per_step", A.cpu_ops_per_step, B.cpu_ops_per_step),
-    ]
-    if not (A.has_gpu or B.has_gpu):
-        rows = [r for r in rows if r[0] not in ("gpu_activities_per_step", "gpu_time_per_step_us",
-                                                "kernel_launches_per_step")]
-    return pd.DataFrame({
-        "metric": [r[0] for r in rows],
-        "a": [float(r[1]) for r in rows],
-        "b": [float(r[2]) for r in rows],
-        "delta": [float(r[2]) - float(r[1]) for r in rows],
-        "ratio": [ratio(r[1], r[2]) for r in rows],
-    })
+def _overview(A: Region, B: Region) -> pd.DataFrame:
+    """One row per shared metric (see ``metrics.per_step``), by its one name."""
+    ma, mb = metrics.per_step(A), metrics.per_step(B)
+    names = [n for n in metrics.NUMERIC if A.has_gpu or B.has_gpu or n not in metrics.GPU_ONLY]
+    a = [float(ma[n]) for n in names]
+    b = [float(mb[n]) for n in names]
+    return pd.DataFrame({"metric": names, "a": a, "b": b, "delta": [y - x for x, y in zip(a, b)],
+                         "ratio": [ratio(x, y) for x, y in zip(a, b)]})
 
 
-def _by_category(A: Side, B: Side) -> pd.DataFrame:
+def _by_category(A: Region, B: Region) -> pd.DataFrame:
     m = _merge(category_times(A), category_times(B), "category")
     out = pd.DataFrame({
         "category": m["category"].astype(str),
@@ -184,7 +179,7 @@ def _only(ka: pd.DataFrame, kb: pd.DataFrame):
     return only_a, only_b, both
 
 
-def _gemm_table(A: Side, B: Side, ga: dict, gb: dict) -> pd.DataFrame:
+def _gemm_table(A: Region, B: Region, ga: dict, gb: dict) -> pd.DataFrame:
     rows = []
     for name, side, g in (("A", A, ga), ("B", B, gb)):
         rows.append({"side": name, "trace": side.label, "gemm_kernels": g["gemm_kernels"],
@@ -194,7 +189,7 @@ def _gemm_table(A: Side, B: Side, ga: dict, gb: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _attention_table(A: Side, B: Side, aa: dict, ab: dict) -> pd.DataFrame:
+def _attention_table(A: Region, B: Region, aa: dict, ab: dict) -> pd.DataFrame:
     rows = []
     for name, side, st in (("A", A, aa), ("B", B, ab)):
         sdpa = ", ".join(st["sdpa_ops"]) or "-"
@@ -209,7 +204,7 @@ def _attention_table(A: Side, B: Side, aa: dict, ab: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _ops_diff(A: Side, B: Side) -> pd.DataFrame:
+def _ops_diff(A: Region, B: Region) -> pd.DataFrame:
     m = _merge(op_table(A), op_table(B), "op")
     out = pd.DataFrame({
         "op": m["op"].astype(str),
@@ -221,7 +216,7 @@ def _ops_diff(A: Side, B: Side) -> pd.DataFrame:
     return out.iloc[key].reset_index(drop=True)
 
 
-def _chain_only(A: Side, B: Side):
+def _chain_only(A: Region, B: Region):
     ca, cb = chain_table(A), chain_table(B)
 
     def only(x, y):

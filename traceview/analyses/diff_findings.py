@@ -5,15 +5,20 @@ import numpy as np
 import pandas as pd
 
 from .names import finding_name, short_kernel_name
-from .region import ARROW, BACKEND_WORDS, NO_OP, Side, chain_table, step_word
+from ..domain import domain
+from ..link import ARROW
+from .groups import NO_OP, chain_table
+from .metrics import on_tensor_cores, per_step
+from .region import Region
 from .words import human, listing, num, plural, ratio, times
 
-COPY_OPS = ("aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous")
 
-
-def diff_findings(A: Side, B: Side, kernels, aa: dict, ab: dict, ops_t: pd.DataFrame,
+def diff_findings(A: Region, B: Region, kernels, aa: dict, ab: dict, ops_t: pd.DataFrame,
                   chains_a: pd.DataFrame, chains_b: pd.DataFrame) -> list[str]:
     """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity)."""
+    if _same(A, B, kernels, ops_t, chains_a, chains_b):
+        return [f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
+                "match (all deltas are zero)"]
     f = []
     if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
         f.append(f"A ran on {A.trace.device_name}, B on {B.trace.device_name}: "
@@ -38,8 +43,8 @@ def diff_findings(A: Side, B: Side, kernels, aa: dict, ab: dict, ops_t: pd.DataF
 # ------------------------------------------------------------------ GPU
 
 
-def _gpu_findings(A: Side, B: Side, kernels) -> list[str]:
-    unit = step_word(A)
+def _gpu_findings(A: Region, B: Region, kernels) -> list[str]:
+    unit = A.per_word
     f = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
     f += _only_findings(kernels.only_a, kernels.only_b, unit)
@@ -49,9 +54,10 @@ def _gpu_findings(A: Side, B: Side, kernels) -> list[str]:
     return f
 
 
-def _kernel_count_finding(A: Side, B: Side, unit: str) -> str:
-    na, nb = A.kernels_per_step, B.kernels_per_step
-    ta, tb = A.gpu_ns_per_step, B.gpu_ns_per_step
+def _kernel_count_finding(A: Region, B: Region, unit: str) -> str:
+    ma, mb = per_step(A), per_step(B)
+    na, nb = ma["kernels_per_step"], mb["kernels_per_step"]
+    ta, tb = ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]
     rk, rt = ratio(na, nb), ratio(ta, tb)
     if na == 0 or nb == 0:
         busy, idle, n, t = ("B", "A", nb, tb) if na == 0 else ("A", "B", na, ta)
@@ -64,9 +70,10 @@ def _kernel_count_finding(A: Side, B: Side, unit: str) -> str:
             f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
 
 
-def _category_findings(A: Side, B: Side, by_cat: pd.DataFrame, unit: str) -> list[str]:
+def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) -> list[str]:
     """The (at most three) categories whose GPU time moved by more than 5% of the larger side's."""
-    movers = by_cat[np.abs(by_cat["delta_time_ns"]) > 0.05 * max(A.gpu_ns_per_step, B.gpu_ns_per_step, 1)].copy()
+    most = max(per_step(A)["gpu_time_per_step_ns"], per_step(B)["gpu_time_per_step_ns"], 1)
+    movers = by_cat[np.abs(by_cat["delta_time_ns"]) > 0.05 * most].copy()
     if not len(movers):
         return []
     movers = movers.iloc[np.argsort(-np.abs(movers["delta_time_ns"].to_numpy()), kind="stable")].head(3)
@@ -93,14 +100,14 @@ def _gemm_findings(ga: dict, gb: dict) -> list[str]:
     tca, tcb = ga["tensor_core_pct"], gb["tensor_core_pct"]
     fa, fb = ga["dominant_family"], gb["dominant_family"]
     if not np.isnan(tca) and not np.isnan(tcb):
-        if tca >= 50 > tcb:
+        if on_tensor_cores(tca) and not on_tensor_cores(tcb):
             return [f"GEMMs moved from tensor cores ({fa}) to CUDA cores ({fb}): tensor-core share of GEMM time "
                     f"{tca:.0f}% -> {tcb:.0f}%"]
-        if tcb >= 50 > tca:
+        if on_tensor_cores(tcb) and not on_tensor_cores(tca):
             return [f"GEMMs moved from CUDA cores ({fa}) to tensor cores ({fb}): tensor-core share of GEMM time "
                     f"{tca:.0f}% -> {tcb:.0f}%"]
         if fa != fb:
-            where = "tensor cores" if tca >= 50 else "CUDA cores"
+            where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
             return [f"GEMMs run on {where} on both sides ({tca:.0f}% vs {tcb:.0f}% of GEMM time); "
                     f"the main GEMM family changed from {fa} to {fb}"]
     elif np.isnan(tca) != np.isnan(tcb) and (fa or fb):
@@ -116,15 +123,15 @@ def _gemm_words(g: dict) -> str:
     return f"{g['tensor_core_pct']:.0f}% of GEMM time on tensor cores ({g['dominant_family']})"
 
 
-def _precision_findings(A: Side, B: Side) -> list[str]:
+def _precision_findings(A: Region, B: Region) -> list[str]:
     pa, pb = _precision(A), _precision(B)
     if pa and pb and pa[0] != pb[0]:
         return [f"most GPU time runs in {pb[0]} in B ({pb[1]:.0f}%) but in {pa[0]} in A ({pa[1]:.0f}%)"]
     return []
 
 
-def _precision(side: Side):
-    k = side.kernels
+def _precision(side: Region):
+    k = side.activities
     if not len(k) or "precision" not in k.columns:
         return None
     p = k[k["precision"].notna().to_numpy()]
@@ -135,16 +142,18 @@ def _precision(side: Side):
     return (s.idxmax(), 100.0 * s.max() / total) if total else None
 
 
-def _launch_findings(A: Side, B: Side, unit: str) -> list[str]:
+def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
     """Kernel launches per step, when they differ by more than 20%."""
-    if not (A.launches_per_step and B.launches_per_step):
+    ma, mb = per_step(A), per_step(B)
+    la, lb = ma["kernel_launches_per_step"], mb["kernel_launches_per_step"]
+    if not (la and lb):
         return []
-    rl = ratio(A.launches_per_step, B.launches_per_step)
+    rl = ratio(la, lb)
     if np.isnan(rl) or not (rl > 1.2 or rl < 0.8):
         return []
-    return [f"host side: B makes {num(B.launches_per_step)} kernel launches per {unit} vs "
-            f"{num(A.launches_per_step)} in A; CPU time per {unit} {human(B.cpu_time_per_step_ns)} vs "
-            f"{human(A.cpu_time_per_step_ns)}"]
+    return [f"host side: B makes {num(lb)} kernel launches per {unit} vs "
+            f"{num(la)} in A; CPU time per {unit} {human(mb['cpu_time_per_step_ns'])} vs "
+            f"{human(ma['cpu_time_per_step_ns'])}"]
 
 
 def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
@@ -169,14 +178,14 @@ def _attention_words(st: dict, unit: str) -> str | None:
             count = "one" if abs(v["count"] - 1) < 1e-9 else num(v["count"])
             word = "kernel" if count == "one" else "kernels"
             parts.append(f"{count} {short_kernel_name(v['kernel'])} {word} per {unit} "
-                         f"({BACKEND_WORDS.get(backend, backend + ' backend')})")
+                         f"({domain().backend_word(backend)})")
         return "attention runs as " + " and ".join(parts)
     if st["sdpa_backends"]:
         b = st["sdpa_backends"][0]
         op = st["sdpa_ops"][-1] if b == "math" else st["sdpa_ops"][0]
         if b == "math":
             return f"attention runs unfused ({op}: SDPA math backend, separate matmul/softmax/elementwise ops)"
-        return f"attention runs as {op} ({BACKEND_WORDS.get(b, b)})"
+        return f"attention runs as {op} ({domain().backend_words.get(b, b)})"
     return None
 
 
@@ -195,11 +204,12 @@ def _attention_findings(aa: dict, ab: dict, unit: str = "step") -> list[str]:
 
 def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
     f = []
-    unit = step_word(A)
-    na, nb = A.cpu_ops_per_step, B.cpu_ops_per_step
+    unit = A.per_word
+    ma, mb = per_step(A), per_step(B)
+    na, nb = ma["cpu_ops_per_step"], mb["cpu_ops_per_step"]
+    ca, cb = ma["cpu_time_per_step_ns"], mb["cpu_time_per_step_ns"]
     f.append(f"B runs {num(nb)} CPU ops per {unit} vs {num(na)} in A ({times(ratio(na, nb))}); "
-             f"CPU time per {unit} {human(B.cpu_time_per_step_ns)} vs {human(A.cpu_time_per_step_ns)} "
-             f"({times(ratio(A.cpu_time_per_step_ns, B.cpu_time_per_step_ns))})")
+             f"CPU time per {unit} {human(cb)} vs {human(ca)} ({times(ratio(ca, cb))})")
     only_b = ops_t[(ops_t["a_count"] == 0) & (ops_t["b_count"] > 0)]["op"].tolist()
     only_a = ops_t[(ops_t["b_count"] == 0) & (ops_t["a_count"] > 0)]["op"].tolist()
     order_b, order_a = _first_seen(B), _first_seen(A)
@@ -225,13 +235,14 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
         return []
     out, seen = [], set()
     other_chains = [c.split(ARROW) for c in other.index] if len(other) else []
-    t = table[table["op"].isin(COPY_OPS) & table["chain"].str.contains(ARROW, regex=False)]
-    t = t.assign(rank=t["op"].map({op: i for i, op in enumerate(COPY_OPS)}), depth=t["chain"].str.count(ARROW))
+    copy_ops = domain().copy_ops
+    t = table[table["op"].isin(copy_ops) & table["chain"].str.contains(ARROW, regex=False)]
+    t = t.assign(rank=t["op"].map({op: i for i, op in enumerate(copy_ops)}), depth=t["chain"].str.count(ARROW))
     t = t.sort_values(["rank", "depth"], ascending=[True, False], kind="stable")
     for row in t.itertuples(index=False):
         parts = row.chain.split(ARROW)
         outer = parts[0]
-        if outer in seen or outer in COPY_OPS:
+        if outer in seen or outer in copy_ops:
             continue
         if any(outer in c and c[-1] == row.op and c.index(outer) < len(c) - 1 for c in other_chains):
             continue
@@ -243,6 +254,20 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
     return out
 
 
-def _first_seen(side: Side) -> dict:
+def _first_seen(side: Region) -> dict:
     o = side.ops.sort_values("ts_ns", kind="stable")
     return {n: i for i, n in enumerate(dict.fromkeys(o["name"].astype(str)))}
+
+
+def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:
+    """Nothing differs: the shared metrics, the per-kernel and per-op tables."""
+    ma, mb = per_step(A), per_step(B)
+    same_metrics = all(ma[k] == mb[k] or (ma[k] != ma[k] and mb[k] != mb[k]) for k in ma)
+    if not same_metrics or len(chains_a) or len(chains_b):
+        return False
+    if (ops_t["delta_count"] != 0).any() or (ops_t["delta_time_ns"] != 0).any():
+        return False
+    if kernels is None:
+        return True
+    return not (len(kernels.only_a) or len(kernels.only_b) or (kernels.both["delta_time_ns"] != 0).any()
+                or (kernels.both["a_count"] != kernels.both["b_count"]).any())

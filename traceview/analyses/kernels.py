@@ -4,22 +4,22 @@ from __future__ import annotations
 import pandas as pd
 
 from ..report import Report
-from .select import Selection, select_kernels
+from . import metrics
+from .region import Selection, region
 
 NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                 "StdDev (ns)", "Name"]
 
 
-def kernel_stats(trace, sel: Selection | None = None, kind: str | None = None) -> Report:
+def kernel_stats(trace, sel: Selection | None = None) -> Report:
     """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus category."""
-    k = select_kernels(trace, sel)
-    if kind is not None:
-        k = k[k["kind"] == kind]
-    table = name_stats(k)
+    r = region(trace, sel)
+    table = name_stats(r.activities)
     return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables={"kernels": table},
-                  info={"trace": trace.path, "selection": (sel or Selection()).describe(),
-                        "gpu_time_ns": int(k["dur_ns"].sum()), "gpu_activities": int(len(k))},
-                  notes=list(trace.warnings))
+                  info={"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
+                        "regions": r.regions, "gpu_activities": metrics.gpu_activities(r),
+                        "gpu_time_ns": metrics.gpu_time_ns(r)},
+                  notes=list(trace.warnings) + r.notes)
 
 
 def name_stats(k: pd.DataFrame) -> pd.DataFrame:
@@ -42,10 +42,10 @@ def name_stats(k: pd.DataFrame) -> pd.DataFrame:
 def unclassified_report(trace, sel: Selection | None = None) -> Report:
     from ..classify import unclassified
 
-    k = select_kernels(trace, sel)
-    table = unclassified(k)
+    r = region(trace, sel)
+    table = unclassified(r.activities)
     return Report(kind="unclassified", title=f"Kernel names no rule matched in {trace.label}",
                   tables={"unclassified": table},
                   info={"trace": trace.path, "unclassified_pct_of_gpu_time": float(table["pct_of_gpu_time"].sum())
                         if len(table) else 0.0},
-                  notes=list(trace.warnings))
+                  notes=list(trace.warnings) + r.notes)

@@ -169,28 +169,3 @@ def finding_name(key: str, example: str, limit: int = 70) -> str:
         if 0 < len(head) <= limit:
             return head
     return display_key(key, limit)
-
-
-_FAMILIES = [
-    (re.compile(r"(?<![A-Za-z])([hsdczi]\d{3,5})gemm"), None),
-    (re.compile(r"(sgemm|hgemm|dgemm|cgemm|zgemm)"), None),
-    (re.compile(r"gemv"), "gemv"),
-    (re.compile(r"gemmk1"), "gemmk1"),
-    (re.compile(r"nvjet"), "nvjet"),
-    (re.compile(r"gmma"), "gmma"),
-    (re.compile(r"xmma"), "xmma"),
-    (re.compile(r"(?i)splitkreduce|reduce_kernel"), "splitK reduce"),
-    (re.compile(r"triton"), "triton"),
-    (re.compile(r"(?i)cutlass"), "cutlass"),
-    (re.compile(r"(?i)tensile|Cijk_"), "tensile"),
-]
-
-
-@functools.lru_cache(maxsize=16384)
-def gemm_family(name: str) -> str:
-    """The GEMM family a kernel name tells: ``s16816``, ``s1688``, ``sgemm``, ``gemv``, ``xmma``, ..."""
-    for pattern, label in _FAMILIES:
-        m = pattern.search(name)
-        if m:
-            return label or m.group(1)
-    return "other"

@@ -1,62 +1,60 @@
-"""One trace narrowed to the regions diff and compare look at, and per-step tables of it.
+"""One selection -> one region: the only place that narrows a trace.
 
-A region is every ProfilerStep, one step, or every span of an annotation; every
-count and time is divided by the number of regions, so a 5-step trace compares
-with a 3-step one. Each kernel keeps the chain of CPU ops that launched it
-(outermost op first, ``aten::masked_fill → aten::clone → aten::copy_``).
+A ``Selection`` names what to look at (a step, an annotation, a device, a stream,
+a kind of GPU activity). ``region(trace, sel)`` checks it against the trace (a part
+that matches nothing is an error that lists what exists) and returns a ``Region``:
+the selected GPU activities and CPU ops, the number of regions every per-step
+number is divided by, and what was left out. summary, kernels, diff, compare,
+timeline and every plot start from a Region; nothing else selects.
+
+What a region is:
+
+- ``--step N``: that ProfilerStep (divisor 1);
+- ``--annotation NAME``: every span of that record_function (divisor: the spans);
+  GPU activities count when their launch falls inside a span;
+- otherwise every ProfilerStep (divisor: the steps); activities launched outside
+  every step are left out and counted;
+- a trace without ProfilerSteps: the whole trace counts as one step.
 """
 from __future__ import annotations
 
-import os
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceviewError
-from ..model import step_numbers
-from .names import gemm_family, normalise_kernel_name
-from .select import Selection, annotation_spans, inside, select_kernels
 
-ARROW = " → "
-NO_OP = "(no CPU op)"
-
-# ------------------------------------------------------------------ attention
-
-#: CPU op names of PyTorch's scaled_dot_product_attention backends -> backend
-SDPA_OPS = {
-    "aten::_scaled_dot_product_attention_math": "math",
-    "aten::_scaled_dot_product_attention_math_for_mps": "math",
-    "aten::_scaled_dot_product_flash_attention": "flash",
-    "aten::_flash_attention_forward": "flash",
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (cpu)",
-    "aten::_scaled_dot_product_efficient_attention": "mem_efficient",
-    "aten::_efficient_attention_forward": "mem_efficient",
-    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
-    "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
-}
-BACKEND_WORDS = {
-    "flash": "flash backend", "mem_efficient": "memory-efficient backend", "cudnn": "cuDNN backend",
-    "math": "math backend", "flash (cpu)": "CPU flash backend", "flash_attn": "FlashAttention",
-}
+KINDS = ("kernel", "memcpy", "memset")
+#: what "per step" means, in a sentence, for each kind of region
+PER_WORD = {"step": "step", "steps": "step", "annotation": "annotated region", "trace": "trace"}
 
 
-# ------------------------------------------------------------------ one side's region
+@dataclass(frozen=True)
+class Selection:
+    step: int | None = None
+    annotation: str | None = None
+    device: int | None = None
+    stream: int | None = None
+    kind: str | None = None
+
+    def describe(self) -> str:
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None]
+        return ", ".join(parts) or "all"
 
 
 @dataclass
-class Side:
-    """One trace narrowed to the selected regions, with everything diff/compare need."""
+class Region:
+    """One trace narrowed to a selection."""
 
     trace: object
-    kernels: pd.DataFrame   # GPU activities in the regions (classified)
-    ops: pd.DataFrame       # CPU ops in the regions (ProfilerStep ops left out), with ``chain``
-    regions: int            # the per-step divisor
-    region_kind: str        # "step", "steps", "annotation", "trace"
-    cpu_wall_ns: int        # total wall time of the regions on the CPU
-    left_out: int = 0       # GPU activities outside every step (left out)
+    selection: Selection
+    activities: pd.DataFrame  # selected GPU activities (kernels, memcpys, memsets) in the regions
+    ops: pd.DataFrame         # CPU ops in the regions; ``outer``: no parent op inside the region
+    regions: int              # the per-step divisor (>= 1)
+    region_kind: str          # "step", "steps", "annotation" or "trace"
+    cpu_wall_ns: int          # wall time of the regions on the CPU
+    left_out: int = 0         # selected GPU activities launched outside every step
     notes: list = field(default_factory=list)
 
     @property
@@ -65,320 +63,156 @@ class Side:
 
     @property
     def has_gpu(self) -> bool:
-        return len(self.kernels) > 0
-
-    def per(self, value) -> float:
-        return float(value) / self.regions
-
-    # per-step numbers -------------------------------------------------------
-    @property
-    def kernels_per_step(self) -> float:
-        return self.per(len(self.kernels))
+        return len(self.activities) > 0
 
     @property
-    def gpu_ns_per_step(self) -> float:
-        return self.per(self.kernels["dur_ns"].clip(lower=0).sum())
-
-    @property
-    def launches_per_step(self) -> float:
-        launch = self.kernels["launch"].to_numpy()
-        return self.per(len(np.unique(launch[launch >= 0])))
-
-    @property
-    def cpu_ops_per_step(self) -> float:
-        return self.per(len(self.ops))
-
-    @property
-    def cpu_time_per_step_ns(self) -> float:
-        return self.per(self.cpu_wall_ns)
-
-    @property
-    def cpu_op_time_per_step_ns(self) -> float:
-        top = self.ops[self.ops["outer"]]
-        return self.per(top["dur_ns"].clip(lower=0).sum())
+    def per_word(self) -> str:
+        return PER_WORD[self.region_kind]
 
 
-def region(trace, sel: Selection | None = None) -> Side:
-    """Narrow ``trace`` to the selection and work out the per-step divisor."""
+def region(trace, sel: Selection | None = None) -> Region:
+    """Narrow ``trace`` to ``sel`` (None: everything) and work out the per-step divisor."""
     sel = sel or Selection()
-    steps = trace.steps
-    _check_step(trace, steps, sel.step)
-    k = _selected_kernels(trace, sel)
-    ops = ops_with_chains(trace)
-    ops = ops[~ops["is_step"]]
+    check(trace, sel)
+    acts = _matching_activities(trace, sel)
+    ops = trace.ops
     if sel.step is not None:
-        cut = _one_step(trace, steps, sel, k, ops)
+        r = _one_step(trace, sel, acts, ops)
     elif sel.annotation is not None:
-        cut = _annotated(trace, sel.annotation, k, ops)
-    elif len(steps):
-        cut = _every_step(trace, steps, k, ops)
+        r = _annotated(trace, sel.annotation, acts, ops)
+    elif len(trace.steps):
+        r = _every_step(trace, acts, ops)
     else:
-        cut = _whole_trace(trace, k, ops)
-    kept = set(cut.ops.index)
-    parent = cut.ops["parent"].to_numpy()
-    ops = cut.ops.assign(outer=~pd.Series(parent, index=cut.ops.index).isin(kept).to_numpy())
-    return Side(trace=trace, kernels=cut.kernels, ops=ops, regions=max(int(cut.regions), 1),
-                region_kind=cut.kind, cpu_wall_ns=cut.wall, left_out=cut.left_out, notes=list(cut.notes))
+        r = _whole_trace(trace, acts, ops)
+    kept = r.ops["event"].to_numpy()
+    parent_event = np.where(r.ops["parent"].to_numpy() >= 0,
+                            ops["event"].to_numpy()[np.clip(r.ops["parent"].to_numpy(), 0, None)], -1) \
+        if len(ops) else np.empty(0, np.int64)
+    r.ops = r.ops.assign(outer=~np.isin(parent_event, kept))
+    r.selection = sel
+    return r
 
 
-class _Cut(NamedTuple):
-    """What one kind of region keeps of a trace, before the outermost ops are marked."""
-
-    kernels: pd.DataFrame
-    ops: pd.DataFrame
-    regions: int
-    kind: str
-    wall: int
-    left_out: int = 0
-    notes: tuple = ()
+# ------------------------------------------------------------------ checking the selection
 
 
-def _check_step(trace, steps: pd.DataFrame, step: int | None) -> None:
-    if step is None:
-        return
-    if not len(steps):
-        raise TraceviewError(f"{trace.path}: has no ProfilerStep#N spans; --step cannot apply")
-    if step not in set(steps["step"].tolist()):
-        listing = ", ".join(map(str, sorted(steps["step"].tolist())[:10]))
-        raise TraceviewError(f"{trace.path}: has no step {step} (steps: {listing})")
-
-
-def _selected_kernels(trace, sel: Selection) -> pd.DataFrame:
-    """The GPU activities matching every part of ``sel`` but the step."""
+def check(trace, sel: Selection) -> None:
+    """Every part of ``sel`` must match something in ``trace``; else an error listing what exists."""
+    k = trace.kernels
+    if sel.kind is not None and sel.kind not in KINDS:
+        _fail(trace, f"--kind must be one of {', '.join(KINDS)}, not {sel.kind!r}")
+    if sel.step is not None:
+        steps = trace.steps["step"].tolist()
+        if not steps:
+            _fail(trace, "has no ProfilerStep#N spans; --step cannot apply")
+        if sel.step not in set(steps):
+            _fail(trace, f"has no step {sel.step} (steps: {listing(steps)})")
     if sel.annotation is not None:
-        annotation_spans(trace, sel.annotation)  # raises when the annotation is absent
-    if not len(trace.kernels):
-        return trace.kernels
-    return select_kernels(trace, Selection(None, sel.annotation, sel.device, sel.stream))
+        annotation_spans(trace, sel.annotation)
+    for what, column, value, within in (("kind", "kind", sel.kind, k),
+                                        ("device", "device", sel.device, k),
+                                        ("stream", "stream", sel.stream, _on_device(k, sel.device))):
+        if value is None:
+            continue
+        if not len(k):
+            _fail(trace, f"has no GPU activity; --{what} cannot apply")
+        present = within[column].dropna().unique().tolist()
+        if value not in set(present):
+            where = f" on device {sel.device}" if what == "stream" and sel.device is not None else ""
+            _fail(trace, f"has no GPU activity with {what} {value}{where} ({what}s: {listing(present)})")
 
 
-def _one_step(trace, steps, sel: Selection, k, ops) -> _Cut:
-    span = steps[steps["step"] == sel.step].iloc[0]
-    k = k[(k["step"] == sel.step).fillna(False).to_numpy()]
-    ops = ops[(ops["step"] == sel.step).fillna(False).to_numpy()]
+def _on_device(k: pd.DataFrame, device) -> pd.DataFrame:
+    return k if device is None else k[(k["device"] == device).fillna(False).to_numpy()]
+
+
+def _fail(trace, problem: str) -> None:
+    raise TraceviewError(f"{trace.path}: {problem}")
+
+
+def listing(values, n: int = 10) -> str:
+    """Sorted values, the first ``n`` and "...", or "none"."""
+    vals = sorted({v if isinstance(v, str) else int(v) for v in values}, key=lambda v: (isinstance(v, str), v))
+    if not vals:
+        return "none"
+    return ", ".join(map(str, vals[:n])) + (" ..." if len(vals) > n else "")
+
+
+# ------------------------------------------------------------------ annotations
+
+
+def annotation_spans(trace, name: str) -> pd.DataFrame:
+    """Start and duration of every span of the named annotation (or op); an error if none."""
+    ev = trace.events
+    spans = ev[(ev["name"] == name).to_numpy() & ev["role"].isin(("annotation", "cpu_op")).to_numpy()]
+    if not len(spans):
+        _fail(trace, f"has no annotation named {name!r}")
+    return spans[["ts_ns", "dur_ns"]]
+
+
+def inside(ts: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
+    """Which times fall inside one of the spans (spans may nest or overlap)."""
+    order = np.argsort(spans["ts_ns"].to_numpy(), kind="stable")
+    starts = spans["ts_ns"].to_numpy()[order]
+    ends = np.maximum.accumulate((spans["ts_ns"] + spans["dur_ns"].clip(lower=0)).to_numpy()[order])
+    at = np.searchsorted(starts, ts, side="right") - 1
+    return (at >= 0) & (ts < ends[np.clip(at, 0, None)])
+
+
+# ------------------------------------------------------------------ cutting
+
+
+def _matching_activities(trace, sel: Selection) -> pd.DataFrame:
+    """The GPU activities matching every part of ``sel`` but the step."""
+    k = trace.kernels
+    mask = np.ones(len(k), dtype=bool)
+    for column, value in (("device", sel.device), ("stream", sel.stream), ("kind", sel.kind)):
+        if value is not None:
+            mask &= (k[column] == value).fillna(False).to_numpy() if column != "kind" else \
+                (k[column] == value).to_numpy()
+    if sel.annotation is not None and len(k):
+        launch = k["launch"].to_numpy()
+        when = trace.events["ts_ns"].to_numpy()[launch.clip(0)]
+        mask &= (launch >= 0) & inside(when, annotation_spans(trace, sel.annotation))
+    return k if mask.all() else k[mask]
+
+
+def _in_step(frame: pd.DataFrame, step: int) -> pd.DataFrame:
+    return frame[(frame["step"] == step).fillna(False).to_numpy()]
+
+
+def _one_step(trace, sel: Selection, acts, ops) -> Region:
+    span = trace.steps[trace.steps["step"] == sel.step].iloc[0]
+    acts, ops = _in_step(acts, sel.step), _in_step(ops, sel.step)
     wall = int(span["dur_ns"])
     if sel.annotation is not None:
         spans = annotation_spans(trace, sel.annotation)
         in_step = (spans["ts_ns"] >= span["ts_ns"]) & (spans["ts_ns"] < span["ts_ns"] + span["dur_ns"])
         wall = int(spans.loc[in_step, "dur_ns"].clip(lower=0).sum())
         ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
-    return _Cut(k, ops, 1, "step", wall)
+    return Region(trace, sel, acts, ops, 1, "step", wall)
 
 
-def _annotated(trace, name: str, k, ops) -> _Cut:
+def _annotated(trace, name: str, acts, ops) -> Region:
     spans = annotation_spans(trace, name)
     ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
-    return _Cut(k, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
+    return Region(trace, Selection(), acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 
 
-def _every_step(trace, steps, k, ops) -> _Cut:
-    stepped = k["step"].notna().to_numpy()
+def _every_step(trace, acts, ops) -> Region:
+    stepped = acts["step"].notna().to_numpy()
     left_out = int((~stepped).sum())
-    notes = ()
+    notes = []
     if left_out:
-        notes = (f"{trace.label}: {left_out} GPU activities launched outside every ProfilerStep "
-                 "are left out of the per-step numbers",)
-    return _Cut(k[stepped], ops[ops["step"].notna().to_numpy()], len(steps), "steps",
-                int(steps["dur_ns"].clip(lower=0).sum()), left_out, notes)
+        notes.append(f"{trace.label}: {left_out} GPU activities launched outside every ProfilerStep "
+                     "are left out of the per-step numbers")
+    return Region(trace, Selection(), acts[stepped], ops[ops["step"].notna().to_numpy()], len(trace.steps),
+                  "steps", int(trace.steps["dur_ns"].clip(lower=0).sum()), left_out, notes)
 
 
-def _whole_trace(trace, k, ops) -> _Cut:
+def _whole_trace(trace, acts, ops) -> Region:
     starts = ops["ts_ns"].to_numpy()
     ends = starts + ops["dur_ns"].clip(lower=0).to_numpy()
     wall = int(ends.max() - starts.min()) if len(ops) else 0
     note = f"{trace.label}: no ProfilerStep#N spans; the whole trace counts as one step"
-    return _Cut(k, ops, 1, "trace", wall, 0, (note,))
-
-
-def ops_with_chains(trace) -> pd.DataFrame:
-    """trace.ops plus ``is_step`` and ``chain`` (op names from the outermost op down, steps left out)."""
-    cached = trace.__dict__.get("_tv_op_chains")
-    if cached is not None and len(cached) == len(trace.ops):
-        return cached
-    ops = trace.ops
-    names = ops["name"].astype(str).to_numpy().astype(object)
-    is_step = step_numbers(ops["name"]) >= 0
-    parent = ops["parent"].to_numpy()
-    chain = np.full(len(ops), "", dtype=object)
-    for d in np.unique(ops["depth"].to_numpy()):  # one tree level at a time: parents come first
-        rows = np.flatnonzero(ops["depth"].to_numpy() == d)
-        above = np.where(parent[rows] >= 0, chain[np.clip(parent[rows], 0, None)], "")
-        joined = np.where(above != "", above + ARROW + names[rows], names[rows])
-        chain[rows] = np.where(is_step[rows], "", joined)
-    dur = np.clip(ops["dur_ns"].to_numpy(), 0, None)
-    child = np.bincount(parent[parent >= 0], weights=dur[parent >= 0], minlength=len(ops)) if len(ops) else dur
-    out = ops.assign(is_step=is_step, chain=chain, self_ns=np.clip(dur - child, 0, None))
-    try:
-        trace.__dict__["_tv_op_chains"] = out
-    except (AttributeError, TypeError):
-        pass
-    return out
-
-
-def launch_chains(side: Side) -> np.ndarray:
-    """For each GPU activity of the side: the CPU op chain that launched it."""
-    trace = side.trace
-    full = ops_with_chains(trace)
-    k = side.kernels
-    if not len(k):
-        return np.empty(0, dtype=object)
-    pos = np.full(len(trace.events), -1, dtype=np.int64)
-    pos[full["event"].to_numpy()] = np.arange(len(full))
-    op_event = k["op_event"].to_numpy()
-    row = np.where(op_event >= 0, pos[np.clip(op_event, 0, None)], -1)
-    chains = full["chain"].to_numpy()
-    out = np.where(row >= 0, chains[np.clip(row, 0, None)], NO_OP)
-    return np.where(out == "", NO_OP, out)
-
-
-def kernel_keys(k: pd.DataFrame) -> np.ndarray:
-    names = k["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        cats = np.array([normalise_kernel_name(str(c)) for c in names.cat.categories] + [""], dtype=object)
-        codes = names.cat.codes.to_numpy()
-        return cats[np.where(codes < 0, len(cats) - 1, codes)]
-    return np.array([normalise_kernel_name(str(n)) for n in names], dtype=object)
-
-
-# ------------------------------------------------------------------ per-side tables
-
-
-def by_kernel(side: Side) -> pd.DataFrame:
-    """Per normalised kernel name: count and time per step, category, an example name, launching chain."""
-    cols = ["key", "count", "time_ns", "category", "kind", "example", "launched_by", "chains"]
-    k = side.kernels
-    if not len(k):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    f = pd.DataFrame({
-        "key": kernel_keys(k), "name": k["name"].astype(str).to_numpy(),
-        "dur": k["dur_ns"].clip(lower=0).to_numpy(), "category": k["category"].astype(str).to_numpy(),
-        "kind": k["kind"].astype(str).to_numpy(), "chain": launch_chains(side),
-    })
-    g = f.groupby("key", sort=False)
-    out = pd.DataFrame({"count": g.size() / side.regions, "time_ns": g["dur"].sum() / side.regions})
-    out["category"] = g["category"].agg(_mode)
-    out["kind"] = g["kind"].first()
-    out["example"] = g["name"].agg(_mode)
-    pairs = f.groupby(["key", "chain"], sort=False).size().reset_index(name="n")
-    pairs = pairs.sort_values(["key", "n"], ascending=[True, False], kind="stable")
-    out["launched_by"] = pairs.drop_duplicates("key").set_index("key")["chain"]
-    out["chains"] = pairs.groupby("key").size()
-    return out.reset_index().rename(columns={"index": "key"})[cols]
-
-
-def _mode(s: pd.Series):
-    return s.value_counts().index[0]
-
-
-def category_times(side: Side) -> pd.DataFrame:
-    """Per kernel category: count and GPU time per step."""
-    return _count_and_time(side.kernels, "category", side.regions)
-
-
-def _count_and_time(frame: pd.DataFrame, column: str, regions: int) -> pd.DataFrame:
-    if not len(frame):
-        return pd.DataFrame({"count": pd.Series(dtype=float), "time_ns": pd.Series(dtype=float)})
-    g = frame.groupby(frame[column].astype(str).to_numpy())["dur_ns"]
-    return pd.DataFrame({"count": g.size() / regions, "time_ns": g.sum().clip(lower=0) / regions})
-
-
-def gemm_stats(side: Side) -> dict:
-    """GEMM time per step, tensor-core share, families by time."""
-    k = side.kernels
-    g = k[(k["category"].astype(str) == "gemm").to_numpy()] if len(k) else k
-    total = float(g["dur_ns"].clip(lower=0).sum()) if len(g) else 0.0
-    out = {"gemm_time_ns": total / side.regions, "gemm_kernels": len(g) / side.regions,
-           "gemm_pct": 100.0 * total / (side.gpu_ns_per_step * side.regions) if side.has_gpu and side.gpu_ns_per_step
-           else float("nan"),
-           "tensor_core_pct": float("nan"), "families": {}, "dominant_family": None}
-    if not len(g):
-        return out
-    tc = g["tensor_core"]
-    known = tc.notna().to_numpy()
-    dur = g["dur_ns"].clip(lower=0).to_numpy()
-    known_ns = dur[known].sum()
-    if known_ns > 0:
-        out["tensor_core_pct"] = 100.0 * dur[known & tc.fillna(False).to_numpy(dtype=bool)].sum() / known_ns
-    fam = pd.Series(dur, index=[gemm_family(str(n)) for n in g["name"].astype(str)])
-    fam = fam.groupby(level=0).sum().sort_values(ascending=False)
-    out["families"] = {f: 100.0 * v / total if total else 0.0 for f, v in fam.items()}
-    out["dominant_family"] = fam.index[0] if len(fam) else None
-    return out
-
-
-def attention_stats(side: Side) -> dict:
-    """Fused attention kernels by backend (count/time per step, main kernel), and SDPA CPU ops."""
-    k = side.kernels
-    backends: dict = {}
-    if len(k):
-        a = k[(k["category"].astype(str) == "attention").to_numpy()]
-        if len(a):
-            be = a["attention_backend"].astype(object).where(a["attention_backend"].notna(), "fused (unknown)")
-            for b, grp in a.groupby(be.astype(str).to_numpy(), sort=False):
-                backends[b] = {"count": len(grp) / side.regions,
-                               "time_ns": float(grp["dur_ns"].clip(lower=0).sum()) / side.regions,
-                               "kernel": _mode(grp["name"].astype(str)), "distinct": grp["name"].nunique()}
-    names = side.ops["name"].astype(str)
-    sdpa = [n for n in dict.fromkeys(names[names.isin(list(SDPA_OPS))])]
-    sdpa_backends = list(dict.fromkeys(SDPA_OPS[n] for n in sdpa))
-    return {"kernels": backends, "sdpa_ops": sdpa, "sdpa_backends": sdpa_backends}
-
-
-def attention_label(stats: dict) -> str:
-    """One word per side: the fused kernels' backend(s), else the SDPA op's backend, else "none"."""
-    if stats["kernels"]:
-        return ", ".join(stats["kernels"])
-    if stats["sdpa_backends"]:
-        return ", ".join(stats["sdpa_backends"])
-    return "none"
-
-
-def op_table(side: Side) -> pd.DataFrame:
-    """Per CPU op name: count and inclusive CPU time per step."""
-    return _count_and_time(side.ops, "name", side.regions)
-
-
-def chain_table(side: Side) -> pd.DataFrame:
-    o = side.ops
-    if not len(o):
-        return pd.DataFrame({"op": pd.Series(dtype=object), "count": pd.Series(dtype=float),
-                             "time_ns": pd.Series(dtype=float)})
-    g = o.groupby(o["chain"].to_numpy())
-    out = pd.DataFrame({"op": g["name"].first().astype(str), "count": g.size() / side.regions,
-                        "time_ns": g["dur_ns"].sum().clip(lower=0) / side.regions})
-    return out
-
-
-def breakdown(side: Side, top: int | None = 8) -> tuple[str, pd.Series]:
-    """What a stacked bar of this side shows: GPU time per category per step, or (CPU-only)
-    CPU self time per step (an op's time minus its child ops') by op name, the ``top`` largest
-    and the rest as "other ops". Self times add up to the time spent in ops, without double counting."""
-    if side.has_gpu:
-        return "gpu", category_times(side)["time_ns"].sort_values(ascending=False)
-    o = side.ops
-    s = o.groupby(o["name"].astype(str).to_numpy())["self_ns"].sum().clip(lower=0) / side.regions
-    s = s.sort_values(ascending=False)
-    if top is not None and len(s) > top:
-        s = pd.concat([s.iloc[:top], pd.Series({"other ops": s.iloc[top:].sum()})])
-    return "cpu", s
-
-
-# ------------------------------------------------------------------ naming a side
-
-
-def step_word(side: Side) -> str:
-    """What "per step" means for this side, in a sentence: a step, an annotated region, the trace."""
-    return {"annotation": "annotated region", "trace": "trace"}.get(side.region_kind, "step")
-
-
-def trace_labels(traces) -> list[str]:
-    """Each trace's label; repeated labels get the file name added, then the full path."""
-    labels = [t.label for t in traces]
-    counts = Counter(labels)
-    labels = [f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl for lbl, t in zip(labels, traces)]
-    if len(set(labels)) == len(labels):
-        return labels
-    paths = [t.path for t in traces]
-    if len(set(paths)) == len(paths):
-        return paths
-    return [f"{lbl} #{i + 1}" for i, lbl in enumerate(labels)]  # the same file given twice
+    return Region(trace, Selection(), acts, ops, 1, "trace", wall, 0, [note])

@@ -4,29 +4,30 @@ from __future__ import annotations
 import pandas as pd
 
 from ..report import Report
-from .select import Selection, count_regions, select_kernels
+from . import metrics
+from .region import Selection, region
 
 
 def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
-    k = select_kernels(trace, sel)
-    regions = count_regions(trace, sel)
+    r = region(trace, sel)
+    k = r.activities
     info = {
         "trace": trace.path,
         "label": trace.label,
         "device": trace.device_name,
-        "selection": (sel or Selection()).describe(),
-        "gpu_activities": int(len(k)),
-        "gpu_time_ns": int(k["dur_ns"].sum()),
-        "steps": int(trace.kernels["step"].nunique()),
-        "kernels_per_step": len(k) / regions,
-        "gpu_time_per_step_ns": float(k["dur_ns"].sum()) / regions,
-        "linked_to_op": float(k["op"].notna().mean()) if len(k) else None,
+        "selection": r.selection.describe(),
+        "per": r.per_word,
+        "gpu_activities": metrics.gpu_activities(r),
+        "gpu_time_ns": metrics.gpu_time_ns(r),
+        **metrics.per_step(r),
+        "left_out_gpu_activities": r.left_out,
+        "linked_to_op_pct": 100.0 * float(k["op"].notna().mean()) if len(k) else None,
     }
     tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:
         tables["by_category"] = by_category(k)
     return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info,
-                  notes=list(trace.warnings))
+                  notes=list(trace.warnings) + r.notes)
 
 
 def _totals(k: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -53,3 +54,5 @@ def per_step(k: pd.DataFrame) -> pd.DataFrame:
 
 def top_kernels(k: pd.DataFrame, n: int) -> pd.DataFrame:
     return _totals(k, "name").head(n)
+
+

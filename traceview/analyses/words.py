@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..render.cells import human_ns
+from ..units import human_ns
 
 
 def ratio(a: float, b: float) -> float:

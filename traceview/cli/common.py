@@ -8,28 +8,22 @@ from pathlib import Path
 
 import click
 
-from .. import load as load_trace
+from ..analyses.region import KINDS, Selection
+from ..discover import load_all
 from ..errors import TraceviewError
+from ..load import load as load_trace
 from ..render import FORMATS, render
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".gz")
 EXIT_UNREADABLE = 1
 EXIT_INTERNAL = 3
 
 
-def expand_paths(paths) -> list[str]:
-    """Files as given; folders contribute their trace files (sorted)."""
-    out = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(str(f) for f in p.iterdir() if f.is_file() and f.name.endswith(TRACE_SUFFIXES)
-                           and f.name != "manifest.json")
-            if not found:
-                raise TraceviewError(f"{p}: folder holds no .json or .json.gz traces")
-            out += found
-        else:
-            out.append(str(p))
-    return out
+def load_many(paths, load, recursive: bool = False) -> list:
+    """Load the traces named or found in folders; say which folder files were skipped."""
+    traces, skipped = load_all(paths, load, recursive=recursive)
+    for s in skipped:
+        click.echo(f"warning: skipped {s}", err=True)
+    return traces
 
 
 def load_options(f):
@@ -53,10 +47,20 @@ def select_options(f):
         click.option("--annotation", default=None, help="Only activities launched inside this record_function."),
         click.option("--device", type=int, default=None, help="Only this GPU device."),
         click.option("--stream", type=int, default=None, help="Only this stream."),
+        click.option("--kind", type=click.Choice(KINDS), default=None,
+                     help="Only this kind of GPU activity (default: kernels, memcpys and memsets)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
     return f
+
+
+def selection(step, annotation, device, stream, kind) -> Selection:
+    return Selection(step, annotation, device, stream, kind)
+
+
+recursive_option = click.option("--recursive", "-r", is_flag=True,
+                                help="Also look for traces in the subfolders of a folder.")
 
 
 def format_option(f):

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import click
 
-from ..analyses.select import Selection
+from ..analyses.region import Selection
 from . import main
-from .common import emit, expand_paths, format_option, friendly, load_options, loader, select_options
+from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
+                     select_options, selection)
 
 plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                            help="Also draw GPU time per step by category per trace as stacked bars "
@@ -23,9 +24,10 @@ def _check_plot(plot):
 
 
 def _write_plot(traces, plot, *, labels, sels) -> None:
+    from ..analyses.breakdown import breakdown
     from ..render.plot import plot_breakdown
 
-    plot_breakdown(traces, plot, labels=labels, sels=sels)
+    plot_breakdown(breakdown(traces, sels=sels, labels=labels), plot)
     click.echo(f"wrote {plot}", err=True)
 
 
@@ -40,7 +42,8 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @top_option
 @plot_option
 @friendly
-def diff(a, b, fmt, step, annotation, device, stream, annotation_b, salvage, max_size, no_cache, rules, top, plot):
+def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvage, max_size, no_cache, rules, top,
+         plot):
     """What changed from trace A to trace B, per step: kernels and GPU time, categories,
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
     attention backend. CPU-only traces compare CPU ops per step."""
@@ -49,8 +52,8 @@ def diff(a, b, fmt, step, annotation, device, stream, annotation_b, salvage, max
     _check_plot(plot)
     load = loader(salvage, max_size, no_cache, rules)
     ta, tb = load(a), load(b)
-    sel = Selection(step, annotation, device, stream)
-    sel_b = Selection(step, annotation_b, device, stream) if annotation_b is not None else None
+    sel = selection(step, annotation, device, stream, kind)
+    sel_b = Selection(step, annotation_b, device, stream, kind) if annotation_b is not None else None
     report = run_diff(ta, tb, sel, sel_b=sel_b, top=top or None)
     if plot:
         la, lb = report.info["a_label"], report.info["b_label"]
@@ -65,18 +68,18 @@ def diff(a, b, fmt, step, annotation, device, stream, annotation_b, salvage, max
 @format_option
 @select_options
 @load_options
+@recursive_option
 @plot_option
 @friendly
-def compare(traces, baseline, fmt, step, annotation, device, stream, salvage, max_size, no_cache, rules, plot):
+def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
+            recursive, plot):
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
     the baseline, tensor-core share of GEMM time, attention backend, top categories."""
     from ..analyses.compare import compare as run_compare
 
     _check_plot(plot)
-    paths = expand_paths(traces)
-    load = loader(salvage, max_size, no_cache, rules)
-    loaded = [load(p) for p in paths]
-    sel = Selection(step, annotation, device, stream)
+    loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
+    sel = selection(step, annotation, device, stream, kind)
     report = run_compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
     if plot:
         _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
@@ -87,15 +90,20 @@ def compare(traces, baseline, fmt, step, annotation, device, stream, salvage, ma
 @click.argument("trace")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False), required=True, metavar="FILE",
               help="Picture to write (.png, .svg or .html).")
-@click.option("--step", type=int, default=None, help="Which ProfilerStep#N to draw (default: the first).")
+@format_option
+@select_options
 @load_options
 @friendly
-def timeline(trace, plot, step, salvage, max_size, no_cache, rules):
-    """Draw one step on a time axis: GPU activities in a lane per stream, coloured by kernel
-    category (CPU-only traces: CPU ops in a lane per thread)."""
+def timeline(trace, plot, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules):
+    """Draw one step (--step; default the first) on a time axis: GPU activities in a lane per
+    stream, coloured by kernel category (CPU-only traces: CPU ops in a lane per thread).
+    Prints the step's activities (start, duration, lane, category) in --format."""
+    from ..analyses.timeline import timeline as run_timeline
     from ..render.plot import plot_timeline
 
     _check_plot(plot)
     t = loader(salvage, max_size, no_cache, rules)(trace)
-    click.echo(f"wrote {plot_timeline(t, plot, step=step)}")
-
+    report = run_timeline(t, selection(step, annotation, device, stream, kind))
+    click.echo(f"wrote {plot_timeline(report, plot)}", err=True)
+    if fmt != "table":
+        emit(report, fmt)

@@ -1,6 +1,8 @@
 """Output formats for Reports; one module per format."""
 from __future__ import annotations
 
+from ..report import set_display
+
 FORMATS = ("table", "markdown", "json", "csv")
 
 
@@ -22,3 +24,18 @@ def render(report, fmt: str = "table", *, rich: bool | None = None) -> str:
 
         return render_csv(report)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def _text(report) -> str:
+    from .text import render_text
+
+    return render_text(report, rich=False)
+
+
+def _html(report) -> str:
+    from .html import render_html
+
+    return render_html(report)
+
+
+set_display(text=_text, html=_html)

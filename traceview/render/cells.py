@@ -5,15 +5,7 @@ import math
 
 import pandas as pd
 
-
-def human_ns(ns) -> str:
-    if ns is None or (isinstance(ns, float) and math.isnan(ns)) or ns is pd.NA:
-        return "-"
-    ns = float(ns)
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3f} {unit}"
-    return f"{ns:.0f} ns"
+from ..units import human_ns
 
 
 def cell(column: str, value) -> str:

@@ -27,7 +27,6 @@ CATEGORY_COLORS = {
     "rng": "#c5b0d5", "optimizer": "#98df8a", "pooling": "#aec7e8", "moe": "#ffbb78", "fused": "#e377c2",
     "sleep": "#c7c7c7", "other": "#bab0ac", "other ops": "#bab0ac",
 }
-MAX_OPS = 10
 
 
 def pyplot():
@@ -85,49 +84,23 @@ def _time_unit(max_ns: float) -> tuple[float, str]:
     return 1.0, "ns"
 
 
-def plot_breakdown(traces, path, sel=None, labels=None, title: str | None = None, sels=None) -> str:
-    """Stacked bars, one per trace: GPU time per step by kernel category, or on CPU-only
-    traces CPU time per step of the outermost CPU ops by name."""
-    from ..analyses.region import region
-
+def plot_breakdown(report, path, title: str | None = None) -> str:
+    """Stacked bars, one per trace, from a ``breakdown`` Report (``analyses.breakdown``)."""
     path = check_path(path)
     plt = pyplot()
-    sels = sels or [sel] * len(traces)
-    sides = [region(t, s) for t, s in zip(traces, sels)]
-    gpu = any(s.has_gpu for s in sides)
-    labels = labels or [t.label for t in traces]
-    frame = _breakdown_frame(sides, labels, gpu)
-    what = "GPU time per step by kernel category" if gpu else "CPU self time per step by CPU op (CPU-only traces)"
+    gpu = report.info["basis"] == "gpu"
+    long = report["breakdown"]
+    frame = long.pivot(index="trace", columns="group", values="time_per_step_ns")
+    frame = frame.loc[list(dict.fromkeys(long["trace"])), list(dict.fromkeys(long["group"]))]
     fig, ax, tops = _stacked_bars(plt, frame, gpu)
-    ax.set_title(title or what)
+    ax.set_title(title or report.title)
     ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
     ax.spines[["top", "right"]].set_visible(False)
     if len(frame.columns):
         handles, lbls = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], lbls[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
                   fontsize=8, title="category" if gpu else "CPU op")
-    return _save(fig, path, title or what)
-
-
-def _breakdown_frame(sides, labels, gpu: bool) -> pd.DataFrame:
-    """One row per bar, one column per group, largest group first and "other ops" last."""
-    from ..analyses.region import breakdown
-
-    series = []
-    for s in sides:
-        if gpu and not s.has_gpu:
-            series.append(pd.Series(dtype=float))
-        else:
-            series.append(breakdown(s, top=None)[1])
-    frame = pd.DataFrame(series, index=labels).fillna(0.0)
-    if not gpu and len(frame.columns) > MAX_OPS:  # the same few op names for every bar, the rest grouped
-        keep = frame.sum().sort_values(ascending=False).index[:MAX_OPS]
-        rest = frame.drop(columns=keep).sum(axis=1)
-        frame = frame[keep].assign(**{"other ops": rest})
-    order = frame.sum().sort_values(ascending=False).index.tolist()
-    if "other ops" in order:
-        order = [g for g in order if g != "other ops"] + ["other ops"]
-    return frame[order] if order else frame
+    return _save(fig, path, title or report.title)
 
 
 def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
@@ -154,106 +127,37 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     return fig, ax, bottom
 
 
-def plot_timeline(trace, path, step: int | None = None) -> str:
-    """One step on a time axis: GPU activities, a lane per device/stream, coloured by category;
-    on a CPU-only trace the CPU ops, a lane per thread (nested ops stacked inside it)."""
+def plot_timeline(report, path) -> str:
+    """One step on a time axis from a ``timeline`` Report: a lane per device/stream (or per
+    thread, nested ops stacked inside it), coloured by category (or outermost op)."""
     path = check_path(path)
     plt = pyplot()
-    k = trace.kernels
-    steps = trace.steps
-    if step is not None and (not len(steps) or step not in set(steps["step"].tolist())):
-        listing = ", ".join(map(str, sorted(steps["step"].tolist())[:10])) or "none"
-        raise TraceviewError(f"{trace.path}: has no step {step} (steps: {listing})")
-    if step is None and len(steps):
-        step = int(steps["step"].iloc[0])
-    if len(k):
-        sub = k[(k["step"] == step).fillna(False).to_numpy()] if step is not None else k
-        if not len(sub):
-            raise TraceviewError(f"{trace.path}: no GPU activity in step {step}")
-        return _gpu_timeline(plt, trace, sub, step, path)
-    ops = trace.ops
-    sub = ops[(ops["step"] == step).fillna(False).to_numpy()] if step is not None else ops
-    if not len(sub):
-        raise TraceviewError(f"{trace.path}: nothing to draw (no GPU activity and no CPU ops)")
-    return _cpu_timeline(plt, trace, sub, step, path)
-
-
-def _gpu_timeline(plt, trace, k, step, path) -> str:
-    t0 = float(k["ts_ns"].min())
-    span = float((k["ts_ns"] + k["dur_ns"].clip(lower=0)).max() - t0)
-    scale, unit = _time_unit(span)
-    lanes = k.groupby([k["device"].astype("Int64").astype(str).to_numpy(),
-                       k["stream"].astype("Int64").astype(str).to_numpy()], sort=True).size().index.tolist()
-    lane_of = {lane: i for i, lane in enumerate(lanes)}
-    cats = k["category"].astype(str).to_numpy()
-    order = list(pd.Series(k["dur_ns"].to_numpy(), index=cats).groupby(level=0).sum()
-                 .sort_values(ascending=False).index)
-    colors = _colors(order)
-    fig, ax = plt.subplots(figsize=(11, max(2.2, 0.55 * len(lanes) + 1.6)))
-    dev = k["device"].astype("Int64").astype(str).to_numpy()
-    stream = k["stream"].astype("Int64").astype(str).to_numpy()
-    start = (k["ts_ns"].to_numpy() - t0) / scale
-    width = np.maximum(k["dur_ns"].clip(lower=0).to_numpy() / scale, span / scale / 2000.0)
-    for cat in order:
-        m = cats == cat
-        ys = np.array([lane_of[(d, s)] for d, s in zip(dev[m], stream[m])])
-        ax.barh(ys, width[m], left=start[m], height=0.7, color=colors[cat], label=cat, edgecolor="none")
-    ax.set_yticks(range(len(lanes)))
-    ax.set_yticklabels([f"GPU {d} stream {s}" for d, s in lanes], fontsize=8)
+    t = report["timeline"]
+    gpu = report.info["basis"] == "gpu"
+    scale, unit = _time_unit(float(report.info["span_ns"]))
+    lanes = sorted(t["lane"].unique().tolist())
+    depth = int(t["level"].max()) + 1 if len(t) else 1
+    row = {lane: i * (depth + 1) for i, lane in enumerate(lanes)}
+    groups = t.groupby("group")["dur_ns"].sum().sort_values(ascending=False).index.tolist()
+    groups = [g for g in groups if g != "other ops"] + (["other ops"] if "other ops" in groups else [])
+    colors = _colors(groups)
+    fig, ax = plt.subplots(figsize=(11, max(2.2, 0.32 * depth * len(lanes) + 1.6)))
+    floor = float(report.info["span_ns"]) / scale / 2000.0  # the shortest activity stays visible
+    for g in groups:
+        m = (t["group"] == g).to_numpy()
+        ys = np.array([row[lane] for lane in t["lane"][m]]) + t["level"].to_numpy()[m]
+        ax.barh(ys, np.maximum(t["dur_ns"].to_numpy()[m] / scale, floor), left=t["start_ns"].to_numpy()[m] / scale,
+                height=0.7 if gpu else 0.8, color=colors[g], label=g, edgecolor="white" if not gpu else "none",
+                linewidth=0.3)
+    ax.set_yticks([row[lane] for lane in lanes])
+    ax.set_yticklabels(lanes, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel(f"time since the step's first GPU activity ({unit})")
-    what = f"{trace.label}: GPU activities" + (f" of step {step}" if step is not None else "")
-    ax.set_title(what)
+    first = "GPU activity" if gpu else "CPU op"
+    ax.set_xlabel(f"time since the step's first {first} ({unit})" + ("" if gpu else "; nested ops below their parent"))
+    title = report.title + (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the span)" if gpu else
+                            " (CPU-only trace)")
+    ax.set_title(title)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8, title="category")
-    return _save(fig, path, what)
-
-
-def _cpu_timeline(plt, trace, ops, step, path) -> str:
-    t0 = float(ops["ts_ns"].min())
-    span = float((ops["ts_ns"] + ops["dur_ns"].clip(lower=0)).max() - t0)
-    scale, unit = _time_unit(span)
-    threads = sorted(ops["tid"].astype(str).unique().tolist())
-    depth = ops["depth"].to_numpy()
-    max_depth = int(depth.max()) + 1 if len(depth) else 1
-    fig, ax = plt.subplots(figsize=(11, max(2.4, 0.32 * max_depth * len(threads) + 1.6)))
-    root_name, named = _root_groups(trace, ops)
-    colors = _colors(named + ["other ops"])
-    keep = root_name != ""  # ProfilerStep ops themselves are not drawn
-    used = set()
-    for ti, tid in enumerate(threads):
-        m = (ops["tid"].astype(str) == tid).to_numpy()
-        base = ti * (max_depth + 1)
-        for grp in named + ["other ops"]:
-            if grp == "other ops":
-                sel = m & keep & ~np.isin(root_name, named)
-            else:
-                sel = m & (root_name == grp)
-            if not sel.any():
-                continue
-            left = (ops["ts_ns"].to_numpy()[sel] - t0) / scale
-            width = np.maximum(ops["dur_ns"].clip(lower=0).to_numpy()[sel] / scale, span / scale / 2000.0)
-            ax.barh(base + depth[sel], width, left=left, height=0.8, color=colors[grp], edgecolor="white",
-                    linewidth=0.3, label=None if grp in used else grp)
-            used.add(grp)
-    ax.set_yticks([ti * (max_depth + 1) for ti in range(len(threads))])
-    ax.set_yticklabels([f"thread {tid}" for tid in threads], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel(f"time since the step's first CPU op ({unit}); nested ops below their parent")
-    what = f"{trace.label}: CPU ops" + (f" of step {step}" if step is not None else "") + " (CPU-only trace)"
-    ax.set_title(what)
-    ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8, title="outermost op")
-    return _save(fig, path, what)
-
-
-def _root_groups(trace, ops) -> tuple[np.ndarray, list]:
-    """Each op's outermost op name ("" for ProfilerStep ops), and the ten names with the most
-    time: colouring by them makes a call tree read as one block."""
-    from ..analyses.region import ARROW, ops_with_chains
-
-    chains = ops_with_chains(trace)["chain"].to_numpy()[ops.index.to_numpy()]
-    root_name = np.array([c.split(ARROW, 1)[0] if c else "" for c in chains], dtype=object)
-    is_root = np.array([bool(c) and ARROW not in c for c in chains])
-    names = pd.Series(ops["dur_ns"].to_numpy()[is_root], index=root_name[is_root]).groupby(level=0).sum()
-    return root_name, names.sort_values(ascending=False).index[:10].tolist()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
+              title="category" if gpu else "outermost op")
+    return _save(fig, path, title)

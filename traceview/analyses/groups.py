@@ -1,0 +1,128 @@
+"""A region's GPU activities and CPU ops grouped: by kernel, category, op name, op chain.
+
+Every table is per step (divided by the region's divisor). Each kernel keeps the
+chain of CPU ops that launched it (outermost op first, ``aten::masked_fill →
+aten::clone → aten::copy_``; the chains are built in ``link``).
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+
+from ..link import ARROW
+from .names import normalise_kernel_name
+from .region import Region
+
+NO_OP = "(no CPU op)"
+__all__ = ["ARROW", "NO_OP", "launch_chains", "kernel_keys", "by_kernel", "category_times", "op_table",
+           "chain_table", "breakdown", "trace_labels"]
+
+
+def launch_chains(r: Region) -> np.ndarray:
+    """For each GPU activity of the region: the CPU op chain that launched it."""
+    k, ops = r.activities, r.trace.ops
+    if not len(k):
+        return np.empty(0, dtype=object)
+    events = ops["event"].to_numpy()  # ascending: ops were taken in event order
+    if not len(events):  # a trace with kernels and no CPU ops
+        return np.full(len(k), NO_OP, dtype=object)
+    op_event = k["op_event"].to_numpy()
+    at = np.clip(np.searchsorted(events, op_event), 0, len(events) - 1)
+    found = (op_event >= 0) & (events[at] == op_event)
+    chains = ops["chain"].astype(object).to_numpy()
+    return np.where(found, chains[at], NO_OP)
+
+
+def kernel_keys(k: pd.DataFrame) -> np.ndarray:
+    """The normalised name diff matches kernels on, computed once per distinct name."""
+    names = k["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = np.array([normalise_kernel_name(str(c)) for c in names.cat.categories] + [""], dtype=object)
+        codes = names.cat.codes.to_numpy()
+        return cats[np.where(codes < 0, len(cats) - 1, codes)]
+    return np.array([normalise_kernel_name(str(n)) for n in names], dtype=object)
+
+
+def by_kernel(r: Region) -> pd.DataFrame:
+    """Per normalised kernel name: count and time per step, category, an example name, launching chain."""
+    cols = ["key", "count", "time_ns", "category", "kind", "example", "launched_by", "chains"]
+    k = r.activities
+    if not len(k):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    f = pd.DataFrame({
+        "key": kernel_keys(k), "name": k["name"].astype(str).to_numpy(),
+        "dur": k["dur_ns"].clip(lower=0).to_numpy(), "category": k["category"].astype(str).to_numpy(),
+        "kind": k["kind"].astype(str).to_numpy(), "chain": launch_chains(r),
+    })
+    g = f.groupby("key", sort=False)
+    out = pd.DataFrame({"count": g.size() / r.regions, "time_ns": g["dur"].sum() / r.regions})
+    out["category"] = g["category"].agg(_mode)
+    out["kind"] = g["kind"].first()
+    out["example"] = g["name"].agg(_mode)
+    pairs = f.groupby(["key", "chain"], sort=False).size().reset_index(name="n")
+    pairs = pairs.sort_values(["key", "n"], ascending=[True, False], kind="stable")
+    out["launched_by"] = pairs.drop_duplicates("key").set_index("key")["chain"]
+    out["chains"] = pairs.groupby("key").size()
+    return out.reset_index().rename(columns={"index": "key"})[cols]
+
+
+def _mode(s: pd.Series):
+    return s.value_counts().index[0]
+
+
+def category_times(r: Region) -> pd.DataFrame:
+    """Per kernel category: count and GPU time per step."""
+    return _count_and_time(r.activities, "category", r.regions)
+
+
+def _count_and_time(frame: pd.DataFrame, column: str, regions: int) -> pd.DataFrame:
+    if not len(frame):
+        return pd.DataFrame({"count": pd.Series(dtype=float), "time_ns": pd.Series(dtype=float)})
+    g = frame.groupby(frame[column].astype(str).to_numpy())["dur_ns"]
+    return pd.DataFrame({"count": g.size() / regions, "time_ns": g.sum().clip(lower=0) / regions})
+
+
+def op_table(r: Region) -> pd.DataFrame:
+    """Per CPU op name: count and inclusive CPU time per step."""
+    return _count_and_time(r.ops, "name", r.regions)
+
+
+def chain_table(r: Region) -> pd.DataFrame:
+    """Per op chain: the op at its end, count and time per step."""
+    o = r.ops
+    if not len(o):
+        return pd.DataFrame({"op": pd.Series(dtype=object), "count": pd.Series(dtype=float),
+                             "time_ns": pd.Series(dtype=float)})
+    g = o.groupby(o["chain"].astype(str).to_numpy())
+    return pd.DataFrame({"op": g["name"].first().astype(str), "count": g.size() / r.regions,
+                         "time_ns": g["dur_ns"].sum().clip(lower=0) / r.regions})
+
+
+def breakdown(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
+    """What a stacked bar of this region shows: GPU time per category per step, or (CPU-only)
+    CPU self time per step (an op's time minus its child ops') by op name, the ``top`` largest
+    and the rest as "other ops". Self times add up to the time spent in ops, without double counting."""
+    if r.has_gpu:
+        return "gpu", category_times(r)["time_ns"].sort_values(ascending=False)
+    o = r.ops
+    s = o.groupby(o["name"].astype(str).to_numpy())["self_ns"].sum().clip(lower=0) / r.regions
+    s = s.sort_values(ascending=False)
+    if top is not None and len(s) > top:
+        s = pd.concat([s.iloc[:top], pd.Series({"other ops": s.iloc[top:].sum()})])
+    return "cpu", s
+
+
+def trace_labels(traces) -> list[str]:
+    """Each trace's label; repeated labels get the file name added, then the full path."""
+    labels = [t.label for t in traces]
+    counts = Counter(labels)
+    labels = [f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl for lbl, t in zip(labels, traces)]
+    if len(set(labels)) == len(labels):
+        return labels
+    paths = [t.path for t in traces]
+    if len(set(paths)) == len(paths):
+        return paths
+    return [f"{lbl} #{i + 1}" for i, lbl in enumerate(labels)]  # the same file given twice

@@ -1,0 +1,157 @@
+"""Every metric that more than one command shows, each computed by one function.
+
+The names here are the names in every output (summary info, the compare table,
+the diff overview, JSON and CSV); docs/metrics.md defines each one: what it
+counts and what it leaves out. "Per step" means per region (see ``region``): a
+ProfilerStep, an annotated span, or the whole trace when it has no steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..domain import domain, gemm_family
+from .region import Region
+
+
+def _per(r: Region, value) -> float:
+    return float(value) / r.regions
+
+
+def _time(frame: pd.DataFrame) -> int:
+    return int(frame["dur_ns"].clip(lower=0).sum()) if len(frame) else 0
+
+
+def _of_kind(r: Region, kind: str) -> pd.DataFrame:
+    a = r.activities
+    return a[(a["kind"] == kind).to_numpy()] if len(a) else a
+
+
+# ------------------------------------------------------------------ GPU
+
+
+def gpu_activities(r: Region) -> int:
+    """Kernels, memcpys and memsets in the region."""
+    return len(r.activities)
+
+
+def gpu_time_ns(r: Region) -> int:
+    """Summed duration of the region's GPU activities (overlaps on streams count twice)."""
+    return _time(r.activities)
+
+
+def kernels(r: Region) -> int:
+    """GPU activities of kind kernel (no memcpy, no memset)."""
+    return len(_of_kind(r, "kernel"))
+
+
+def kernel_launches(r: Region) -> int:
+    """Distinct runtime calls that launched the region's kernels (a graph launch counts once)."""
+    launch = _of_kind(r, "kernel")["launch"].to_numpy() if r.has_gpu else np.empty(0, np.int64)
+    return len(np.unique(launch[launch >= 0]))
+
+
+def cpu_ops(r: Region) -> int:
+    """CPU ops (cpu_op events, at every depth) in the region."""
+    return len(r.ops)
+
+
+def cpu_op_time_ns(r: Region) -> int:
+    """Time in the region's outermost CPU ops (nested ops are inside it, so not added again)."""
+    return _time(r.ops[r.ops["outer"].to_numpy()])
+
+
+def gemm_time_ns(r: Region) -> int:
+    return _time(_gemms(r))
+
+
+def _gemms(r: Region) -> pd.DataFrame:
+    a = r.activities
+    return a[(a["category"].astype(str) == "gemm").to_numpy()] if len(a) else a
+
+
+def tensor_core_pct(r: Region) -> float:
+    """Share of GEMM time on tensor cores, among GEMM kernels whose path is known; nan without any."""
+    g = _gemms(r)
+    if not len(g):
+        return float("nan")
+    tc = g["tensor_core"]
+    known = tc.notna().to_numpy()
+    dur = g["dur_ns"].clip(lower=0).to_numpy()
+    known_ns = dur[known].sum()
+    if known_ns <= 0:
+        return float("nan")
+    return 100.0 * dur[known & tc.fillna(False).to_numpy(dtype=bool)].sum() / known_ns
+
+
+def on_tensor_cores(pct: float) -> bool | None:
+    """Whether GEMMs "run on tensor cores" by the majority rule in rules/ops.toml (None: unknown)."""
+    return None if np.isnan(pct) else pct >= domain().tensor_core_majority_pct
+
+
+def gemm_families(r: Region) -> dict:
+    """GEMM family -> percent of GEMM time, largest first."""
+    g = _gemms(r)
+    total = _time(g)
+    if not total:
+        return {}
+    fam = pd.Series(g["dur_ns"].clip(lower=0).to_numpy(), index=[gemm_family(str(n)) for n in g["name"].astype(str)])
+    fam = fam.groupby(level=0).sum().sort_values(ascending=False, kind="stable")
+    return {f: 100.0 * v / total for f, v in fam.items()}
+
+
+def attention(r: Region) -> dict:
+    """Fused attention kernels by backend (count/time per step, main kernel), and the SDPA CPU ops."""
+    a = r.activities
+    backends: dict = {}
+    att = a[(a["category"].astype(str) == "attention").to_numpy()] if len(a) else a
+    if len(att):
+        be = att["attention_backend"].astype(object).where(att["attention_backend"].notna(), "fused (unknown)")
+        for b, grp in att.groupby(be.astype(str).to_numpy(), sort=False):
+            backends[b] = {"count": _per(r, len(grp)), "time_ns": _per(r, _time(grp)),
+                           "kernel": grp["name"].astype(str).value_counts().index[0],
+                           "distinct": grp["name"].nunique()}
+    sdpa_ops = domain().sdpa_ops
+    names = r.ops["name"].astype(str)
+    sdpa = list(dict.fromkeys(names[names.isin(list(sdpa_ops))]))
+    return {"kernels": backends, "sdpa_ops": sdpa, "sdpa_backends": list(dict.fromkeys(sdpa_ops[n] for n in sdpa))}
+
+
+def attention_backend(r: Region, stats: dict | None = None) -> str:
+    """The fused kernels' backend(s), else the SDPA op's backend, else "none"."""
+    stats = stats or attention(r)
+    if stats["kernels"]:
+        return ", ".join(stats["kernels"])
+    if stats["sdpa_backends"]:
+        return ", ".join(stats["sdpa_backends"])
+    return "none"
+
+
+# ------------------------------------------------------------------ the shared set
+
+
+def per_step(r: Region) -> dict:
+    """The metrics every command shows, by their one name; counts and times per region."""
+    gpu = {
+        "gpu_activities_per_step": _per(r, gpu_activities(r)),
+        "kernels_per_step": _per(r, kernels(r)),
+        "memcpys_per_step": _per(r, len(_of_kind(r, "memcpy"))),
+        "memsets_per_step": _per(r, len(_of_kind(r, "memset"))),
+        "gpu_time_per_step_ns": _per(r, gpu_time_ns(r)),
+        "kernel_launches_per_step": _per(r, kernel_launches(r)),
+    }
+    cpu = {
+        "cpu_ops_per_step": _per(r, cpu_ops(r)),
+        "cpu_time_per_step_ns": _per(r, r.cpu_wall_ns),
+        "cpu_op_time_per_step_ns": _per(r, cpu_op_time_ns(r)),
+    }
+    return {"regions": r.regions, **gpu, **cpu, "tensor_core_pct": tensor_core_pct(r),
+            "attention_backend": attention_backend(r)}
+
+
+#: the per-step metrics whose value is a count or a time (the diff overview's rows)
+NUMERIC = ("regions", "gpu_activities_per_step", "kernels_per_step", "memcpys_per_step", "memsets_per_step",
+           "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step", "cpu_time_per_step_ns",
+           "cpu_op_time_per_step_ns", "tensor_core_pct")
+GPU_ONLY = ("gpu_activities_per_step", "kernels_per_step", "memcpys_per_step", "memsets_per_step",
+            "gpu_time_per_step_ns", "kernel_launches_per_step", "tensor_core_pct")

@@ -6,7 +6,7 @@ import json
 import click
 
 from .. import cache as cache_mod
-from . import main
+from .group import main
 from .common import friendly
 
 _DIR = click.option("--dir", "folder", type=click.Path(file_okay=False), default=None,

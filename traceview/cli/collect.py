@@ -11,7 +11,7 @@ import sys
 
 import click
 
-from . import main
+from .group import main
 
 #: subcommand -> (module, one-line help)
 COLLECTORS = {

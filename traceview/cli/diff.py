@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from ..analyses.region import Selection
-from . import main
+from .group import main
 from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
                      select_options, selection)
 

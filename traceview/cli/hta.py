@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from . import main
+from .group import main
 from .common import emit, format_option, friendly, load_options, loader
 
 ANALYSES = ("temporal", "idle", "kernels", "launch")

@@ -4,9 +4,11 @@ from __future__ import annotations
 import os
 
 from .classify import annotate
+from .errors import TraceReadError
 from .link import link
 from .model import Trace, build_events, gpu_activities, step_table
 from .read import DEFAULT_MAX_BYTES, read
+from .read.source import over_cap
 
 
 def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rules=None,
@@ -23,11 +25,11 @@ def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rul
     if cache is not False and not salvage and rules is None:
         hit = cache_mod.lookup(path, cache)
         if hit is not None:
+            _check_size(hit, max_bytes)  # the limit holds whether or not the trace was cached
             return hit
     try:
         trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, rules=rules)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError
-        from .errors import TraceReadError
         from .limits import available_memory
 
         avail = available_memory()
@@ -44,11 +46,16 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, rules) -> Trace:
     warnings = list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
     steps = step_table(built.events)
     activities, ops, shares = link(built.events, built.flows, steps, gpu_activities(built.events),
-                                   built.input_dims)
+                                   built.op_args)
     activities = annotate(activities, rules=rules)
-    stats = {"n_events": raw.n_events, "phases": built.counts, **shares}
+    stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}
     return Trace(path=path, events=built.events, kernels=activities, ops=ops, steps=steps,
                  meta=raw.meta, warnings=warnings, stats=stats)
+
+
+def _check_size(trace: Trace, max_bytes: int) -> None:
+    if trace.stats.get("json_bytes", 0) > max_bytes:
+        raise TraceReadError(trace.path, over_cap("larger than", max_bytes))
 
 
 def _phase_warnings(path: str, counts: dict) -> list[str]:

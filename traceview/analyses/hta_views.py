@@ -28,7 +28,7 @@ def _rank(ta, rank):
 
 
 def _path(trace, ta):
-    return trace.path if trace is not None else ", ".join(getattr(ta, "_traceview_paths", []))
+    return trace.path if trace is not None else (ta.label if isinstance(ta, bridge.HTARun) else "")
 
 
 def hta_kernel_types(names) -> pd.Series:

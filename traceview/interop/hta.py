@@ -37,6 +37,7 @@ alike, so those widen its GPU span and count as non-computation time.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import os
 import tempfile
 from pathlib import Path
@@ -124,9 +125,13 @@ def _hta_errors(path, analysis: str):
 
 def call(ta, analysis: str, fn, *args, path=None, **kwargs):
     """Run ``fn(*args, **kwargs)`` (an HTA call on ``ta``), translating HTA's exceptions."""
-    label = path if path is not None else ", ".join(getattr(ta, "_traceview_paths", ["trace"]))
+    label = path if path is not None else _label(ta)
     with _hta_errors(label, analysis):
         return fn(*args, **kwargs)
+
+
+def _label(ta) -> str:
+    return ta.label if isinstance(ta, HTARun) else "trace"
 
 
 def _meta(trace_or_path) -> tuple[str, dict]:
@@ -215,6 +220,26 @@ def _ns_rounding(enabled: bool):
             opts.set_disable_ns_rounding(old_opt)
 
 
+@dataclass(frozen=True)
+class HTARun:
+    """HTA's ``TraceAnalysis`` with the traceview paths it was built from (by rank).
+
+    Attribute access is forwarded to the analysis, so ``run.get_temporal_breakdown()``
+    and ``run.t`` work as on HTA's own object, which traceview leaves untouched.
+    """
+
+    analysis: object
+    paths: list
+    ranks: dict  # rank -> path
+
+    @property
+    def label(self) -> str:
+        return ", ".join(self.paths) or "trace"
+
+    def __getattr__(self, name):
+        return getattr(self.analysis, name)
+
+
 def _build(files: dict[int, str], paths: list[str], include_last_step: bool, ns_rounding: bool):
     import_hta()
     from hta.trace_analysis import TraceAnalysis
@@ -222,9 +247,7 @@ def _build(files: dict[int, str], paths: list[str], include_last_step: bool, ns_
     label = ", ".join(paths)
     with _ns_rounding(ns_rounding), _hta_errors(label, "load"):
         ta = TraceAnalysis(trace_files=dict(files), include_last_profiler_step=include_last_step)
-    ta._traceview_paths = paths
-    ta._traceview_ranks = dict(zip(files, paths))
-    return ta
+    return HTARun(ta, list(paths), dict(zip(files, paths)))
 
 
 def to_hta(trace_or_path, *, rank: int | None = None, workdir=None, include_last_step: bool = True,
@@ -293,7 +316,7 @@ def to_hta_many(traces, *, ranks=None, renumber: bool = False, workdir=None, inc
 
 def gpu_events(ta, rank: int):
     """HTA's GPU table for one rank (every event with a stream), names decoded, as HTA keeps it."""
-    with _hta_errors(", ".join(getattr(ta, "_traceview_paths", ["trace"])), "load"):
+    with _hta_errors(_label(ta), "load"):
         df = ta.t.get_trace(rank)
         sym = ta.t.symbol_table.get_sym_table()
         g = df[df["stream"].ne(-1)].copy()

@@ -37,6 +37,7 @@ class RawTrace:
     meta: dict
     columns: dict
     n_events: int
+    json_bytes: int = 0  # size of the (decompressed) JSON text: what --max-size limits
     warnings: list = field(default_factory=list)
 
 
@@ -46,6 +47,7 @@ def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> 
     text = read_source(path, max_bytes=max_bytes, salvage=salvage)
     warnings: list[str] = []
     data = text.data
+    json_bytes = len(data)
     if salvage:
         data, note = salvage_prefix(data, path, text.cut)
         if note:
@@ -58,7 +60,8 @@ def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> 
     _check_is_trace(decoded, path)
     if decoded.dropped:
         warnings.append(f"{path}: skipped {decoded.dropped} malformed event(s)")
-    return RawTrace(path=path, meta=meta, columns=decoded.columns, n_events=decoded.n_events, warnings=warnings)
+    return RawTrace(path=path, meta=meta, columns=decoded.columns, n_events=decoded.n_events,
+                   json_bytes=json_bytes, warnings=warnings)
 
 
 def event_columns(events_raw, path: str) -> EventColumns:

@@ -61,7 +61,7 @@ def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool 
     except OSError as exc:
         raise TraceReadError(path, f"cannot read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:
-        raise TraceReadError(path, _over_cap("larger than", max_bytes))
+        raise TraceReadError(path, over_cap("larger than", max_bytes))
     if not data.strip():
         raise TraceReadError(path, "empty file")
     return Decompressed(data)
@@ -90,14 +90,15 @@ def _read_capped(fh, max_bytes: int) -> bytes:
 def _check_size(path: str, size: int, max_bytes: int) -> None:
     """Refuse before reading a file over the cap or too large for available memory."""
     if size > max_bytes:
-        raise TraceReadError(path, _over_cap("larger than", max_bytes))
+        raise TraceReadError(path, over_cap("larger than", max_bytes))
     cap = memory_cap()
     if cap is not None and size > cap:
         raise TraceReadError(path, memory_problem(size))
 
 
-def _over_cap(what: str, max_bytes: int) -> str:
-    return f"{what} the {_human(max_bytes)} limit (raise max_bytes / --max-size)"
+def over_cap(what: str, max_bytes: int) -> str:
+    """The one wording of "over the size limit", for the reader and for a cached trace alike."""
+    return f"{what} the {_human(max_bytes)} size limit (--max-size MIB raises it)"
 
 
 class _Inflater:
@@ -115,7 +116,7 @@ class _Inflater:
         """Inflate ``chunk`` up to the cap; return what is left of it (the output was full)."""
         self.out += self.decomp.decompress(chunk, self.cap + 1 - len(self.out))  # zlib.error: corrupt
         if len(self.out) > self.max_bytes:
-            raise TraceReadError(self.path, _over_cap("decompresses to more than", self.max_bytes))
+            raise TraceReadError(self.path, over_cap("decompresses to more than", self.max_bytes))
         if len(self.out) > self.cap:
             raise TraceReadError(self.path, memory_problem(len(self.out), at_least=True))
         self.consumed += len(chunk) - len(self.decomp.unconsumed_tail)

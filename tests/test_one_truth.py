@@ -189,3 +189,19 @@ def test_a_trace_without_steps_counts_as_one_step_in_every_command(tmp_path):
     assert s.info["regions"] == c["compare"]["regions"].iloc[0] == 1
     assert s.info["per"] == c.info["per"] == tv.diff(t, t).info["per"] == "trace"
     assert "per trace" in c.title and any("whole trace counts as one step" in n for n in s.notes)
+
+
+def test_every_shared_metric_is_defined_once_in_the_docs():
+    """docs/metrics.md defines each metric the commands share, by the name the outputs use."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "metrics.md").read_text()
+    defined = re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.M)
+    assert len(defined) == len(set(defined)), "a metric is defined twice"
+    r = tv.summary(SAMPLES / "naive.json.gz")
+    from traceview.analyses import metrics
+
+    shared = set(metrics.NUMERIC) | {"attention_backend", "gpu_activities", "gpu_time_ns",
+                                     "left_out_gpu_activities", "linked_to_op_pct"}
+    assert shared <= set(defined), shared - set(defined)
+    assert shared <= set(r.info), shared - set(r.info)

@@ -70,6 +70,11 @@ def _kernel_count_finding(A: Region, B: Region, unit: str) -> str:
             f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
 
 
+def _what(category: str) -> str:
+    """What a category's count counts: memcpys and memsets are not kernels."""
+    return {"memcpy": "memcpys", "memset": "memsets"}.get(category, "kernels")
+
+
 def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) -> list[str]:
     """The (at most three) categories whose GPU time moved by more than 5% of the larger side's."""
     most = max(per_step(A)["gpu_time_per_step_ns"], per_step(B)["gpu_time_per_step_ns"], 1)
@@ -77,7 +82,7 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     if not len(movers):
         return []
     movers = movers.iloc[np.argsort(-np.abs(movers["delta_time_ns"].to_numpy()), kind="stable")].head(3)
-    parts = [f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} kernels)"
+    parts = [f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} {_what(c)})"
              for c, d, ca, cb in zip(movers["category"], movers["delta_time_ns"], movers["a_count"],
                                      movers["b_count"])]
     return [f"GPU time per {unit} changes most in: " + "; ".join(parts)]
@@ -92,7 +97,8 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
             who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
             f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")
         if len(table) > 5:
-            f.append(f"... and {len(table) - 5} more kernel(s) only in {side_word} (see only_in_{side_word.lower()})")
+            f.append(f"... and {len(table) - 5} more GPU activities only in {side_word} "
+                     f"(see only_in_{side_word.lower()})")
     return f
 
 

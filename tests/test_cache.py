@@ -30,6 +30,7 @@ CORPUS_PICK = [f for f in corpus_files() if f.name.startswith(("trace_diff__cont
 def _cache_env(tmp_path, monkeypatch):
     """Every test here caches under tmp_path, never in the user's home."""
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "default-cache"))
+    monkeypatch.setenv("TRACEVIEW_CACHE_MIN_MB", "0")  # the tests' traces are tiny
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 
 
@@ -425,4 +426,30 @@ def test_missing_corpus_is_reported_once(tmp_path):
     n = int(lines[0].split()[0])
     assert n > 0 and f"{n} skipped" in r.stdout
     assert lines[0] == f"{n} corpus tests skipped: corpus not found at /nonexistent; set TRACEVIEW_CORPUS"
+    assert not (tmp_path / "home" / ".cache").exists()
+
+
+def test_the_default_cache_leaves_small_traces_alone(tmp_path, monkeypatch):
+    """The README's first command on the sample traces must not write to the user's cache."""
+    monkeypatch.delenv("TRACEVIEW_CACHE_MIN_MB")
+    small = _write_trace(tmp_path / "small.json", _events())
+    tv.load(small)
+    assert not (tmp_path / "default-cache").exists()
+    tv.load(small, cache=str(tmp_path / "mine"))  # a folder given on purpose caches every trace
+    assert any((tmp_path / "mine").iterdir())
+    monkeypatch.setenv("TRACEVIEW_CACHE_MIN_MB", "0.000001")
+    tv.load(small)
+    assert any((tmp_path / "default-cache").iterdir())
+
+
+def test_readme_first_command_does_not_touch_home_cache(tmp_path):
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEVIEW_", "XDG_"))}
+    env["HOME"] = str(tmp_path / "home")
+    root = Path(__file__).resolve().parents[1]
+    res = subprocess.run([sys.executable, "-m", "traceview", "compare", str(root / "sample_traces")],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
     assert not (tmp_path / "home" / ".cache").exists()

@@ -20,7 +20,8 @@ Size: after each store the folder is trimmed. Entries written by another tracevi
 version or code (their ``stamp`` differs; they can never be hit again) go first, then
 the least recently used entries (a hit touches the entry's ``stamp`` file) until the
 folder fits the cap: ``$TRACEVIEW_CACHE_MAX_MB`` mebibytes, default 2048; 0 turns
-caching off. ``info()`` and ``clear()`` (``traceview cache info|clear``) show and empty
+caching off. The default folder only stores trace files of ``$TRACEVIEW_CACHE_MIN_MB``
+(default 1) mebibytes or more: smaller ones parse about as fast as an entry reads. ``info()`` and ``clear()`` (``traceview cache info|clear``) show and empty
 the folder; they only ever touch folders named like entries, never anything else
 that may live there.
 
@@ -54,6 +55,8 @@ _TABLES = ("events", "kernels", "ops", "steps")
 _PKG = Path(__file__).parent
 DEFAULT_MAX_MB = 2048
 MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"
+DEFAULT_MIN_MB = 1.0  # smaller trace files load about as fast as an entry reads back
+MIN_ENV = "TRACEVIEW_CACHE_MIN_MB"
 _STAMP = "stamp"  # the code version that wrote the entry; its mtime is the entry's last use
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 _TMP_NAME = re.compile(r"[0-9a-f]{32}\.tmp-[A-Za-z0-9_]+")
@@ -117,7 +120,7 @@ def store(trace, cache) -> None:
             cap = max_bytes()
         except TraceviewError:  # a load never fails over the cache; `traceview cache info` says what is wrong
             cap = DEFAULT_MAX_MB * 2**20
-        if cap <= 0:
+        if cap <= 0 or (cache is None and not _worth_it(trace.path)):
             return
         key = _key(trace.path)
         if key is None:
@@ -187,6 +190,17 @@ def max_bytes() -> int:
         raise TraceviewError(f"{MAX_ENV}={raw!r} is not a size in MiB (a number such as {DEFAULT_MAX_MB}; "
                              "0 turns the cache off)")
     return int(mib * 2**20)
+
+
+def _worth_it(path) -> bool:
+    """With the default cache, only trace files of ``$TRACEVIEW_CACHE_MIN_MB`` (default 1 MiB)
+    or more are stored: a small one parses in milliseconds, and storing it would only fill
+    the user's cache folder (a folder given explicitly caches every trace)."""
+    try:
+        mib = float(os.environ.get(MIN_ENV, "") or DEFAULT_MIN_MB)
+        return os.stat(path).st_size >= mib * 2**20
+    except (OSError, ValueError):
+        return False
 
 
 class _Found:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .model import CPU_NEST_ROLES, input_dims_at, per_category, step_numbers
+from .model import CPU_NEST_ROLES, arg_texts_at, per_category, step_numbers
 
 _ROLE_ORDER = {"annotation": 0, "cpu_op": 1, "runtime": 2}
 
@@ -183,7 +183,7 @@ ARROW = " → "  # joins the op names of a chain, outermost first
 
 
 def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame,
-         input_dims) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+         op_args: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Link the GPU activities and build the op table.
 
     Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
@@ -192,7 +192,7 @@ def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activit
     nesting = nest(events)
     launch = launches(activities, events, flows)
     activities = link_activities(activities, launch, events, nesting, steps)
-    ops = ops_table(events, nesting, steps, activities, input_dims)
+    ops = ops_table(events, nesting, steps, activities, op_args)
     n = len(activities)
     shares = {"linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
               "linked_to_launch": float((activities["launch"] >= 0).mean()) if n else 1.0}
@@ -256,9 +256,10 @@ def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
 # ------------------------------------------------------------------ the op table
 
 
-def ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
+def ops_table(events, nesting, steps, kernels, op_args: dict) -> pd.DataFrame:
     """One row per cpu_op: name, times, thread, parent op, depth, chain, self time, step,
-    and the GPU activities it launched (self and inclusive)."""
+    its raw ``Input Dims``/``Input type``/``Concrete Inputs`` texts (``op_args``: name ->
+    texts row-aligned with ``events``), and the GPU activities it launched (self and inclusive)."""
     rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
     anc = ancestry(rows, nesting, events)
     pos = np.full(len(events), -1, dtype=np.int64)
@@ -272,7 +273,8 @@ def ops_table(events, nesting, steps, kernels, input_dims) -> pd.DataFrame:
         "external_id": ev["external_id"].array,
     })
     ops["name"] = ops["name"].cat.remove_unused_categories()
-    ops["input_dims"] = input_dims_at(input_dims, rows)
+    for name, texts in op_args.items():
+        ops[name] = arg_texts_at(texts, rows)
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
     step = anc["step"].to_numpy()
     if (step < 0).any() and len(steps):

@@ -17,6 +17,10 @@ import pandas as pd
 
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
+from .read.events import TEXT_ARGS
+
+#: the op args kept per CPU op, as raw JSON text: ``Input Dims``, ``Input type``, ``Concrete Inputs``
+OP_ARGS = TEXT_ARGS
 
 # cat (as written, lower-cased) -> role
 ROLES = {
@@ -55,7 +59,7 @@ class Trace:
         if isinstance(info, dict) and info.get("variant"):
             return str(info["variant"])
         name = self.path.rsplit("/", 1)[-1]
-        for suffix in (".gz", ".json", ".pt.trace"):
+        for suffix in (".gz", ".json", ".pt.trace", ".trace"):
             name = name[: -len(suffix)] if name.endswith(suffix) else name
         return name
 
@@ -119,22 +123,28 @@ class Built(NamedTuple):
 
     events: pd.DataFrame
     flows: pd.DataFrame
-    input_dims: object  # the events' raw ``Input Dims`` texts (reader's Codes or list), row-aligned
+    op_args: dict       # OP_ARGS name -> the events' raw arg texts (reader's Codes or list), row-aligned
     counts: dict        # events per phase, as read
     notes: list         # what was unusable, counted
 
 
 def build_events(cols: dict, meta: dict) -> Built:
-    """The duration-event table, the flow table, the raw Input Dims, per-phase counts and notes."""
+    """The duration-event table, the flow table, the raw op arg texts, per-phase counts and notes."""
     base = _base_ns(meta)
     events = _duration_events(cols, _shift(cols["ts_ns"], base))
     keep, notes = _usable(events)
-    dims = cols["arg_input_dims"]
+    texts = {name: cols.get("arg_" + name) for name in OP_ARGS}
     if keep is not None:
         events = events.iloc[keep].reset_index(drop=True)
-        dims = dims.take(keep) if hasattr(dims, "take") else [dims[i] for i in keep]
+        texts = {name: _take(t, keep) for name, t in texts.items()}
     flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
-    return Built(events, flows, dims, cols["counts"], notes)
+    return Built(events, flows, texts, cols["counts"], notes)
+
+
+def _take(texts, rows: np.ndarray):
+    if texts is None:
+        return None
+    return texts.take(rows) if hasattr(texts, "take") else [texts[i] for i in rows]
 
 
 def _usable(events: pd.DataFrame) -> tuple[np.ndarray | None, list[str]]:
@@ -152,14 +162,15 @@ def _usable(events: pd.DataFrame) -> tuple[np.ndarray | None, list[str]]:
     return np.flatnonzero(keep), notes
 
 
-def input_dims_at(input_dims, rows: np.ndarray) -> pd.Categorical:
-    """The ``Input Dims`` texts of the given event rows as a categorical, each distinct text decoded once."""
-    if input_dims is None or not len(rows):
+def arg_texts_at(texts, rows: np.ndarray) -> pd.Categorical:
+    """One op arg's raw JSON texts (``Input Dims``, ``Input type``, ``Concrete Inputs``) at the
+    given event rows as a categorical, each distinct text decoded once."""
+    if texts is None or not len(rows):
         return pd.Categorical([None] * len(rows))
-    if not isinstance(input_dims, Codes):
+    if not isinstance(texts, Codes):
         return categorical([bytes(d).decode("utf-8", "replace") if len(d) else None
-                            for d in (input_dims[i] for i in rows)])
-    sub = input_dims.take(rows)
+                            for d in (texts[i] for i in rows)])
+    sub = texts.take(rows)
     return categorical(Codes(sub.codes, [bytes(u).decode("utf-8", "replace") for u in sub.uniques]))
 
 

@@ -23,10 +23,10 @@ import numpy as np
 from ..errors import TraceReadError
 from .chunks import checked_event_chunks, event_chunks
 from .codes import Codes, Factorizer, IntColumn, int_values
-from .events import NO_ARGS, TYPED_INT_ARGS, DecodedEvents, decode_events
+from .events import NO_ARGS, TEXT_ARGS, TYPED_INT_ARGS, DecodedEvents, decode_events
 from .times import NumberTexts, times_ns
 
-X_STRINGS = ("cat", "name", "pid", "tid")  # factorized fields of X events (plus arg_input_dims)
+X_STRINGS = ("cat", "name", "pid", "tid")  # factorized fields of X events (plus the TEXT_ARGS)
 FLOW_FIELDS = ("ph", "cat", "id", "pid", "tid")
 INT_ARGS = ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes")
 ARRAYS = ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in INT_ARGS))
@@ -39,7 +39,7 @@ class ChunkPart:
     n_events: int
     dropped: int
     counts: dict  # phase -> number of events
-    x_codes: dict  # X_STRINGS + "arg_input_dims" -> Codes
+    x_codes: dict  # X_STRINGS + "arg_<TEXT_ARGS>" -> Codes
     flow_codes: dict  # FLOW_FIELDS -> Codes
     arrays: dict
 
@@ -85,9 +85,10 @@ def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
     for name in INT_ARGS:
         values = list(map(attrgetter(name), args))
         arrays["arg_" + name] = int_values(values, ints_or_none=name in TYPED_INT_ARGS)
-    dims = Factorizer(empty_is_missing=True)
-    dims.add(list(map(bytes, map(attrgetter("input_dims"), args))))
-    codes["arg_input_dims"] = dims.finish()
+    for name in TEXT_ARGS:
+        texts = Factorizer(empty_is_missing=True)
+        texts.add(list(map(bytes, map(attrgetter(name), args))))
+        codes["arg_" + name] = texts.finish()
     return codes, arrays
 
 
@@ -102,7 +103,7 @@ class ColumnBuilder:
     """Appends ``ChunkPart``s in chunk order; ``finish`` gives the whole trace's columns."""
 
     counts: Counter = field(default_factory=Counter)
-    x: dict = field(default_factory=lambda: {name: Factorizer() for name in (*X_STRINGS, "arg_input_dims")})
+    x: dict = field(default_factory=lambda: {name: Factorizer() for name in (*X_STRINGS, *("arg_" + a for a in TEXT_ARGS))})
     flows: dict = field(default_factory=lambda: {name: Factorizer() for name in FLOW_FIELDS})
     arrays: dict = field(default_factory=lambda: {key: [] for key in ARRAYS})
     n_events: int = 0

@@ -28,6 +28,8 @@ class Args(msgspec.Struct, omit_defaults=True, gc=False):
     bytes: Any = None
     name: Any = None
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -45,6 +47,8 @@ class Event(msgspec.Struct, gc=False):
 
 NO_ARGS = Args()
 TYPED_INT_ARGS = ("correlation", "external_id", "external_id_2021")  # Args declares them int | None
+#: the op args kept as raw JSON text (factorized; each distinct text decoded once, later)
+TEXT_ARGS = ("input_dims", "input_types", "concrete_inputs")
 
 
 @dataclass

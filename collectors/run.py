@@ -97,6 +97,19 @@ def run_once(variant: Variant, device: str):
     return out
 
 
+def count_flops(variant: Variant) -> dict[str, Any]:
+    """FLOPs of one unprofiled call as torch's own ``FlopCounterMode`` counts them: the
+    total and per aten op (what traceview's FLOPs from the trace are checked against)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), variant.context(), counter:
+        variant.step()
+    by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
+    return {"total": int(counter.get_total_flops()), "by_op": dict(sorted(by_op.items()))}
+
+
 def check_against_reference(out, reference, *, dtype: str, reference_name: str) -> float:
     """Max abs error of ``out``; raises :class:`Skip` when it is not close."""
     import torch
@@ -217,7 +230,7 @@ class _Run:
         except RuntimeError as exc:
             self.skip(name, f"failed while profiling: {first_line(exc)}")
             return
-        entry = spec.finish_entry(variant, {**entry, "max_abs_err": err})
+        entry = spec.finish_entry(variant, {**entry, "max_abs_err": err, "flop_counter": count_flops(variant)})
         self.manifest["collected"][name] = entry
         self.say(
             f"{spec.tag} ok      {name:<{spec.name_width}} {entry['file']} ({entry['size']} B), "

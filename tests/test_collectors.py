@@ -178,6 +178,20 @@ def test_manifest_on_disk_matches_files(run):
         assert entry["max_abs_err"] <= 1e-4
 
 
+def test_manifest_records_torch_flop_counter(run):
+    """Each collected variant's manifest entry holds FlopCounterMode's count of one forward."""
+    _, manifest, _ = run
+    b, h, s, d = (TINY[k] for k in ("batch", "heads", "seq_len", "head_dim"))
+    two_bmms = 2 * (2 * b * h * s * s * d)  # q @ k^T and p @ v, 2 FLOPs per multiply-add
+    for name, entry in manifest["collected"].items():
+        fc = entry["flop_counter"]
+        assert fc["total"] == sum(fc["by_op"].values())
+        if name in ("naive", "naive_inplace", "sdpa_math"):  # math decomposes into bmm
+            assert fc["by_op"] == {"aten.bmm": two_bmms}
+        else:  # torch registers no formula for the CPU flash op
+            assert fc["total"] == 0
+
+
 def test_attention_op_recorded_per_sdpa_variant(run):
     _, manifest, _ = run
     c = manifest["collected"]

@@ -79,18 +79,20 @@ def region(trace, sel: Selection | None = None) -> Region:
     if sel.step is not None:
         r = _one_step(trace, sel, acts, ops)
     elif sel.annotation is not None:
-        r = _annotated(trace, sel.annotation, acts, ops)
+        r = _annotated(trace, sel, acts, ops)
     elif len(trace.steps):
-        r = _every_step(trace, acts, ops)
+        r = _every_step(trace, sel, acts, ops)
     else:
-        r = _whole_trace(trace, acts, ops)
-    kept = r.ops["event"].to_numpy()
-    parent_event = np.where(r.ops["parent"].to_numpy() >= 0,
-                            ops["event"].to_numpy()[np.clip(r.ops["parent"].to_numpy(), 0, None)], -1) \
-        if len(ops) else np.empty(0, np.int64)
-    r.ops = r.ops.assign(outer=~np.isin(parent_event, kept))
-    r.selection = sel
+        r = _whole_trace(trace, sel, acts, ops)
+    r.ops = r.ops.assign(outer=_outermost(r.ops, ops))
     return r
+
+
+def _outermost(kept: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """Which of the region's ops have no parent op inside the region."""
+    parent = kept["parent"].to_numpy()
+    parent_event = np.where(parent >= 0, ops["event"].to_numpy()[np.clip(parent, 0, None)], -1)
+    return ~np.isin(parent_event, kept["event"].to_numpy())
 
 
 # ------------------------------------------------------------------ checking the selection
@@ -168,8 +170,7 @@ def _matching_activities(trace, sel: Selection) -> pd.DataFrame:
     mask = np.ones(len(k), dtype=bool)
     for column, value in (("device", sel.device), ("stream", sel.stream), ("kind", sel.kind)):
         if value is not None:
-            mask &= (k[column] == value).fillna(False).to_numpy() if column != "kind" else \
-                (k[column] == value).to_numpy()
+            mask &= (k[column] == value).to_numpy(dtype=bool, na_value=False)
     if sel.annotation is not None and len(k):
         launch = k["launch"].to_numpy()
         when = trace.events["ts_ns"].to_numpy()[launch.clip(0)]
@@ -193,26 +194,26 @@ def _one_step(trace, sel: Selection, acts, ops) -> Region:
     return Region(trace, sel, acts, ops, 1, "step", wall)
 
 
-def _annotated(trace, name: str, acts, ops) -> Region:
-    spans = annotation_spans(trace, name)
+def _annotated(trace, sel: Selection, acts, ops) -> Region:
+    spans = annotation_spans(trace, sel.annotation)
     ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
-    return Region(trace, Selection(), acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
+    return Region(trace, sel, acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 
 
-def _every_step(trace, acts, ops) -> Region:
+def _every_step(trace, sel: Selection, acts, ops) -> Region:
     stepped = acts["step"].notna().to_numpy()
     left_out = int((~stepped).sum())
     notes = []
     if left_out:
         notes.append(f"{trace.label}: {left_out} GPU activities launched outside every ProfilerStep "
                      "are left out of the per-step numbers")
-    return Region(trace, Selection(), acts[stepped], ops[ops["step"].notna().to_numpy()], len(trace.steps),
+    return Region(trace, sel, acts[stepped], ops[ops["step"].notna().to_numpy()], len(trace.steps),
                   "steps", int(trace.steps["dur_ns"].clip(lower=0).sum()), left_out, notes)
 
 
-def _whole_trace(trace, acts, ops) -> Region:
+def _whole_trace(trace, sel: Selection, acts, ops) -> Region:
     starts = ops["ts_ns"].to_numpy()
     ends = starts + ops["dur_ns"].clip(lower=0).to_numpy()
     wall = int(ends.max() - starts.min()) if len(ops) else 0
     note = f"{trace.label}: no ProfilerStep#N spans; the whole trace counts as one step"
-    return Region(trace, Selection(), acts, ops, 1, "trace", wall, 0, [note])
+    return Region(trace, sel, acts, ops, 1, "trace", wall, 0, [note])

@@ -84,3 +84,26 @@ def compare(traces, *, baseline=None, recursive: bool = False, **kw):
     report = _compare(loaded, baseline=baseline, sel=sel)
     report.notes += [f"skipped (not a profiler trace): {s}" for s in skipped]
     return report
+
+
+def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_kw):
+    """The rank traces of one distributed job (a folder, or paths) as a ``Run``: rank and world size
+    from each trace's ``distributedInfo``; two traces of one rank are refused, missing ranks reported.
+    ``run.frame("kernels")`` stacks every rank's frame with a ``rank`` column."""
+    from .run import load_run as _load_run
+
+    return _load_run(paths, skip_bad=skip_bad, recursive=recursive, **load_kw)
+
+
+def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
+          recursive: bool = False, progress=None, **load_kw):
+    """The distributed analyses of a run, one row per rank (``traceview ranks``): GPU time breakdown,
+    comm/comp overlap, idle per stream and its cause, stragglers per step and per collective.
+
+    ``workers=N`` spreads the ranks over a local Dask cluster of N processes, ``scheduler=ADDRESS``
+    over an existing one (its workers read the files by path: a shared filesystem); default serial.
+    """
+    from .scale import analyse_run
+
+    return analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
+                       progress=progress, **load_kw)

@@ -10,6 +10,7 @@ from . import cache  # noqa: F401  (registers cache info, cache clear)
 from . import collect  # noqa: F401  (registers collect)
 from . import diff  # noqa: F401  (registers diff, compare, timeline)
 from . import hta  # noqa: F401  (registers hta)
+from . import ranks  # noqa: F401  (registers ranks)
 from .group import main
 
 __all__ = ["main"]

@@ -1,0 +1,115 @@
+"""``traceview ranks``: one row per rank of a run, per-step and per-collective tables, and findings.
+
+Built from the ``RankWork`` of every rank (see ``rank_work``) and the run's rank
+``Plan``; nothing here touches events, so it runs wherever the small per-rank
+results were gathered.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from ..report import Report
+from ..units import human_ns
+from . import stragglers as st
+
+BREAKDOWN = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns"]
+
+
+def stacked(works: dict, attr: str) -> pd.DataFrame:
+    """One of the RankWork tables for every rank, with a ``rank`` column first."""
+    parts = [getattr(w, attr).assign(rank=r) for r, w in works.items()]
+    out = pd.concat(parts, ignore_index=True)
+    return out[["rank", *[c for c in out.columns if c != "rank"]]]
+
+
+def rank_table(works: dict, arrivals: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: file, GPU breakdown (ns and idle %), overlap %, collectives it was last at, wait caused."""
+    rows = [{"rank": r, "file": os.path.basename(w.path), "steps": len(w.steps), **w.totals} for r, w in works.items()]
+    out = pd.DataFrame(rows)
+    out["idle_pct"] = 100.0 * out["idle_ns"] / out["span_ns"].where(out["span_ns"] > 0)
+    late = st.by_rank(arrivals, list(works)).set_index("rank")
+    out = out.join(late, on="rank")
+    return out[["rank", "file", "steps", *BREAKDOWN, "idle_pct", "communication_busy_ns", "overlapped_ns",
+                "overlap_pct", "last_at", "wait_caused_ns"]]
+
+
+def ranks_report(works: dict, plan, notes: list | None = None) -> Report:
+    """The run's report; ``works``: rank -> RankWork (ranks of ``plan``)."""
+    collectives = stacked(works, "collectives")
+    arr = st.arrivals(collectives)
+    steps = stacked(works, "steps")
+    tables = {"ranks": rank_table(works, arr), "steps": steps, "stragglers": straggler_steps(arr, steps),
+              "collectives": arr, "categories": stacked(works, "categories"), "streams": stacked(works, "streams")}
+    info = {"ranks": len(works), "world_size": plan.world_size, "rank_rule": plan.rule,
+            "missing_ranks": ", ".join(map(str, plan.missing)) or "none",
+            "device": next((w.device_name for w in works.values() if w.device_name), None)}
+    extra = [n for w in works.values() for n in w.notes]
+    return Report(kind="ranks", title=f"Run of {len(works)} rank(s)", tables=tables,
+                  findings=findings(tables, plan), info=info, notes=list(plan.notes) + extra + list(notes or []))
+
+
+def straggler_steps(arr: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per step: the straggler, the wait it caused, its CPU step time against the others' median."""
+    per = st.per_step(arr)
+    if not len(per):
+        return per.assign(step_ns=[], others_median_ns=[], longer_pct=[])
+    key = steps.set_index(["step", "rank"])["cpu_step_ns"]
+    mine = key.reindex(list(zip(per["step"], per["straggler"]))).to_numpy(dtype=np.int64)
+    others = [steps.loc[(steps["step"] == s) & (steps["rank"] != r), "cpu_step_ns"].median()
+              for s, r in zip(per["step"], per["straggler"])]  # one per step, not per event
+    return per.assign(step_ns=mine, others_median_ns=others,
+                      longer_pct=100.0 * (mine / np.asarray(others, dtype=float) - 1.0))
+
+
+def findings(tables: dict, plan) -> list[str]:
+    out = straggler_findings(tables)
+    ranks = tables["ranks"]
+    ov = ranks.dropna(subset=["overlap_pct"])
+    if len(ov):
+        lo, hi = ov.loc[ov["overlap_pct"].idxmin()], ov.loc[ov["overlap_pct"].idxmax()]
+        out.append(f"communication overlaps computation for {lo.overlap_pct:.2f} % (rank {lo['rank']}) to "
+                   f"{hi.overlap_pct:.2f} % (rank {hi['rank']}) of its time")
+    out += idle_findings(tables)
+    if plan.missing:
+        out.append(f"{len(plan.missing)} of {plan.world_size} ranks have no trace: {', '.join(map(str, plan.missing))}")
+    return out
+
+
+def straggler_findings(tables: dict) -> list[str]:
+    per, ranks = tables["stragglers"], tables["ranks"]
+    if not len(per):
+        return ["no collective ran on every rank; stragglers can't be told"]
+    out = []
+    for r, grp in per.groupby("straggler", sort=False):
+        row = ranks.set_index("rank").loc[r]
+        longer = grp["longer_pct"].mean()
+        where = "longer" if longer >= 0 else "shorter"
+        out.append(f"rank {r} is the straggler in {len(grp)} of {len(per)} steps: it arrived last at "
+                   f"{int(row.last_at)} collectives and the others waited {human_ns(row.wait_caused_ns)} for it; "
+                   f"its step is {abs(longer):.1f} % {where} than the others' median"
+                   f"{extra_in(tables['categories'], r)}")
+    return out
+
+
+def extra_in(categories: pd.DataFrame, rank) -> str:
+    """Where the rank's GPU time exceeds the other ranks' median most (a kernel category)."""
+    pivot = categories.pivot_table(index="category", columns="rank", values="time_ns", aggfunc="sum", fill_value=0)
+    if rank not in pivot.columns or pivot.shape[1] < 2:
+        return ""
+    excess = pivot[rank] - pivot.drop(columns=rank).median(axis=1)
+    top = excess.idxmax()
+    return f"; its largest excess over the others is {top} (+{human_ns(excess[top])})" if excess[top] > 0 else ""
+
+
+def idle_findings(tables: dict) -> list[str]:
+    ranks, streams = tables["ranks"], tables["streams"]
+    if not len(ranks) or ranks["idle_pct"].isna().all():
+        return []
+    idle = streams[["idle_host_ns", "idle_dependency_ns", "idle_unknown_ns"]].sum()
+    total = idle.sum()
+    cause = "" if not total else (f"; of the streams' idle time {100.0 * idle['idle_host_ns'] / total:.0f} % waited "
+                                  f"for the host and {100.0 * idle['idle_dependency_ns'] / total:.0f} % on another kernel")
+    return [f"GPUs are idle {ranks['idle_pct'].min():.1f} %–{ranks['idle_pct'].max():.1f} % of their span{cause}"]

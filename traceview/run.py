@@ -1,0 +1,119 @@
+"""A run: the rank traces of one distributed job, each with its rank.
+
+Which rank a trace is comes from its own metadata, never from its file name:
+
+- ``distributedInfo.rank`` and ``distributedInfo.world_size`` (written by PyTorch's
+  profiler under torch.distributed) decide, for every trace that has them;
+- when *some* traces have ``distributedInfo``, those without it are not ranks of
+  this job and are left out, each named in the notes;
+- when *no* trace has it, the files are ranks 0..n-1 in sorted path order and the
+  run says so (``rule``).
+
+Two traces with the same rank are refused (an error naming both files); ranks
+below the world size with no trace are reported as missing. ``load_run`` loads
+every rank in this process; ``traceview.scale`` runs the per-rank work where the
+files are and only gathers results, with the same rules (``plan``).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .discover import candidates
+from .errors import NotATraceError, TraceReadError, TraceviewError
+from .load import load
+
+RULE_META = "distributedInfo.rank"
+RULE_ORDER = "no trace has distributedInfo: ranks are the files in sorted path order"
+
+
+def rank_info(meta: dict) -> tuple[int, int | None] | None:
+    """(rank, world_size) from a trace's ``distributedInfo``, or None."""
+    info = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("rank"), int) or isinstance(info.get("rank"), bool):
+        return None
+    ws = info.get("world_size")
+    return int(info["rank"]), int(ws) if isinstance(ws, int) and ws > 0 else None
+
+
+@dataclass
+class Plan:
+    """Which file is which rank."""
+
+    ranks: dict            # rank -> path, by rank
+    world_size: int
+    rule: str
+    missing: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+def plan(found: list[tuple[str, tuple | None]]) -> Plan:
+    """Ranks for ``(path, rank_info or None)`` pairs (see the module doc); refuses duplicates."""
+    if not found:
+        raise TraceviewError("no rank trace to analyse")
+    known = [(p, i) for p, i in found if i is not None]
+    if not known:
+        ordered = sorted(p for p, _ in found)
+        return Plan(dict(enumerate(ordered)), len(ordered), RULE_ORDER, [], [f"rank rule: {RULE_ORDER}"])
+    notes = [f"{p}: no distributedInfo; not a rank of this run, left out" for p, i in found if i is None]
+    ranks: dict = {}
+    for p, (r, _) in sorted(known):
+        if r in ranks:
+            raise TraceviewError(f"{p}: rank {r} again (also {ranks[r]}); one trace per rank")
+        ranks[r] = p
+    sizes = {ws for _, (_, ws) in known if ws is not None}
+    if len(sizes) > 1:
+        notes.append(f"traces disagree on world_size ({', '.join(map(str, sorted(sizes)))}); using the largest")
+    world = max(sizes | {max(ranks) + 1})
+    missing = [r for r in range(world) if r not in ranks]
+    if missing:
+        notes.append(f"missing ranks: {', '.join(map(str, missing))} of world size {world}")
+    return Plan(dict(sorted(ranks.items())), world, RULE_META, missing, notes)
+
+
+def run_files(paths, *, recursive: bool = False) -> list[str]:
+    """The trace files named, or found in the folders named."""
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    return [c.path for c in candidates(items, recursive=recursive)]
+
+
+@dataclass
+class Run:
+    """The loaded ranks of one job."""
+
+    traces: dict           # rank -> Trace
+    world_size: int
+    rule: str
+    missing: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # "PATH: why" for files left out
+
+    def frame(self, name: str) -> pd.DataFrame:
+        """One of the traces' frames (``kernels``, ``ops``, ``steps``, ``events``) for every rank,
+        with a ``rank`` column first."""
+        parts = [getattr(t, name).assign(rank=r) for r, t in self.traces.items()]
+        out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        return out[["rank", *[c for c in out.columns if c != "rank"]]]
+
+    def __repr__(self) -> str:
+        return f"<Run {len(self.traces)} of {self.world_size} ranks ({self.rule})>"
+
+
+def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_kw) -> Run:
+    """Load every rank trace of one job (a folder, or paths). ``skip_bad``: leave out a rank file
+    that can't be read (and say so) instead of stopping with an error naming it."""
+    traces, skipped = {}, []
+    for path in run_files(paths, recursive=recursive):
+        try:
+            traces[path] = load(path, **load_kw)
+        except NotATraceError as exc:
+            skipped.append(str(exc))
+        except TraceReadError as exc:
+            if not skip_bad:
+                raise
+            skipped.append(str(exc))
+    p = plan([(path, rank_info(t.meta)) for path, t in traces.items()])
+    return Run({r: traces[path] for r, path in p.ranks.items()}, p.world_size, p.rule, p.missing,
+               p.notes + [f"skipped {s}" for s in skipped], skipped)

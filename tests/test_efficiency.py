@@ -1,0 +1,257 @@
+"""FLOPs, bytes and efficiency (traceview/analyses/work.py, efficiency.py, devices.py).
+
+The independent reference is torch's own ``torch.utils.flop_counter.FlopCounterMode``:
+live on CPU tensors (each op profiled with shapes and counted by torch in the same
+run), and as recorded by the collectors in sample_traces/manifest.json.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import traceview as tv
+from traceview.analyses.efficiency import (COLUMNS, efficiency, efficiency_notes, kernel_efficiency,
+                                           kernel_work)
+from traceview.analyses.region import region
+from traceview.analyses.work import op_work, trace_work
+from traceview.devices import find_device, load_devices, trace_device
+
+from corpus import CORPUS, SKIP_REASON, corpus_params
+
+torch = pytest.importorskip("torch")
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+MANIFEST = json.loads((SAMPLES / "manifest.json").read_text())
+
+
+def counted_flops(trace) -> int:
+    w = trace_work(trace)
+    return int(w.loc[w["counted"], "flops"].sum())
+
+
+# ------------------------------------------------------------------ sample traces vs the manifest
+
+
+@pytest.mark.parametrize("variant", sorted(MANIFEST["collected"]))
+def test_sample_trace_flops_equal_torch_flop_counter(variant):
+    """Per step, the FLOPs traceview reads from the trace's shapes equal FlopCounterMode's count of
+    one forward, exactly. On CPU torch has no formula for the CPU flash op (its count is 0): there
+    traceview's count equals torch's SDPA formula for the collector's shapes."""
+    entry = MANIFEST["collected"][variant]
+    trace = tv.load(SAMPLES / entry["file"])
+    w = trace_work(trace)
+    per_step = w[w["counted"]].groupby(trace.ops.loc[w["counted"], "step"].to_numpy())["flops"].sum()
+    assert len(per_step) == entry["steps"]
+    torch_count = entry["flop_counter"]["total"]
+    if torch_count == 0:  # sdpa_flash / sdpa_auto on CPU
+        c = MANIFEST["config"]
+        shape = (c["batch"], c["heads"], c["seq_len"], c["head_dim"])
+        torch_count = sdpa_flop_count(shape, shape, shape)
+    assert set(per_step.tolist()) == {torch_count}
+
+
+def test_sample_attention_is_marked_causal():
+    trace = tv.load(SAMPLES / "sdpa_flash.json.gz")
+    w = trace.ops.join(trace_work(trace))
+    sdpa = w[w["formula"] == "sdpa"]
+    assert len(sdpa) and sdpa["causal"].all()
+
+
+# ------------------------------------------------------------------ live formulas vs FlopCounterMode
+
+
+def _profile(tmp_path, fn, *args) -> tuple:
+    """(traceview's counted FLOPs, torch's FlopCounterMode total) for one call of ``fn``."""
+    with torch.no_grad():
+        counter = FlopCounterMode(display=False)
+        with counter:
+            fn(*args)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+            fn(*args)
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    return counted_flops(tv.load(path, cache=False)), counter.get_total_flops()
+
+
+def _r(*shape):
+    return torch.randn(*shape)
+
+
+F = torch.nn.functional
+LIVE = {
+    "mm": (torch.mm, _r(7, 5), _r(5, 3)),
+    "addmm": (torch.addmm, _r(3), _r(7, 5), _r(5, 3)),
+    "bmm": (torch.bmm, _r(4, 7, 5), _r(4, 5, 3)),
+    "baddbmm": (torch.baddbmm, _r(4, 7, 3), _r(4, 7, 5), _r(4, 5, 3)),
+    "matmul 4d": (torch.matmul, _r(2, 3, 7, 5), _r(2, 3, 5, 4)),
+    "linear": (F.linear, _r(2, 9, 16), _r(8, 16), _r(8)),
+    "linear no bias": (F.linear, _r(9, 16), _r(8, 16)),
+    "conv2d": (lambda x, w: F.conv2d(x, w), _r(2, 3, 17, 19), _r(8, 3, 3, 3)),
+    "conv2d stride padding": (lambda x, w: F.conv2d(x, w, stride=2, padding=1), _r(2, 3, 17, 19), _r(8, 3, 3, 3)),
+    "conv2d dilation": (lambda x, w: F.conv2d(x, w, dilation=2, padding=(1, 2)), _r(1, 4, 16, 16), _r(6, 4, 3, 3)),
+    "conv2d groups": (lambda x, w: F.conv2d(x, w, groups=4, stride=(2, 1)), _r(2, 8, 15, 15), _r(12, 2, 3, 3)),
+    "conv1d": (lambda x, w: F.conv1d(x, w, stride=3), _r(2, 4, 50), _r(6, 4, 5)),
+    "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2), _r(1, 4, 9, 9), _r(4, 6, 3, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIVE))
+def test_formula_equals_flop_counter(case, tmp_path):
+    fn, *args = LIVE[case]
+    ours, theirs = _profile(tmp_path, fn, *args)
+    assert theirs > 0
+    assert ours == theirs
+
+
+def test_sdpa_formula_equals_torch(tmp_path):
+    """The SDPA op's own FLOPs equal torch's sdpa_flop_count (GQA included); pinned to the math
+    backend, the counted ops (its bmms) equal FlopCounterMode's total."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q, k, v = _r(2, 4, 33, 16), _r(2, 2, 21, 16), _r(2, 2, 21, 8)
+
+    def attend(q, k, v):
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    ours, theirs = _profile(tmp_path, attend, q, k, v)
+    assert ours == theirs == sdpa_flop_count(q.shape, k.shape, v.shape)
+    trace = tv.load(tmp_path / "t.json", cache=False)
+    w = trace.ops.join(trace_work(trace))
+    top = w[w["name"].astype(str) == "aten::scaled_dot_product_attention"]
+    assert top["flops"].tolist() == [sdpa_flop_count(q.shape, k.shape, v.shape)]
+    assert top["causal"].tolist() == [False]
+
+
+# ------------------------------------------------------------------ hand-checked corpus cases
+
+FALCON = CORPUS / "tracelens" / "h100__Falconsai_nsfw_image_detection__1016002.json.gz"
+BERT = CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def _ops_with_work(path):
+    if not path.exists():
+        pytest.skip(SKIP_REASON)
+    trace = tv.load(path)
+    return trace, trace.ops.join(trace_work(trace))
+
+
+def test_hand_checked_convolution():
+    """ViT patch embedding: x [4,3,224,224] bf16, w [768,3,16,16], stride 16, no padding.
+    Output 14x14 (=(224-16)/16+1); FLOPs 2*N*Cout*Cin*kh*kw*oh*ow = 2*4*768*3*16*16*14*14;
+    bytes (input + output) * 2 + weight * 2 = (4*3*224*224 + 4*768*14*14) * 2 + 768*3*16*16 * 2."""
+    _, w = _ops_with_work(FALCON)
+    conv = w[w["name"].astype(str) == "aten::cudnn_convolution"].iloc[0]
+    assert conv["flops"] == 2 * 4 * 768 * 3 * 16 * 16 * 14 * 14 == 924_844_032
+    assert conv["bytes_moved"] == (4 * 3 * 224 * 224 + 4 * 768 * 14 * 14) * 2 + 768 * 3 * 16 * 16 * 2
+    assert conv["counted"] and conv["precision"] == "bf16"
+
+
+def test_hand_checked_gemm():
+    """BERT-small addmm: bias [512], x [141,512], W^T [512,512], bf16: 2*141*512*512 FLOPs;
+    bytes (512 + 141*512 + 512*512 + 141*512) * 2."""
+    _, w = _ops_with_work(BERT)
+    mm = w[(w["name"].astype(str) == "aten::addmm") & (w["flops"] == 2 * 141 * 512 * 512)]
+    assert len(mm) > 0
+    assert mm["bytes_moved"].iloc[0] == (512 + 141 * 512 + 512 * 512 + 141 * 512) * 2
+    assert mm["counted"].all()
+
+
+def test_hand_checked_sdpa():
+    """BERT-small flash attention: q, k, v [1,8,141,64] bf16 (b h s d; _flash_attention_forward's
+    [1,141,8,64] is b s h d): 2*1*8*141*141*64 for q@k^T plus the same for p@v; not causal."""
+    trace, w = _ops_with_work(BERT)
+    inner = w[w["name"].astype(str) == "aten::_flash_attention_forward"].iloc[0]
+    assert inner["flops"] == 2 * (2 * 1 * 8 * 141 * 141 * 64) == 40_716_288
+    assert inner["causal"] == False  # noqa: E712  (a recorded False, not missing)
+    outer = w[w["name"].astype(str) == "aten::scaled_dot_product_attention"].iloc[0]
+    assert outer["flops"] == inner["flops"] and not outer["counted"] and inner["counted"]
+    # the flash kernel gets all of it: it is the op's only compute kernel
+    k = trace.kernels
+    flash = (k["category"].astype(str) == "attention").to_numpy()
+    kw = kernel_work(trace)
+    assert np.allclose(kw.loc[flash, "flops"].dropna().unique(), [40_716_288])
+
+
+# ------------------------------------------------------------------ corpus-wide
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_gemm_percent_of_peak_in_range(path):
+    """On traces with shapes and a known device, GEMM kernels get FLOPs and a percent of peak
+    in (0, 100]; a trace without shapes says so once and leaves every column empty."""
+    trace = tv.load(path)
+    eff = kernel_efficiency(trace)
+    assert list(eff.columns) == list(COLUMNS)
+    notes = efficiency_notes(trace)
+    if "input_dims" not in trace.ops or trace.ops["input_dims"].isna().all():
+        assert len(notes) == 1 and "without shapes" in notes[0]
+        assert eff[["flops", "bytes_moved", "tflops", "pct_of_peak_tflops"]].isna().all().all()
+        return
+    gemm = eff[(trace.kernels["category"].astype(str) == "gemm").to_numpy()]
+    pct = gemm["pct_of_peak_tflops"].dropna()
+    assert ((pct > 0) & (pct <= 100)).all(), pct.describe()
+    if trace_device(trace) is not None and gemm["flops"].notna().any() and (gemm["path"] == "tensor").any():
+        assert len(pct) > 0
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_work_is_conserved(path):
+    """An op's FLOPs reach its kernels in full (the shares of its kernels add up to 1)."""
+    trace = tv.load(path)
+    kw = kernel_work(trace)
+    w = trace_work(trace)
+    owned = kw[kw["owner"] >= 0]
+    if not len(owned):
+        return
+    got = owned.groupby("owner")["flops"].sum(min_count=1).dropna()
+    want = w["flops"].iloc[got.index].astype(float)
+    assert np.allclose(got.to_numpy(), want.to_numpy(), rtol=1e-9)
+
+
+def test_every_corpus_gpu_is_in_the_device_table():
+    if not CORPUS.is_dir():
+        pytest.skip(SKIP_REASON)
+    missing = set()
+    for path in sorted(CORPUS.glob("*/*.json.gz")):
+        with gzip.open(path) as fh:
+            props = json.load(fh).get("deviceProperties") or []
+        for p in props[:1]:
+            if find_device(p.get("name"), p.get("numSms")) is None:
+                missing.add(p.get("name"))
+    assert not missing
+
+
+def test_every_device_has_a_source_and_dense_figures():
+    devices = load_devices()
+    assert len({d.name for d in devices}) == len(devices)
+    for d in devices:
+        assert d.source.strip() and d.memory_gbps > 0
+        assert d.tensor or d.vector
+        assert all(v > 0 for v in (*d.tensor.values(), *d.vector.values()))
+        if "bf16" in d.tensor and "fp32" in d.vector:  # tensor cores beat CUDA cores
+            assert d.tensor["bf16"] > d.vector["fp32"]
+
+
+def test_user_device_file_overrides(tmp_path):
+    own = tmp_path / "devices.toml"
+    own.write_text('[[device]]\nname = "H100 SXM5 80GB"\nmatch = "H100 80GB HBM3"\n'
+                   'tensor = { bf16 = 500.0 }\nmemory_gbps = 1000\nsource = "my measurement"\n')
+    d = find_device("NVIDIA H100 80GB HBM3", 132, str(own))
+    assert d.source == "my measurement" and d.peak_tflops("tensor", "bf16") == 500.0
+    assert find_device("NVIDIA A100-SXM4-80GB", 108, str(own)).name == "A100 SXM4 80GB"
+
+
+def test_without_shapes_everything_is_empty_and_said_once():
+    trace = tv.load(SAMPLES / "naive.json.gz")
+    trace.ops = trace.ops.assign(input_dims=None)
+    w = op_work(trace.ops)
+    assert w["flops"].isna().all() and not w["counted"].any()
+    r = region(trace)
+    assert all(math.isnan(v) for v in efficiency(r).values())

@@ -69,8 +69,19 @@ def plan(found: list[tuple[str, tuple | None]]) -> Plan:
     world = max(sizes | {max(ranks) + 1})
     missing = [r for r in range(world) if r not in ranks]
     if missing:
-        notes.append(f"missing ranks: {', '.join(map(str, missing))} of world size {world}")
+        notes.append(f"missing ranks: {rank_list(missing)} of world size {world}")
     return Plan(dict(sorted(ranks.items())), world, RULE_META, missing, notes)
+
+
+def rank_list(ranks: list) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+    parts, start = [], None
+    for i, r in enumerate(ranks):
+        start = r if start is None else start
+        if i + 1 == len(ranks) or ranks[i + 1] != r + 1:
+            parts.append(str(r) if r == start else f"{start}-{r}")
+            start = None
+    return ", ".join(parts)
 
 
 def run_files(paths, *, recursive: bool = False) -> list[str]:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..report import Report
+from ..run import rank_list
 from ..units import human_ns
 from . import stragglers as st
 
@@ -44,7 +45,7 @@ def ranks_report(works: dict, plan, notes: list | None = None) -> Report:
     tables = {"ranks": rank_table(works, arr), "steps": steps, "stragglers": straggler_steps(arr, steps),
               "collectives": arr, "categories": stacked(works, "categories"), "streams": stacked(works, "streams")}
     info = {"ranks": len(works), "world_size": plan.world_size, "rank_rule": plan.rule,
-            "missing_ranks": ", ".join(map(str, plan.missing)) or "none",
+            "missing_ranks": rank_list(plan.missing) or "none",
             "device": next((w.device_name for w in works.values() if w.device_name), None)}
     extra = [n for w in works.values() for n in w.notes]
     return Report(kind="ranks", title=f"Run of {len(works)} rank(s)", tables=tables,
@@ -57,11 +58,11 @@ def straggler_steps(arr: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     if not len(per):
         return per.assign(step_ns=[], others_median_ns=[], longer_pct=[])
     key = steps.set_index(["step", "rank"])["cpu_step_ns"]
-    mine = key.reindex(list(zip(per["step"], per["straggler"]))).to_numpy(dtype=np.int64)
+    mine = key.reindex(list(zip(per["step"], per["straggler"]))).astype("Int64")  # NA: outside every step
     others = [steps.loc[(steps["step"] == s) & (steps["rank"] != r), "cpu_step_ns"].median()
               for s, r in zip(per["step"], per["straggler"])]  # one per step, not per event
-    return per.assign(step_ns=mine, others_median_ns=others,
-                      longer_pct=100.0 * (mine / np.asarray(others, dtype=float) - 1.0))
+    ratio = mine.to_numpy(dtype=float, na_value=np.nan) / np.asarray(others, dtype=float)
+    return per.assign(step_ns=mine.to_numpy(), others_median_ns=others, longer_pct=100.0 * (ratio - 1.0))
 
 
 def findings(tables: dict, plan) -> list[str]:
@@ -74,7 +75,7 @@ def findings(tables: dict, plan) -> list[str]:
                    f"{hi.overlap_pct:.2f} % (rank {hi['rank']}) of its time")
     out += idle_findings(tables)
     if plan.missing:
-        out.append(f"{len(plan.missing)} of {plan.world_size} ranks have no trace: {', '.join(map(str, plan.missing))}")
+        out.append(f"{len(plan.missing)} of {plan.world_size} ranks have no trace: {rank_list(plan.missing)}")
     return out
 
 
@@ -87,10 +88,10 @@ def straggler_findings(tables: dict) -> list[str]:
         row = ranks.set_index("rank").loc[r]
         longer = grp["longer_pct"].mean()
         where = "longer" if longer >= 0 else "shorter"
+        step = "" if np.isnan(longer) else f"; its step is {abs(longer):.1f} % {where} than the others' median"
         out.append(f"rank {r} is the straggler in {len(grp)} of {len(per)} steps: it arrived last at "
-                   f"{int(row.last_at)} collectives and the others waited {human_ns(row.wait_caused_ns)} for it; "
-                   f"its step is {abs(longer):.1f} % {where} than the others' median"
-                   f"{extra_in(tables['categories'], r)}")
+                   f"{int(row.last_at)} collectives and the others waited {human_ns(row.wait_caused_ns)} for it"
+                   f"{step}{extra_in(tables['categories'], r)}")
     return out
 
 

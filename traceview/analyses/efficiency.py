@@ -59,7 +59,7 @@ def _kernel_work(trace) -> pd.DataFrame:
 
 
 def _shares(owner: np.ndarray, compute: np.ndarray, dur: np.ndarray, flop_op: np.ndarray) -> np.ndarray:
-    """Each kernel's share of its owner op's work (0 for kernels left out, nan without owner)."""
+    """Each kernel's share of its owner op's work (nan for kernels left out and without owner)."""
     n_ops = len(flop_op)
     has = owner >= 0
     at = np.clip(owner, 0, None)
@@ -67,7 +67,7 @@ def _shares(owner: np.ndarray, compute: np.ndarray, dur: np.ndarray, flop_op: np
     use_compute = has & np.append(flop_op, False)[at] & (compute_ns[at] > 0)
     weight = np.where(use_compute, dur * compute, dur)
     total = np.bincount(owner[has], weights=weight[has], minlength=n_ops + 1)
-    return np.where(has, weight / np.where(total[at] > 0, total[at], 1.0), np.nan)
+    return np.where(has & (weight > 0), weight / np.where(total[at] > 0, total[at], 1.0), np.nan)
 
 
 def kernel_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | None = None) -> pd.DataFrame:
@@ -209,3 +209,162 @@ def efficiency_notes(trace, devices: str | None = None) -> list[str]:
             else "names no device (no deviceProperties)"
         notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device with --devices)")
     return notes
+
+
+# ------------------------------------------------------------------ per kernel name (the kernels table)
+
+#: what ``name_efficiency`` adds to each kernel name's row
+NAME_COLUMNS = ("flops", "tflops", "gbps", "intensity", "path", "peak_tflops", "pct_of_peak_tflops",
+                "pct_of_peak_gbps", "bound")
+
+
+def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
+    """Per kernel name (index): FLOPs per step, and the rates over the time of its instances that
+    have work (so instances without shapes do not dilute them); path, peak and bound of the
+    name's longest-running instance path."""
+    a = r.activities
+    if not len(a):
+        return pd.DataFrame(columns=list(NAME_COLUMNS))
+    eff = kernel_efficiency(r.trace, a, devices)
+    worked = eff["bytes_moved"].notna() | eff["flops"].notna()
+    dur = a["dur_ns"].clip(lower=0).astype(float).where(worked)
+    frame = pd.DataFrame({"name": a["name"].astype(str).to_numpy(), "dur": dur.to_numpy(),
+                          "flops": eff["flops"].to_numpy(), "bytes": eff["bytes_moved"].to_numpy(),
+                          "peak_ns": (dur * eff["peak_tflops"]).to_numpy(),
+                          "path": eff["path"].to_numpy(), "bound": eff["bound"].to_numpy()})
+    g = frame.groupby("name", sort=False)
+    s = pd.DataFrame({"flops": g["flops"].sum(min_count=1), "bytes": g["bytes"].sum(min_count=1),
+                      "dur": g["dur"].sum(min_count=1), "peak_ns": g["peak_ns"].sum(min_count=1)})
+    first = frame.sort_values("dur", ascending=False, kind="stable").dropna(subset=["dur"]).drop_duplicates("name")
+    first = first.set_index("name").reindex(s.index)
+    device = trace_device(r.trace, devices)
+    out = pd.DataFrame({"flops": s["flops"] / r.regions, "tflops": s["flops"] / s["dur"] / 1e3,
+                        "gbps": s["bytes"] / s["dur"], "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
+                        "path": first["path"], "peak_tflops": s["peak_ns"] / s["dur"],
+                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"] / 1e3,
+                        "pct_of_peak_gbps": 100.0 * (s["bytes"] / s["dur"]) / (device.memory_gbps if device else np.nan),
+                        "bound": first["bound"]}, index=s.index)
+    return out[list(NAME_COLUMNS)]
+
+
+def with_efficiency(table: pd.DataFrame, r: Region, key: str = "Name", devices: str | None = None) -> pd.DataFrame:
+    """``table`` (one row per kernel name in column ``key``) with the ``NAME_COLUMNS`` added."""
+    eff = name_efficiency(r, devices).reindex(table[key].astype(str).to_numpy())
+    return table.assign(**{c: eff[c].to_numpy() for c in NAME_COLUMNS})
+
+
+# ------------------------------------------------------------------ per side (diff, compare)
+
+PATH_WORDS = {"tensor": "tensor cores", "vector": "CUDA cores"}
+PEAK_WORDS = {"tensor": "tensor-core", "vector": "CUDA-core"}
+
+
+def category_efficiency(r: Region, category: str, devices: str | None = None) -> dict:
+    """One category's FLOP kernels in a region: achieved TFLOP/s and percent of peak (one definition:
+    ``_category_rate``), the path and precision that take most of their time, the peak there, and
+    whether the attention counted is causal (counted in full)."""
+    tflops, pct = _category_rate(r, category, devices)
+    out = {"tflops": tflops, "pct_of_peak": pct, "path": None, "precision": None, "peak_tflops": float("nan"),
+           "device": trace_device(r.trace, devices)}
+    a = r.activities
+    if np.isnan(tflops):
+        return out
+    a = a[(a["category"].astype(str) == category).to_numpy()]
+    eff = kernel_efficiency(r.trace, a, devices)
+    has = eff["flops"].notna().to_numpy()
+    by = pd.DataFrame({"path": eff["path"].to_numpy()[has], "precision": eff["peak_precision"].to_numpy()[has],
+                       "dur": a["dur_ns"].to_numpy()[has]}).dropna(subset=["path", "precision"])
+    if len(by):
+        (path, prec) = by.groupby(["path", "precision"])["dur"].sum().idxmax()
+        peak = out["device"].peak_tflops(path, prec) if out["device"] else None
+        out.update(path=path, precision=prec, peak_tflops=peak if peak is not None else float("nan"))
+    return out
+
+
+def efficiency_table(sides) -> pd.DataFrame:
+    """``sides``: (label, Region) pairs. One row each: GEMM and attention TFLOP/s, percent of
+    peak, and the path and precision they mostly ran on."""
+    rows = []
+    for label, r in sides:
+        row = {"trace": label, "device": r.trace.device_name or "-"}
+        for cat, word in (("gemm", "gemm"), ("attention", "attention")):
+            e = category_efficiency(r, cat)
+            row.update({f"{word}_tflops": e["tflops"], f"{word}_pct_of_peak": e["pct_of_peak"],
+                        f"{word}_path": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pct(v: float) -> str:
+    return f"{v:.2g}%" if v < 10 else f"{v:.0f}%"
+
+
+def _side_words(label: str, e: dict, what: str) -> str:
+    where = PATH_WORDS.get(e["path"], "an unknown path")
+    peak = f" ({_pct(e['pct_of_peak'])} of the {e['precision']} {PEAK_WORDS[e['path']]} peak)" \
+        if not np.isnan(e["pct_of_peak"]) else ""
+    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}{peak}"
+
+
+def efficiency_findings(sides) -> list[str]:
+    """Sentences on GEMM and attention efficiency per side (``sides``: (label, Region) pairs); when
+    one side's GEMMs run on CUDA cores and another's on tensor cores, the CUDA-core rate against
+    the tensor-core peak of the same precision."""
+    f = []
+    for cat, what in (("gemm", "GEMMs"), ("attention", "fused attention kernels")):
+        stats = [(label, category_efficiency(r, cat)) for label, r in sides]
+        stats = [(label, e) for label, e in stats if not np.isnan(e["tflops"])]
+        if not stats:
+            continue
+        f.append("; ".join(_side_words(label, e, what) for label, e in stats))
+        if cat == "gemm":
+            f += _cuda_vs_tensor(stats)
+    return f
+
+
+def _cuda_vs_tensor(stats) -> list[str]:
+    tensor = [(lbl, e) for lbl, e in stats if e["path"] == "tensor" and not np.isnan(e["pct_of_peak"])]
+    cuda = [(lbl, e) for lbl, e in stats if e["path"] == "vector" and e["device"] is not None]
+    out = []
+    for lbl, e in cuda:
+        for t_lbl, t in tensor[:1]:
+            peak = e["device"].peak_tflops("tensor", t["precision"])
+            if peak:
+                out.append(f"{lbl}'s GEMMs run on CUDA cores at {e['tflops']:.3g} TFLOP/s: "
+                           f"{_pct(100.0 * e['tflops'] / peak)} of the {t['precision']} tensor-core peak "
+                           f"({peak:.4g} TFLOP/s) that {t_lbl}'s GEMMs reach {_pct(t['pct_of_peak'])} of")
+    return out
+
+
+# ------------------------------------------------------------------ roofline (one step's kernels)
+
+
+def roofline(trace, sel=None, devices: str | None = None):
+    """A Report of one step's kernels with work: category, FLOPs, bytes, intensity, achieved
+    TFLOP/s and GB/s, plus the device's peaks (info) for the roof. The step: ``sel.step``,
+    else the first step of the region."""
+    from dataclasses import replace
+
+    from ..report import Report
+    from .region import Selection, region
+
+    sel = sel or Selection()
+    if sel.step is None and len(trace.steps):
+        sel = replace(sel, step=int(trace.steps["step"].iloc[0]))
+    r = region(trace, sel)
+    a = r.activities
+    eff = kernel_efficiency(trace, a, devices)
+    keep = (eff["bytes_moved"] > 0).to_numpy() & (a["dur_ns"] > 0).to_numpy()
+    table = pd.DataFrame({"name": a["name"].astype(str).to_numpy()[keep],
+                          "category": a["category"].astype(str).to_numpy()[keep],
+                          "dur_ns": a["dur_ns"].to_numpy()[keep], **{c: eff[c].to_numpy()[keep] for c in COLUMNS}})
+    device = trace_device(trace, devices)
+    info = {"trace": trace.path, "selection": r.selection.describe(), "device": trace.device_name,
+            "device_table_entry": device.name if device else None,
+            "memory_gbps": device.memory_gbps if device else None,
+            "peaks_tflops": ({f"{p} {k}": v for p in ("tensor", "vector")
+                              for k, v in (device.tensor if p == "tensor" else device.vector).items()}
+                             if device else {}),
+            "source": device.source if device else None}
+    return Report(kind="roofline", title=f"Roofline of {trace.label} ({r.selection.describe()})",
+                  tables={"roofline": table}, info=info, notes=r.notes + efficiency_notes(trace, devices))

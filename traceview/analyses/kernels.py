@@ -5,6 +5,7 @@ import pandas as pd
 
 from ..report import Report
 from . import metrics
+from .efficiency import efficiency_notes, with_efficiency
 from .region import Selection, region
 
 NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -14,12 +15,12 @@ NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns
 def kernel_stats(trace, sel: Selection | None = None) -> Report:
     """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus category."""
     r = region(trace, sel)
-    table = name_stats(r.activities)
+    table = with_efficiency(name_stats(r.activities), r)
     return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables={"kernels": table},
                   info={"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
                         "regions": r.regions, "gpu_activities": metrics.gpu_activities(r),
                         "gpu_time_ns": metrics.gpu_time_ns(r)},
-                  notes=list(trace.warnings) + r.notes)
+                  notes=list(trace.warnings) + r.notes + (efficiency_notes(trace) if r.has_gpu else []))
 
 
 def name_stats(k: pd.DataFrame) -> pd.DataFrame:

@@ -271,6 +271,8 @@ DIFF_TABLES = {
     "gemm_path": ["side", "trace", "gemm_kernels", "gemm_time_ns", "gemm_pct", "tensor_core_pct",
                   "dominant_family", "families"],
     "attention": ["side", "trace", "backend", "kernels", "time_ns", "kernel", "sdpa_op"],
+    "efficiency": ["trace", "device", "gemm_tflops", "gemm_pct_of_peak", "gemm_runs_on", "attention_tflops",
+                   "attention_pct_of_peak", "attention_runs_on"],
     "cpu_ops": ["op", "a_count", "b_count", "delta_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time"],
     "cpu_only_in_a": ["chain", "op", "count", "time_ns"],
     "cpu_only_in_b": ["chain", "op", "count", "time_ns"],

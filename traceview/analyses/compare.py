@@ -15,6 +15,7 @@ import pandas as pd
 from ..errors import TraceviewError
 from ..report import Report
 from . import metrics
+from .efficiency import efficiency, efficiency_findings, efficiency_notes
 from .groups import breakdown, category_times, trace_labels
 from .region import Region, Selection, region
 from .words import human, num, ratio, times
@@ -41,6 +42,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
     findings = _findings(table, labels, base, gpu, sides)
     notes = [w for t in traces for w in t.warnings] + [n for s in sides for n in s.notes]
+    notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
     info = {"traces": len(traces), "baseline": labels[base], "selection": sides[0].selection.describe(),
             "per": per, "gpu": gpu}
@@ -64,6 +66,7 @@ def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
             "top_categories": _top_categories(s),
             "kernel_launches_per_step": m["kernel_launches_per_step"],
         })
+        row.update(efficiency(s))  # GEMM and attention TFLOP/s and percent of peak
     else:
         row["attention_backend"] = m["attention_backend"]
     row.update({
@@ -148,7 +151,9 @@ def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[
         f.append(f"the traces come from different devices ({', '.join(sorted(devices))}): "
                  "times include the hardware")
     t = table.set_index("trace")
-    return f + (_gpu_findings(t, labels, bl) if gpu else _cpu_findings(t, labels, bl))
+    if gpu:
+        return f + _gpu_findings(t, labels, bl) + efficiency_findings(list(zip(labels, sides)))
+    return f + _cpu_findings(t, labels, bl)
 
 
 def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: str) -> str:

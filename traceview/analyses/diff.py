@@ -22,6 +22,7 @@ import pandas as pd
 from ..report import Report
 from . import metrics
 from .diff_findings import diff_findings
+from .efficiency import efficiency_notes, efficiency_table
 from .groups import by_kernel, category_times, chain_table, op_table, trace_labels
 from .names import short_kernel_name
 from .region import Region, Selection, region
@@ -57,6 +58,9 @@ def diff(a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, 
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
     info = _info(a, b, A, B, la, lb, kernels)
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
+    if kernels is not None:  # rates, not per-step numbers
+        tables["efficiency"] = efficiency_table([(la, A), (lb, B)])
+        notes += efficiency_notes(a) + efficiency_notes(b)
     return Report(kind="diff", title=f"Diff: A = {la} vs B = {lb} (per {A.per_word})", tables=tables,
                   findings=findings, info=info, notes=notes)
 

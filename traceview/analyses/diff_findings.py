@@ -8,6 +8,7 @@ from .names import finding_name, short_kernel_name
 from ..domain import domain
 from ..link import ARROW
 from .groups import NO_OP, chain_table
+from .efficiency import efficiency_findings
 from .metrics import on_tensor_cores, per_step
 from .region import Region
 from .words import human, listing, num, plural, ratio, times
@@ -50,6 +51,7 @@ def _gpu_findings(A: Region, B: Region, kernels) -> list[str]:
     f += _only_findings(kernels.only_a, kernels.only_b, unit)
     f += _gemm_findings(kernels.ga, kernels.gb)
     f += _precision_findings(A, B)
+    f += efficiency_findings([("A", A), ("B", B)])
     f += _launch_findings(A, B, unit)
     return f
 

@@ -290,7 +290,7 @@ def efficiency_table(sides) -> pd.DataFrame:
         for cat, word in (("gemm", "gemm"), ("attention", "attention")):
             e = category_efficiency(r, cat)
             row.update({f"{word}_tflops": e["tflops"], f"{word}_pct_of_peak": e["pct_of_peak"],
-                        f"{word}_path": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip()})
+                        f"{word}_runs_on": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -301,7 +301,8 @@ def _pct(v: float) -> str:
 
 def _side_words(label: str, e: dict, what: str) -> str:
     where = PATH_WORDS.get(e["path"], "an unknown path")
-    peak = f" ({_pct(e['pct_of_peak'])} of the {e['precision']} {PEAK_WORDS[e['path']]} peak)" \
+    prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
+    peak = f" ({_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak)" \
         if not np.isnan(e["pct_of_peak"]) else ""
     return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}{peak}"
 

@@ -255,3 +255,43 @@ def test_without_shapes_everything_is_empty_and_said_once():
     assert w["flops"].isna().all() and not w["counted"].any()
     r = region(trace)
     assert all(math.isnan(v) for v in efficiency(r).values())
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def test_diff_reports_gemm_and_attention_efficiency_per_side():
+    if not (FALCON.exists() and BERT.exists()):
+        pytest.skip(SKIP_REASON)
+    r = tv.diff(tv.load(BERT), tv.load(FALCON))
+    eff = r["efficiency"]
+    assert (eff["gemm_tflops"] > 0).all() and (eff["attention_tflops"] > 0).all()
+    assert ((eff["gemm_pct_of_peak"] > 0) & (eff["gemm_pct_of_peak"] <= 100)).all()
+    assert eff["gemm_runs_on"].tolist() == ["tensor cores bf16"] * 2
+    text = " ".join(r.findings)
+    assert "A's GEMMs reach" in text and "B's fused attention kernels reach" in text and "TFLOP/s" in text
+    c = tv.compare([tv.load(BERT), tv.load(FALCON)])
+    assert (c["compare"]["gemm_tflops"].to_numpy() == eff["gemm_tflops"].to_numpy()).all()
+
+
+def test_kernels_table_and_roofline_plot(tmp_path):
+    from click.testing import CliRunner
+
+    from traceview.analyses.efficiency import roofline
+    from traceview.analyses.kernels import kernel_stats
+    from traceview.cli import main
+
+    pytest.importorskip("matplotlib")
+    if not BERT.exists():
+        pytest.skip(SKIP_REASON)
+    trace = tv.load(BERT)
+    table = kernel_stats(trace)["kernels"]
+    gemm = table[table["category"].astype(str) == "gemm"]
+    assert (gemm["tflops"] > 0).all() and (gemm["pct_of_peak_tflops"] <= 100).all()
+    rep = roofline(trace)
+    assert rep.info["device_table_entry"] == "H100 SXM5 80GB" and rep.info["source"]
+    assert (rep["roofline"]["flops"] > 0).any()
+    out = tmp_path / "roof.svg"
+    res = CliRunner().invoke(main, ["kernels", str(BERT), "--plot", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "<svg" in out.read_text()

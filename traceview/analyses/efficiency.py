@@ -207,7 +207,8 @@ def efficiency_notes(trace, devices: str | None = None) -> list[str]:
     elif len(trace.kernels) and trace_device(trace, devices) is None:
         which = f"device {trace.device_name!r} is not in the device table" if trace.device_name \
             else "names no device (no deviceProperties)"
-        notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device with --devices)")
+        notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
+                     "traceview/rules/devices.toml; traceview.devices.load_devices(path))")
     return notes
 
 

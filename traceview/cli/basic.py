@@ -33,11 +33,20 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
 @select_options
 @load_options
 @click.option("--unclassified", is_flag=True, help="List only the names no classification rule matched.")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also draw a roofline of one step's kernels (--step, else the first step), coloured by "
+                   "category, into FILE (.png, .svg or .html); needs a trace recorded with shapes.")
 @friendly
-def kernels(trace, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified):
+def kernels(trace, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified,
+            plot):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
     from ..analyses.kernels import kernel_stats, unclassified_report
 
     t = loader(salvage, max_size, no_cache, rules)(trace)
     sel = selection(step, annotation, device, stream, kind)
     emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel), fmt)
+    if plot is not None:
+        from ..analyses.efficiency import roofline
+        from ..render.plot import plot_roofline
+
+        click.echo(f"wrote {plot_roofline(roofline(t, sel), plot)}", err=True)

@@ -127,6 +127,40 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     return fig, ax, bottom
 
 
+def plot_roofline(report, path) -> str:
+    """A roofline (log-log: FLOP per byte against achieved TFLOP/s) of one step's kernels from a
+    ``roofline`` Report (``analyses.efficiency.roofline``), coloured by category, with the
+    device's roofs for the paths the kernels take."""
+    path = check_path(path)
+    return _save(roofline_figure(report), path, report.title)
+
+
+def roofline_figure(report):
+    plt = pyplot()
+    t = report["roofline"]
+    t = t[(t["flops"] > 0) & (t["bytes_moved"] > 0)]
+    fig, ax = plt.subplots(figsize=(8.0, 5.2))
+    colors = _colors(list(dict.fromkeys(t["category"])))
+    for cat, g in t.groupby("category", sort=False):
+        ax.scatter(g["intensity"], g["tflops"], s=12 + 60 * g["dur_ns"] / max(t["dur_ns"].max(), 1),
+                   color=colors[cat], label=cat, alpha=0.75, edgecolors="none")
+    bw = report.info.get("memory_gbps")
+    x = np.logspace(-1, 4, 200)
+    for key in dict.fromkeys(f"{p} {q}" for p, q in zip(t["path"], t["peak_precision"])):
+        peak = report.info.get("peaks_tflops", {}).get(key)
+        if peak and bw:
+            ax.plot(x, np.minimum(peak, bw * x / 1e3), lw=1, color="#555555")
+            ax.annotate(f"{key} {peak:.4g} TFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte)")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.set_title(report.title, fontsize=9)
+    if len(t):
+        ax.legend(loc="upper left", fontsize=8, frameon=False, title="category")
+    return fig
+
+
 def plot_timeline(report, path) -> str:
     """One step on a time axis from a ``timeline`` Report: a lane per device/stream (or per
     thread, nested ops stacked inside it), coloured by category (or outermost op)."""

@@ -107,3 +107,13 @@ def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, sk
 
     return analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
                        progress=progress, **load_kw)
+
+
+def diff_runs(a, b, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
+              **load_kw):
+    """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
+    from .analyses.run_diff import run_diff
+
+    a, b = (r if hasattr(r, "tables") else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad,
+                                                  **load_kw) for r in (a, b))
+    return run_diff(a, b)

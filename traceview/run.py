@@ -115,16 +115,17 @@ class Run:
 def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_kw) -> Run:
     """Load every rank trace of one job (a folder, or paths). ``skip_bad``: leave out a rank file
     that can't be read (and say so) instead of stopping with an error naming it."""
-    traces, skipped = {}, []
+    traces, skipped, found = {}, [], []
     for path in run_files(paths, recursive=recursive):
         try:
             traces[path] = load(path, **load_kw)
+            found.append((path, rank_info(traces[path].meta)))  # a file named twice: its rank twice
         except NotATraceError as exc:
             skipped.append(str(exc))
         except TraceReadError as exc:
             if not skip_bad:
                 raise
             skipped.append(str(exc))
-    p = plan([(path, rank_info(t.meta)) for path, t in traces.items()])
+    p = plan(found)
     return Run({r: traces[path] for r, path in p.ranks.items()}, p.world_size, p.rule, p.missing,
                p.notes + [f"skipped {s}" for s in skipped], skipped)

@@ -60,7 +60,7 @@ def analyse_run(paths, *, workers: int | None = None, scheduler: str | None = No
         hint = "; --skip-bad / skip_bad=True leaves unreadable ranks out" if len(files) > 1 else ""
         raise TraceviewError(f"{bad[0].error}{more}{hint}")
     good = {d.path: d.work for d in done if d.work is not None}
-    p = plan([(path, w.info) for path, w in good.items()])
+    p = plan([(d.path, d.work.info) for d in done if d.work is not None])  # a file named twice: its rank twice
     skipped = [f"skipped {d.error}" for d in done if d.error]
     return ranks_report({r: good[path] for r, path in p.ranks.items()}, p, skipped)
 

@@ -1,6 +1,8 @@
 """``traceview diff``, ``traceview compare`` and ``traceview timeline``."""
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..analyses.region import Selection
@@ -46,8 +48,15 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
          plot):
     """What changed from trace A to trace B, per step: kernels and GPU time, categories,
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
-    attention backend. CPU-only traces compare CPU ops per step."""
+    attention backend. CPU-only traces compare CPU ops per step. Two folders are two runs
+    (rank traces of one job each): ranks are matched and compared one by one and overall."""
     from ..analyses.diff import diff as run_diff
+
+    if os.path.isdir(a) and os.path.isdir(b):
+        from ..api import diff_runs
+        from .ranks import load_kwargs
+
+        return emit(diff_runs(a, b, **load_kwargs(salvage, max_size, no_cache, rules)), fmt)
 
     _check_plot(plot)
     load = loader(salvage, max_size, no_cache, rules)

@@ -37,6 +37,13 @@ def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, sc
 
     if workers is not None and scheduler is not None:
         raise click.UsageError("give --workers or --scheduler, not both")
+    report = analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
+                         progress=progress_line(), **load_kwargs(salvage, max_size, no_cache, rules))
+    emit(report, fmt)
+
+
+def load_kwargs(salvage, max_size, no_cache, rules) -> dict:
+    """``tv.load`` keywords from the load options (they travel to Dask workers as plain data)."""
     load_kw = {"salvage": salvage, "cache": False if no_cache else None}
     if max_size is not None:
         load_kw["max_bytes"] = max_size * 2**20
@@ -44,6 +51,4 @@ def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, sc
         from ..classify import default_rules, load_rules
 
         load_kw["rules"] = default_rules().with_overrides(load_rules(rules))
-    report = analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
-                         progress=progress_line(), **load_kw)
-    emit(report, fmt)
+    return load_kw

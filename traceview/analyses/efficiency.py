@@ -275,6 +275,9 @@ def category_efficiency(r: Region, category: str, devices: str | None = None) ->
     has = eff["flops"].notna().to_numpy()
     by = pd.DataFrame({"path": eff["path"].to_numpy()[has], "precision": eff["peak_precision"].to_numpy()[has],
                        "dur": a["dur_ns"].to_numpy()[has]}).dropna(subset=["path", "precision"])
+    owners = kernel_work(r.trace).loc[a.index, "owner"].to_numpy()[has]
+    causal = trace_work(r.trace)["causal"].to_numpy(dtype=object, na_value=None)[owners[owners >= 0]]
+    out["causal"] = any(c is True for c in causal)
     if len(by):
         (path, prec) = by.groupby(["path", "precision"])["dur"].sum().idxmax()
         peak = out["device"].peak_tflops(path, prec) if out["device"] else None
@@ -303,9 +306,11 @@ def _pct(v: float) -> str:
 def _side_words(label: str, e: dict, what: str) -> str:
     where = PATH_WORDS.get(e["path"], "an unknown path")
     prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
-    peak = f" ({_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak)" \
-        if not np.isnan(e["pct_of_peak"]) else ""
-    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}{peak}"
+    parts = [f"{_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak"] \
+        if not np.isnan(e["pct_of_peak"]) else []
+    if e.get("causal"):
+        parts.append("causal attention counted in full, as torch counts it; the kernels skip about half")
+    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def efficiency_findings(sides) -> list[str]:

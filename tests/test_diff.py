@@ -321,7 +321,7 @@ def test_cli_diff_table_markdown_csv(synth_dir):
     res = runner.invoke(main, ["diff", a, b, "--no-cache"])
     assert res.exit_code == 0, res.output
     assert "Diff: A = naive vs B = naive_inplace (per step)" in res.stdout
-    assert "Memcpy DtoD" in res.stdout and "[only_in_a]" in res.stdout
+    assert "Memcpy DtoD" in res.stdout and "[only_in_a (per step)]" in res.stdout
     res = runner.invoke(main, ["diff", a, b, "--format", "markdown", "--no-cache"])
     assert res.exit_code == 0 and "### only_in_a" in res.stdout
     res = runner.invoke(main, ["diff", a, b, "--format", "csv", "--no-cache", "--step", "4"])

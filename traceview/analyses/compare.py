@@ -45,7 +45,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
     info = {"traces": len(traces), "baseline": labels[base], "selection": sides[0].selection.describe(),
-            "per": per, "gpu": gpu}
+            "per": per, "gpu": gpu, "per_step_tables": list(tables)}
     return Report(kind="compare", title=f"Compare {len(traces)} traces (per {per}, baseline {labels[base]})",
                   tables=tables, findings=findings, info=info, notes=notes)
 

@@ -57,6 +57,7 @@ def diff(a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, 
     tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top)
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
     info = _info(a, b, A, B, la, lb, kernels)
+    info["per_step_tables"] = [n for n in tables if n != "overview"]
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
     if kernels is not None:  # rates, not per-step numbers
         tables["efficiency"] = efficiency_table([(la, A), (lb, B)])

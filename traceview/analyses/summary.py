@@ -26,8 +26,11 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:
         tables["by_category"] = by_category(k)
-    return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info,
-                  notes=list(trace.warnings) + r.notes)
+    notes = list(trace.warnings) + r.notes
+    if len(k):
+        notes.append("linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "
+                     "(runtime launch matched by correlation id, then the op around it)")
+    return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info, notes=notes)
 
 
 def _totals(k: pd.DataFrame, key: str) -> pd.DataFrame:

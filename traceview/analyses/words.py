@@ -24,9 +24,13 @@ def num(x: float) -> str:
 
 
 def times(r: float) -> str:
-    if np.isnan(r):
+    """The one way a ratio reads, in tables and sentences: two decimals (``1.13x``), two
+    significant digits below 0.01 (``0.000037x``)."""
+    if r is None or np.isnan(r):
         return "n/a"
-    return f"{r:.1f}x" if r >= 0.95 else f"{r:.2f}x"
+    if r == 0 or abs(r) >= 0.01:
+        return f"{r:.2f}x"
+    return np.format_float_positional(r, precision=2, unique=True, fractional=False, trim="-") + "x"
 
 
 def human(ns: float) -> str:

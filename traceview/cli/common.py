@@ -63,9 +63,17 @@ recursive_option = click.option("--recursive", "-r", is_flag=True,
                                 help="Also look for traces in the subfolders of a folder.")
 
 
+def _set_wide(ctx, _param, value):
+    ctx.meta["traceview.wide"] = value
+
+
 def format_option(f):
+    """``--format`` and ``--wide`` (whole names in tables, not fitted to the terminal)."""
+    f = click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide, is_eager=True,
+                     help="Table format: print whole names, not fitted to the terminal's width.")(f)
     return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                        help="Output format.")(f)
+                        help="Output format (table fits the terminal: COLUMNS, else its width; "
+                             "markdown, json, csv and html are never shortened).")(f)
 
 
 def loader(salvage, max_size, no_cache, rules):
@@ -109,6 +117,8 @@ def friendly(f):
 
 
 def emit(report, fmt):
-    click.echo(render(report, fmt), nl=False)
+    ctx = click.get_current_context(silent=True)
+    wide = bool(ctx and ctx.meta.get("traceview.wide"))
+    click.echo(render(report, fmt, width=None if wide else -1), nl=False)
 
 

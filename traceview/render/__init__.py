@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from ..report import set_display
 
-FORMATS = ("table", "markdown", "json", "csv")
+FORMATS = ("table", "markdown", "json", "csv", "html")
 
 
-def render(report, fmt: str = "table", *, rich: bool | None = None) -> str:
+def render(report, fmt: str = "table", *, rich: bool | None = None, width: int | None = -1) -> str:
+    """``width`` (table only): -1 from ``COLUMNS``/the terminal, None or 0 unlimited (``--wide``)."""
     if fmt == "table":
         from .text import render_text
 
-        return render_text(report, rich=rich)
+        return render_text(report, rich=rich, width=width)
     if fmt == "markdown":
         from .markdown import render_markdown
 
@@ -23,13 +24,17 @@ def render(report, fmt: str = "table", *, rich: bool | None = None) -> str:
         from .csvout import render_csv
 
         return render_csv(report)
+    if fmt == "html":
+        from .htmlreport import render_html_page
+
+        return render_html_page(report)
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
 def _text(report) -> str:
     from .text import render_text
 
-    return render_text(report, rich=False)
+    return render_text(report, rich=False, width=None)
 
 
 def _html(report) -> str:

@@ -1,36 +1,88 @@
-"""Cell formatting shared by the human-readable renderers (text, markdown, html)."""
+"""Cell formatting shared by the human-readable renderers (text, markdown, html).
+
+One convention for numbers: a header that names a unit (``_ns``, ``(ns)``, ``_pct``,
+``(%)``) has its cells in that unit, as plain numbers (``309,437``, ``12.3``); ratios
+read ``1.13x``; counts are integers, averages (per step) keep one or two decimals.
+Text is never shortened here: the terminal renderer fits it to the width.
+"""
 from __future__ import annotations
 
 import math
 
 import pandas as pd
 
-from ..units import human_ns
+from .. import units
+from ..analyses.words import times
+
+
+def is_ns(column: str) -> bool:
+    return column.endswith("_ns") or column.endswith("(ns)")
+
+
+def is_pct(column: str) -> bool:
+    return (column.startswith("pct") or column.endswith("(%)") or column.endswith("_pct") or "_pct_" in column
+            or column.endswith("share"))
+
+
+def is_ratio(column: str) -> bool:
+    return column.startswith("ratio") or column.endswith("ratio")
+
+
+def number(x: float) -> str:
+    """A count or an average: ``61``, ``1,204``, ``61.5``, ``0.33``."""
+    x = float(x)
+    if abs(x - round(x)) < 0.005:
+        return f"{int(round(x)):,}"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
+
+
+def ratio_text(r: float) -> str:
+    """The one rounding of a ratio, in tables and sentences alike (``analyses.words.times``)."""
+    return times(r)
 
 
 def cell(column: str, value) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    if column.endswith("(ns)"):
-        return f"{value:,.0f}"
-    if column.endswith("_ns"):
-        return human_ns(value)
-    if column.startswith("pct") or column.endswith("(%)") or column.endswith("_pct") or column.endswith("share"):
-        return f"{float(value):.1f}"
-    if column.startswith("ratio") or column.endswith("ratio"):
-        return f"{float(value):.2f}x"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, (bool,)):
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
         return "yes" if value else "no"
-    text = str(value)
-    return text if len(text) <= 90 else text[:87] + "..."
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        return str(value)
+    if is_ns(column):
+        return f"{float(value):,.0f}"
+    if is_pct(column):
+        return f"{float(value):.1f}"
+    if is_ratio(column):
+        return ratio_text(float(value))
+    return number(value)
 
 
 def display_frame(df: pd.DataFrame) -> list[list[str]]:
+    """Cells as text. A table with a ``metric`` column (diff's overview) takes each row's
+    unit from its metric's name (``gpu_time_per_step_ns``: the row's numbers are ns)."""
     cols = [str(c) for c in df.columns]
-    return [[cell(c, v) for c, v in zip(cols, row)] for row in df.itertuples(index=False)]
+    if "metric" not in cols:
+        return [[cell(c, v) for c, v in zip(cols, row)] for row in df.itertuples(index=False)]
+    units = [str(m) for m in df["metric"]]
+    return [[cell(c if is_ratio(c) or c == "metric" else unit, v) for c, v in zip(cols, row)]
+            for unit, row in zip(units, df.itertuples(index=False))]
 
 
 def info_lines(info: dict) -> list[tuple[str, str]]:
-    return [(key, cell(key, value)) for key, value in info.items()]
+    return [(key, cell(key, value) if not isinstance(value, (list, tuple, dict)) else str(value))
+            for key, value in info.items() if key != PER_STEP_TABLES]
+
+
+#: info key naming the tables whose numbers are averages per step (their headings say so)
+PER_STEP_TABLES = "per_step_tables"
+
+
+def heading(report, name: str) -> str:
+    per = report.info.get("per", "step")
+    return f"{name} (per {per})" if name in report.info.get(PER_STEP_TABLES, ()) else name
+
+
+def human(ns) -> str:
+    return units.human_ns(ns)

@@ -1,7 +1,7 @@
 """GitHub-flavoured markdown."""
 from __future__ import annotations
 
-from .cells import display_frame, info_lines
+from .cells import display_frame, heading, info_lines
 
 
 def render_markdown(report) -> str:
@@ -10,7 +10,7 @@ def render_markdown(report) -> str:
     if report.findings:
         out += ["", "### Findings", ""] + [f"- {f}" for f in report.findings]
     for name, df in report.tables.items():
-        out += ["", f"### {name}", ""]
+        out += ["", f"### {heading(report, name)}", ""]
         cols = [str(c) for c in df.columns]
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join("---:" if df[c].dtype.kind in "iuf" else "---" for c in df.columns) + "|")

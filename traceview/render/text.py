@@ -1,49 +1,72 @@
-"""Terminal output: a rich table on a TTY, aligned plain text when piped."""
+"""Terminal output: a rich table on a TTY, aligned plain text when piped.
+
+Both fit the width (:mod:`.fit`): ``COLUMNS``, else the terminal's; unlimited when
+piped with no ``COLUMNS``; ``width=0`` (``--wide``) never shortens a name.
+"""
 from __future__ import annotations
 
 import sys
 
-from .cells import display_frame, info_lines
+from .cells import display_frame, heading, info_lines
+from .fit import layout, middle, terminal_width, wrap
 
 
-def render_text(report, *, rich: bool | None = None) -> str:
+def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> str:
+    """``width``: -1 (default) from the terminal, None or 0 unlimited, else that many columns."""
+    width = terminal_width() if width == -1 else (width or None)
     if rich is None:
         rich = sys.stdout.isatty()
     if rich:
         try:
-            return _render_rich(report)
+            return _render_rich(report, width)
         except ImportError:
             pass
-    return _render_plain(report)
+    return _render_plain(report, width)
 
 
-def _render_plain(report) -> str:
-    out = [report.title, "=" * len(report.title)]
-    out += [f"{k}: {v}" for k, v in info_lines(report.info)]
+def _head(report, width) -> list[str]:
+    title = wrap(report.title, width)
+    out = title + ["=" * min(max(len(t) for t in title), width or 10**6)]
+    for k, v in info_lines(report.info):
+        out += wrap(f"{k}: {v}", width, "", "    ")
+    return out
+
+
+def _render_plain(report, width) -> str:
+    out = _head(report, width)
     if report.findings:
-        out += ["", "Findings:"] + [f"  - {f}" for f in report.findings]
+        out += ["", "Findings:"]
+        for f in report.findings:
+            out += wrap(f, width, "  - ", "    ")
     for name, df in report.tables.items():
-        out += ["", f"[{name}]", _plain_table(df)]
+        out += [""] + wrap(f"[{heading(report, name)}]", width) + [_plain_table(df, width)]
     if report.notes:
-        out += [""] + [f"note: {n}" for n in report.notes]
+        out.append("")
+        for n in report.notes:
+            out += wrap(f"note: {n}", width, "", "    ")
     return "\n".join(out) + "\n"
 
 
-def _plain_table(df) -> str:
+def _numeric(df) -> list[bool]:
+    return [df[c].dtype.kind in "iuf" for c in df.columns]
+
+
+def _plain_table(df, width) -> str:
     header = [str(c) for c in df.columns]
     rows = display_frame(df)
     if not rows:
         return "(none)"
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    numeric = [df[c].dtype.kind in "iuf" for c in df.columns]
+    numeric = _numeric(df)
+    blocks = []
+    for block in layout(header, rows, numeric, width):
+        def line(cells):
+            return "  ".join(middle(cells[i], w).rjust(w) if numeric[i] else middle(cells[i], w).ljust(w)
+                             for i, w in block).rstrip()
+        blocks.append("\n".join([line(header), "  ".join("-" * w for _, w in block)] + [line(r) for r in rows]))
+    return "\n\n".join(blocks)
 
-    def line(cells):
-        return "  ".join(c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def _render_rich(report) -> str:
+def _render_rich(report, width) -> str:
     from io import StringIO
 
     from rich.console import Console
@@ -51,7 +74,8 @@ def _render_rich(report) -> str:
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(file=buf, force_terminal=True, width=160)
+    console = Console(file=buf, force_terminal=True, width=width or 100_000, emoji=False, highlight=False,
+                      soft_wrap=width is None)
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for key, value in info_lines(report.info):
         console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}")
@@ -60,12 +84,17 @@ def _render_rich(report) -> str:
         for f in report.findings:
             console.print(f"  • {escape(f)}")
     for name, df in report.tables.items():
-        table = Table(title=escape(name), title_justify="left")
-        for c in df.columns:
-            table.add_column(escape(str(c)), justify="right" if df[c].dtype.kind in "iuf" else "left")
-        for row in display_frame(df):
-            table.add_row(*(escape(c) for c in row))
-        console.print(table)
+        header = [str(c) for c in df.columns]
+        rows, numeric = display_frame(df), _numeric(df)
+        for n, block in enumerate(layout(header, rows, numeric, width, gap=3, edge=4) if rows else [[]]):
+            title = heading(report, name) + (" (continued)" if n else "")
+            table = Table(title=escape(title), title_justify="left")
+            for i, w in block:
+                table.add_column(escape(middle(header[i], w)), justify="right" if numeric[i] else "left",
+                                 no_wrap=True, min_width=w, max_width=w)
+            for r in rows:
+                table.add_row(*(escape(middle(r[i], w)) for i, w in block))
+            console.print(table)
     for n in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(n)}")
     return buf.getvalue()

@@ -104,3 +104,56 @@ def test_usage_error_exits_2():
     proc = subprocess.run([sys.executable, "-m", "traceview", "summary", "--format", "xml", "x"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+@needs_corpus
+def test_table_fits_columns_and_wide_prints_whole_names():
+    import os
+
+    env = {"COLUMNS": "80"}
+    fitted = CliRunner(env=env).invoke(main, ["kernels", str(H100)]).output
+    assert max(len(line) for line in fitted.splitlines()) <= 80
+    wide = CliRunner(env=env).invoke(main, ["kernels", str(H100), "--wide"]).output
+    assert max(len(line) for line in wide.splitlines()) > 80 and "…" not in wide
+    piped = CliRunner(env={k: v for k, v in os.environ.items() if k != "COLUMNS"}).invoke(
+        main, ["kernels", str(H100)], env={"COLUMNS": None}).output
+    assert "…" not in piped  # piped with no COLUMNS: whole lines
+
+
+@needs_corpus
+def test_kernels_show_readable_name_and_launching_chain():
+    doc = json.loads(run("kernels", H100, "--format", "json").output)
+    rows = doc["tables"]["kernels"]
+    flash = next(r for r in rows if "flash_fwd_kernel" in r["Name"])
+    assert flash["kernel"] == "pytorch_flash::flash_fwd_kernel"
+    assert flash["launched_by"].startswith("aten::scaled_dot_product_attention")
+    assert isinstance(flash["other_chains"], int)
+    assert all(isinstance(r["Total Time (ns)"], int) and isinstance(r["Instances"], int) for r in rows)
+
+
+def test_every_command_writes_html():
+    naive = SAMPLES / "naive.json.gz"
+    for args in (["summary", naive], ["summary", SAMPLES], ["kernels", naive], ["diff", naive, SAMPLES / "sdpa_math.json.gz"],
+                 ["compare", SAMPLES]):
+        out = CliRunner().invoke(main, [str(a) for a in args] + ["--format", "html"]).stdout
+        assert out.startswith("<!DOCTYPE html>") and out.count("</html>") == 1, args
+
+
+@needs_corpus
+def test_summary_csv_keeps_the_facts_and_integer_ns():
+    rows = list(csv.DictReader(io.StringIO(run("summary", H100, "--format", "csv").output)))
+    info = {r["key"]: r["value"] for r in rows if r["table"] == "info"}
+    assert info["label"] == "h100__gaunernst_bert-small-uncased__1016001"
+    assert info["gpu_time_ns"].isdigit() and info["kernels_per_step"].isdigit()
+    by_kind = [r for r in rows if r["table"] == "by_kind"]
+    assert by_kind and all(r["count"].isdigit() and r["total_ns"].isdigit() for r in by_kind)
+
+
+def test_labels_drop_trace_suffix(tmp_path):
+    import gzip
+
+    doc = json.loads(gzip.decompress((SAMPLES / "naive.json.gz").read_bytes()))
+    doc.pop("traceview", None)
+    dst = tmp_path / "run-TP-0-DECODE.trace.json.gz"
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    assert tv.load(dst, cache=False).label == "run-TP-0-DECODE"

@@ -1,11 +1,15 @@
-"""``kernel_stats``: per kernel name, the columns of ``nsys stats`` cuda_gpu_kern_sum."""
+"""``kernel_stats``: per kernel name, the columns of ``nsys stats`` cuda_gpu_kern_sum,
+plus a readable name, the category and the CPU op chain that launched it."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ..report import Report
 from . import metrics
 from .efficiency import efficiency_notes, with_efficiency
+from .groups import launch_chains
+from .names import readable_kernel_name
 from .region import Selection, region
 
 NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
@@ -13,9 +17,12 @@ NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns
 
 
 def kernel_stats(trace, sel: Selection | None = None) -> Report:
-    """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus category."""
+    """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus a
+    readable name (``kernel``), category and the launching op chain (the most common one and
+    how many other chains launched the same name)."""
     r = region(trace, sel)
     table = with_efficiency(name_stats(r.activities), r)
+    table = _with_chains(table, r)
     return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables={"kernels": table},
                   info={"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
                         "regions": r.regions, "gpu_activities": metrics.gpu_activities(r),
@@ -32,6 +39,7 @@ def name_stats(k: pd.DataFrame) -> pd.DataFrame:
     total = out["Total Time (ns)"].sum()
     out.insert(0, "Time (%)", 100.0 * out["Total Time (ns)"] / total if total else 0.0)
     out = out.reset_index().rename(columns={"name": "Name"})[NSYS_COLUMNS]
+    out.insert(0, "kernel", [readable_kernel_name(str(n)) for n in out["Name"]])
     if "category" in k.columns:
         cats = k.drop_duplicates("name").set_index("name")
         for col in ("category", "tensor_core", "attention_backend"):
@@ -40,13 +48,34 @@ def name_stats(k: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("Total Time (ns)", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def _with_chains(table: pd.DataFrame, r) -> pd.DataFrame:
+    """``launched_by``: each name's most common launching op chain; ``other_chains``: how many more."""
+    k = r.activities
+    if not len(k):
+        return table.assign(launched_by=pd.Series(dtype=object), other_chains=pd.Series(dtype="int64"))
+    pairs = pd.DataFrame({"Name": k["name"].astype(str).to_numpy(), "chain": launch_chains(r)})
+    n = pairs.groupby(["Name", "chain"], sort=False).size().reset_index(name="n")
+    n = n.sort_values(["Name", "n"], ascending=[True, False], kind="stable")
+    top = n.drop_duplicates("Name").set_index("Name")["chain"]
+    others = n.groupby("Name").size() - 1
+    names = table["Name"].astype(str)
+    return table.assign(launched_by=top.reindex(names).to_numpy(),
+                        other_chains=others.reindex(names).fillna(0).astype(np.int64).to_numpy())
+
+
 def unclassified_report(trace, sel: Selection | None = None) -> Report:
+    """Names no library rule matched, in two tables: tier "none" (nothing matched: counted in
+    ``unclassified_pct_of_gpu_time``) and tier "name" (only a word of the name gave a guess)."""
     from ..classify import unclassified
 
     r = region(trace, sel)
     table = unclassified(r.activities)
+    tier = table["tier"].astype(str) if len(table) else pd.Series(dtype=str)
+    none, guessed = table[(tier == "none").to_numpy()], table[(tier == "name").to_numpy()]
     return Report(kind="unclassified", title=f"Kernel names no rule matched in {trace.label}",
-                  tables={"unclassified": table},
-                  info={"trace": trace.path, "unclassified_pct_of_gpu_time": float(table["pct_of_gpu_time"].sum())
-                        if len(table) else 0.0},
+                  tables={"unclassified": none.reset_index(drop=True), "name_guesses": guessed.reset_index(drop=True)},
+                  info={"trace": trace.path,
+                        "unclassified_pct_of_gpu_time": float(none["pct_of_gpu_time"].sum()) if len(none) else 0.0,
+                        "name_guess_pct_of_gpu_time": float(guessed["pct_of_gpu_time"].sum()) if len(guessed)
+                        else 0.0},
                   notes=list(trace.warnings) + r.notes)

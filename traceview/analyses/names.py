@@ -150,22 +150,46 @@ def short_kernel_name(name: str) -> str:
     return head or text
 
 
-def display_key(key: str, limit: int = 80) -> str:
-    head, sep, tail = key.partition("<")
-    text = head.rsplit("::", 1)[-1] + sep + tail
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def finding_name(key: str, example: str, limit: int = 70) -> str:
-    """How a sentence names a kernel: its own name when that is short and has no template
-    arguments (``ampere_sgemm_128x64_tn``, ``Memcpy DtoD (Device -> Device)``), else the
-    normalised key without its leading namespace."""
+    """How a sentence names a kernel: its readable name (:func:`readable_kernel_name`, no
+    digit masked), shortened in the middle past ``limit`` characters. ``key`` is kept for
+    callers that have no example."""
     if example.startswith(("Memcpy", "Memset")):
-        return example
-    if "<" not in example:
-        head = example.split("(", 1)[0].strip()
-        if head.startswith("void "):
-            head = head[5:]
-        if 0 < len(head) <= limit:
-            return head
-    return display_key(key, limit)
+        return example  # the direction in brackets matters
+    text = readable_kernel_name(example) if example else key
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return text[:half] + "…" + text[-(limit - 1 - half):]
+
+
+_DROP_NS = ("at::native::", "at::cuda::", "at::", "c10::", "cub::", "cuda::", "std::")
+_LAUNCHERS = re.compile(r"(^|::)(Kernel\d*|KernelSm\d+|device_kernel|kernel_entry)$")
+_PLAIN_ID = re.compile(r"^[A-Za-z_]\w*$")
+_HELPER_ARG = re.compile(r"(traits|Traits|Params|params|Config|Policy|Array|Shape)$")
+
+
+@functools.lru_cache(maxsize=65536)
+def readable_kernel_name(name: str) -> str:
+    """A short name a person recognises, no digit masked: the kernel a wrapper launches
+    (``cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_128x128_32x3_nn_align8>`` ->
+    ``cutlass_80_tensorop_s16816gemm_relu_128x128_32x3_nn_align8``), else the function
+    with its first functor argument (``vectorized_elementwise_kernel<GeluCUDAKernelImpl>``,
+    ``pytorch_flash::flash_fwd_kernel``); parameter lists and type arguments dropped."""
+    text = " ".join(str(name).split())
+    if text.startswith(("Memcpy", "Memset")):
+        return text.split(" (")[0]
+    text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "").replace("->", " ")
+    if text.startswith("void "):
+        text = text[5:]
+    out = _norm(text) or text
+    head, _, rest = out.partition("<")
+    args = _split_args(rest[:-1]) if rest.endswith(">") else []
+    heads = [a.split("<", 1)[0].split("{", 1)[0].strip().rsplit("::", 1)[-1] for a in args]
+    if _LAUNCHERS.search(head) and heads and _PLAIN_ID.match(heads[0]):
+        return heads[0]
+    for prefix in _DROP_NS:
+        if head.startswith(prefix):
+            head = head[len(prefix):]
+    functor = next((h for h in heads if h and not _HELPER_ARG.search(h)), None)
+    return f"{head}<{functor}>" if functor else head

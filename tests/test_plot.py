@@ -113,3 +113,23 @@ def test_without_matplotlib_plot_says_install(story_dir, tmp_path, monkeypatch):
     # without --plot nothing needs matplotlib
     res = CliRunner().invoke(main, ["diff", a, a, "--no-cache"])
     assert res.exit_code == 0, res.output
+
+
+def test_long_trace_labels_do_not_overlap():
+    """diff --plot of the H100 and MI300 BERT traces: the two axis labels never touch."""
+    from corpus import CORPUS
+
+    files = [CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz",
+             CORPUS / "rocm" / "tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz"]
+    if not all(f.exists() for f in files):
+        pytest.skip(f"corpus not found at {CORPUS}")
+    pytest.importorskip("matplotlib")
+    import traceview as tv
+    from traceview.analyses.breakdown import breakdown
+    from traceview.render.plot import breakdown_figure
+
+    traces = [tv.load(f) for f in files]
+    fig = breakdown_figure(breakdown(traces, labels=[f"A: {t.label}" for t in traces]))
+    fig.canvas.draw()
+    boxes = [lbl.get_window_extent() for lbl in fig.axes[0].get_xticklabels()]
+    assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])

@@ -23,8 +23,14 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
 
     load = loader(salvage, max_size, no_cache, rules)
     sel = selection(step, annotation, device, stream, kind)
-    for t in load_many(traces, load, recursive):
-        emit(summarise(t, sel, top=top), fmt)
+    reports = [summarise(t, sel, top=top) for t in load_many(traces, load, recursive)]
+    if fmt == "html" and len(reports) > 1:
+        from ..render.htmlreport import render_html_reports
+
+        click.echo(render_html_reports(reports, f"Summary of {len(reports)} traces"), nl=False)
+        return
+    for r in reports:
+        emit(r, fmt)
 
 
 @main.command()

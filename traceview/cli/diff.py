@@ -113,6 +113,8 @@ def timeline(trace, plot, fmt, step, annotation, device, stream, kind, salvage, 
     _check_plot(plot)
     t = loader(salvage, max_size, no_cache, rules)(trace)
     report = run_timeline(t, selection(step, annotation, device, stream, kind))
-    click.echo(f"wrote {plot_timeline(report, plot)}", err=True)
+    busy = (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
+            if "gpu_busy_pct" in report.info else "")
+    click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
     if fmt != "table":
         emit(report, fmt)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import io
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +57,30 @@ def _colors(groups) -> dict:
     return out
 
 
+def svg_text(fig) -> str:
+    """The figure as an ``<svg>`` element (text drawn as paths: no font or link leaves it)."""
+    plt = pyplot()
+    try:
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.find("<svg"):]
+
+
+def wrap_label(text: str, width: int = 22, lines: int = 3) -> str:
+    """A tick label on at most ``lines`` lines of ``width`` characters (middle cut past that)."""
+    text = str(text)
+    limit = width * lines
+    if len(text) > limit:
+        text = text[:limit // 2 - 1] + "…" + text[-(limit - limit // 2):]
+    parts = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
+    if len(parts) > lines:  # word breaks took more lines: cut at fixed widths instead
+        parts = [text[i:i + width] for i in range(0, len(text), width)]
+    return "\n".join(parts)
+
+
 def _save(fig, path: Path, title: str) -> str:
     plt = pyplot()
     suffix = path.suffix.lower()
@@ -87,6 +112,10 @@ def _time_unit(max_ns: float) -> tuple[float, str]:
 def plot_breakdown(report, path, title: str | None = None) -> str:
     """Stacked bars, one per trace, from a ``breakdown`` Report (``analyses.breakdown``)."""
     path = check_path(path)
+    return _save(breakdown_figure(report, title), path, title or report.title)
+
+
+def breakdown_figure(report, title: str | None = None):
     plt = pyplot()
     gpu = report.info["basis"] == "gpu"
     long = report["breakdown"]
@@ -100,7 +129,7 @@ def plot_breakdown(report, path, title: str | None = None) -> str:
         handles, lbls = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], lbls[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
                   fontsize=8, title="category" if gpu else "CPU op")
-    return _save(fig, path, title or report.title)
+    return fig
 
 
 def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
@@ -111,7 +140,7 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     scale, unit = _time_unit(float(frame.sum(axis=1).max()) if len(frame.columns) else 0.0)
     colors = _colors(order)
     n = len(labels)
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * n + 4.5), 5.2))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * n + 4.5), 5.2))
     x = np.arange(n)
     bottom = np.zeros(n)
     for g in order:
@@ -121,8 +150,9 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     for xi, total in zip(x, bottom):
         ax.annotate(f"{total:.3g} {unit}", (xi, total), ha="center", va="bottom", fontsize=8,
                     xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=20 if n > 3 else 0, ha="right" if n > 3 else "center")
+    ax.set_xticks(x)  # labels wrapped so that neighbours never touch; rotated when there are many
+    ax.set_xticklabels([wrap_label(lbl, 18 if n <= 3 else 24) for lbl in labels], fontsize=8,
+                       rotation=30 if n > 3 else 0, ha="right" if n > 3 else "center")
     ax.set_ylabel(f"{'GPU time' if gpu else 'CPU self time'} per step ({unit})")
     return fig, ax, bottom
 
@@ -165,6 +195,11 @@ def plot_timeline(report, path) -> str:
     """One step on a time axis from a ``timeline`` Report: a lane per device/stream (or per
     thread, nested ops stacked inside it), coloured by category (or outermost op)."""
     path = check_path(path)
+    fig, title = timeline_figure(report)
+    return _save(fig, path, title)
+
+
+def timeline_figure(report):
     plt = pyplot()
     t = report["timeline"]
     gpu = report.info["basis"] == "gpu"
@@ -188,10 +223,10 @@ def plot_timeline(report, path) -> str:
     ax.invert_yaxis()
     first = "GPU activity" if gpu else "CPU op"
     ax.set_xlabel(f"time since the step's first {first} ({unit})" + ("" if gpu else "; nested ops below their parent"))
-    title = report.title + (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the span)" if gpu else
-                            " (CPU-only trace)")
-    ax.set_title(title)
+    title = report.title + (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the span, "
+                            f"idle {100 - report.info['gpu_busy_pct']:.0f}%)" if gpu else " (CPU-only trace)")
+    ax.set_title(wrap_label(title, 90, 2), fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
               title="category" if gpu else "outermost op")
-    return _save(fig, path, title)
+    return fig, title

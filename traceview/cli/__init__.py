@@ -11,6 +11,8 @@ from . import collect  # noqa: F401  (registers collect)
 from . import diff  # noqa: F401  (registers diff, compare, timeline)
 from . import hta  # noqa: F401  (registers hta)
 from . import ranks  # noqa: F401  (registers ranks)
+from . import report  # noqa: F401  (registers report)
+from . import annotate  # noqa: F401  (registers annotate)
 from .group import main
 
 __all__ = ["main"]

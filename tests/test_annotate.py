@@ -1,0 +1,67 @@
+"""``traceview annotate``: every corpus trace written back with its classification reloads
+with identical events and GPU activities, carries the classification in each GPU
+activity's args, and loads in HTA."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import traceview as tv
+from corpus import CORPUS, corpus_params
+from traceview.analyses.annotate import PREFIX, annotations
+from traceview.cli import main
+from traceview.render.annotated import COUNTER, write_annotated
+
+GPU_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_annotated_trace_reloads_identically(path, tmp_path):
+    t = tv.load(path)
+    out = tmp_path / "annotated.json.gz"
+    counts = write_annotated(t, annotations(t), out)
+    back = tv.load(out, cache=False)
+    assert back.events.equals(t.events)
+    cols = ["name", "kind", "ts_ns", "dur_ns", "category", "step"]
+    assert back.kernels[cols].equals(t.kernels[cols])
+    events = json.loads(gzip.decompress(out.read_bytes()))
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    gpu = [e for e in events if e.get("ph") == "X" and str(e.get("cat", "")).lower() in GPU_CATS]
+    assert counts["activities"] == len(t.kernels)
+    tagged = [e for e in gpu if PREFIX + "category" in e.get("args", {})]
+    assert len(tagged) == len(t.kernels)
+    assert {e["args"][PREFIX + "category"] for e in tagged} == set(t.kernels["category"].astype(str))
+    counters = [e for e in events if e.get("ph") == "C"]
+    assert all(e["name"] == COUNTER for e in counters)
+    assert bool(counters) == bool(len(t.kernels) and t.kernels["step"].notna().any())
+
+
+HTA_TRACES = ["tokenomics/trace0.json.gz", "hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"]
+
+
+@pytest.mark.parametrize("name", HTA_TRACES)
+def test_annotated_trace_loads_in_hta(name, tmp_path):
+    pytest.importorskip("hta")
+    if not (CORPUS / name).exists():
+        pytest.skip(f"corpus not found at {CORPUS}")
+    from traceview.interop.hta import gpu_events, to_hta
+
+    t = tv.load(CORPUS / name)
+    out = tmp_path / "annotated.json.gz"
+    write_annotated(t, annotations(t), out)
+    orig, ann = to_hta(t), to_hta(str(out))
+    g0, g1 = gpu_events(orig, orig.t.get_ranks()[0]), gpu_events(ann, ann.t.get_ranks()[0])
+    assert len(g1) == len(g0) and float(g1["dur"].sum()) == pytest.approx(float(g0["dur"].sum()))
+
+
+def test_annotate_cli_one_line_errors(tmp_path):
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz"
+    r = CliRunner().invoke(main, ["annotate", str(sample), "-o", str(tmp_path / "x.txt")])
+    assert r.exit_code == 1 and "must end in .json" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(main, ["annotate", str(sample), "-o", str(tmp_path / "ok.json")])
+    assert r.exit_code == 0, r.output
+    assert tv.load(tmp_path / "ok.json", cache=False).events.equals(tv.load(sample).events)

@@ -80,7 +80,8 @@ def test_stragglers_native_and_hta_rule(report):
     assert report["stragglers"]["straggler"].tolist() == [7]
     assert ranks.loc[7, "last_at"] == 5 and ranks.loc[7, "wait_caused_ns"] == 35_552_000
     assert ranks.loc[[5, 4], "last_at"].tolist() == [2, 1] and ranks.loc[2, "last_at"] == 0
-    assert report.findings[0].startswith("rank 7 is the straggler in 1 of 1 steps")
+    assert report.findings[0].startswith("rank 7 is the straggler in 1 of 1 steps: it arrived last at 5 of 8 "
+                                         "collectives and the others waited 35.552 ms for it")
     assert sorted(hta_rule(report)) == [2, 7]
     assert (report["collectives"]["end_spread_ns"] <= 7000).all()  # clocks agree: collectives end together
 
@@ -111,11 +112,10 @@ OTHER_SETS = {
 }
 
 
-def _hta_breakdown(folder, rounding: bool, monkeypatch):
-    from traceview.interop.hta import _quiet
+def _hta_breakdown(folder, rounding: bool):
+    from traceview.interop.hta import _ns_rounding, _quiet
 
-    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "0" if rounding else "1")
-    with _quiet():
+    with _quiet(), _ns_rounding(rounding):  # HTA reads its env flag once; the bridge sets it live
         from hta.trace_analysis import TraceAnalysis
 
         ta = TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)
@@ -129,7 +129,7 @@ def _hta_breakdown(folder, rounding: bool, monkeypatch):
 
 
 @pytest.mark.parametrize("name", list(OTHER_SETS))
-def test_other_rank_sets_agree_with_hta_within_rounding(name, tmp_path, monkeypatch):
+def test_other_rank_sets_agree_with_hta_within_rounding(name, tmp_path):
     """Without HTA's µs rounding the figures agree to float precision; with it (HTA's default), each
     differs by at most 2 µs per GPU activity (HTA moves every start up and every end down to whole µs;
     tokenomics' sub-µs kernels shrink to nothing). HTA keeps all steps here (include_last_profiler_step)."""
@@ -144,7 +144,7 @@ def test_other_rank_sets_agree_with_hta_within_rounding(name, tmp_path, monkeypa
                          "kernel_time(us)": r["span_ns"]}) / 1000
     activities = report["streams"].groupby("rank")["activities"].sum()
     for rounding in (False, True):
-        tb, ov, strag = _hta_breakdown(tmp_path, rounding, monkeypatch)
+        tb, ov, strag = _hta_breakdown(tmp_path, rounding)
         diff = (tb[ours.columns] - ours).abs()
         bound = 2.0 * activities if rounding else pd.Series(1e-3, index=activities.index)
         assert (diff.le(bound, axis=0)).all().all(), (rounding, diff)

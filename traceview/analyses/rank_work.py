@@ -49,7 +49,7 @@ def per_step(trace) -> pd.DataFrame:
 def collectives(acts: pd.DataFrame) -> pd.DataFrame:
     """The communication kernels in time order, numbered per name (``n``: 0, 1, ... on this rank)."""
     comm = acts[gpu_class(acts) == "communication"].sort_values("ts_ns", kind="stable") if len(acts) else acts
-    out = pd.DataFrame({"name": comm["name"].astype(str).to_numpy(),
+    out = pd.DataFrame({"name": pd.Categorical(comm["name"].astype(str).to_numpy()),  # small to send
                         "step": comm["step"].fillna(-1).to_numpy(dtype=np.int64),
                         "stream": comm["stream"].fillna(-1).to_numpy(dtype=np.int64),
                         "ts_ns": comm["ts_ns"].to_numpy(dtype=np.int64),

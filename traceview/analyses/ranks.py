@@ -90,7 +90,7 @@ def straggler_findings(tables: dict) -> list[str]:
         where = "longer" if longer >= 0 else "shorter"
         step = "" if np.isnan(longer) else f"; its step is {abs(longer):.1f} % {where} than the others' median"
         out.append(f"rank {r} is the straggler in {len(grp)} of {len(per)} steps: it arrived last at "
-                   f"{int(row.last_at)} collectives and the others waited {human_ns(row.wait_caused_ns)} for it"
+                   f"{int(row.last_at)} of {len(tables['collectives'])} collectives and the others waited {human_ns(row.wait_caused_ns)} for it"
                    f"{step}{extra_in(tables['categories'], r)}")
     return out
 

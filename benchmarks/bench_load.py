@@ -3,7 +3,8 @@
 For each size, a trace of about that many MB is made by tiling a real trace
 (``make_large_trace.py``); every tool then loads the same file in a fresh
 subprocess, ``--repeats`` times. Reported: the median wall time of the load call
-itself (imports excluded) and the median peak RSS of the process (imports
+itself (imports excluded; the tools take turns in every repeat, and the load
+average is printed after each round) and the median peak RSS of the process (imports
 included; the child's ``ru_maxrss``, or its children's if larger -- HTA forks a
 parser; the process's own peak is read from VmHWM, because ``ru_maxrss``
 starts from the parent's RSS at fork), each with its ratio to traceview's. Then the cache: a first
@@ -11,7 +12,7 @@ starts from the parent's RSS at fork), each with its ratio to traceview's. Then 
 fresh process.
 
     python benchmarks/bench_load.py                      # 30 MB, 300 MB, 1 GB
-    python benchmarks/bench_load.py --sizes 300 --repeats 3
+    python benchmarks/bench_load.py --sizes 300 --repeats 5
     python benchmarks/bench_load.py --quick              # tiny, for CI smoke
 """
 from __future__ import annotations
@@ -102,11 +103,27 @@ def table(rows: list[list]) -> str:
     return "\n".join(out)
 
 
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} ({os.cpu_count()} cores)"
+
+
+def interleaved(tools, path: str, repeats: int) -> dict:
+    """Each repeat runs every tool once, in turn, so a busy spell hits them all alike."""
+    runs: dict = {tool: [] for tool in tools}
+    for i in range(repeats):
+        for tool in tools:
+            runs[tool].append(measure(tool, path))
+        print(f"  repeat {i + 1}/{repeats} done; {load_average()}", flush=True)
+    return {tool: summarize(r) for tool, r in runs.items()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--src", default=DEFAULT_SRC, help="real trace to tile (default: corpus HTA control trace)")
     p.add_argument("--sizes", default="30,300,1000", help="comma-separated sizes in MB (default 30,300,1000)")
-    p.add_argument("--repeats", type=int, default=1, help="loads per tool and size; medians are reported")
+    p.add_argument("--repeats", type=int, default=5,
+                   help="loads per tool and size, interleaved across tools; medians are reported (default 5)")
     p.add_argument("--tools", default="traceview,hta,json.load", help="which loaders to compare")
     p.add_argument("--hta-max-mb", type=float, default=float("inf"), help="skip HTA above this size")
     p.add_argument("--no-cache-bench", action="store_true", help="skip the cache reload benchmark")
@@ -133,12 +150,9 @@ def main(argv=None) -> int:
             mb = os.path.getsize(path) / 1e6
             label = f"{mb:.0f} MB"
             print(f"# {label}: {path} (tiles of {os.path.basename(a.src)})", flush=True)
-            results = {}
-            for tool in tools:
-                if tool == "hta" and mb > a.hta_max_mb:
-                    continue
-                results[tool] = summarize([measure(tool, path) for _ in range(repeats)])
-                print(f"  {tool}: {results[tool]}", flush=True)
+            results = interleaved(tools if mb <= a.hta_max_mb else [t for t in tools if t != "hta"], path, repeats)
+            for tool, r in results.items():
+                print(f"  {tool}: {r}", flush=True)
             base = results.get("traceview", {})
             for tool, r in results.items():
                 if "error" in r:
@@ -164,6 +178,7 @@ def main(argv=None) -> int:
         if not a.workdir:
             shutil.rmtree(work, ignore_errors=True)
     print()
+    print(f"# {load_average()} at the end; medians of {repeats}, tools interleaved")
     print(table(rows))
     if len(cache_rows) > 1:
         print()

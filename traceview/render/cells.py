@@ -8,6 +8,7 @@ Text is never shortened here: the terminal renderer fits it to the width.
 from __future__ import annotations
 
 import math
+import numbers
 
 import pandas as pd
 
@@ -28,8 +29,15 @@ def is_ratio(column: str) -> bool:
     return column.startswith("ratio") or column.endswith("ratio")
 
 
+def is_integer(value) -> bool:
+    """A Python or numpy integer (not a bool): printed exactly, never through a float."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def number(x: float) -> str:
-    """A count or an average: ``61``, ``1,204``, ``61.5``, ``0.33``."""
+    """A count or an average: ``61``, ``1,204``, ``61.5``, ``0.33``; integers exactly."""
+    if is_integer(x):
+        return f"{int(x):,}"
     x = float(x)
     if abs(x - round(x)) < 0.005:
         return f"{int(round(x)):,}"
@@ -50,8 +58,8 @@ def cell(column: str, value) -> str:
         return value
     if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         return str(value)
-    if is_ns(column):
-        return f"{float(value):,.0f}"
+    if is_ns(column):  # int64 ns above 2**53 would lose digits through a float
+        return f"{int(value):,}" if is_integer(value) else f"{float(value):,.0f}"
     if is_pct(column):
         return f"{float(value):.1f}"
     if is_ratio(column):

@@ -114,6 +114,31 @@ def test_normalised_names_read_well():
     assert normalise_kernel_name("void foo<int(bar") != ""
 
 
+def test_readable_names_keep_what_the_name_says():
+    from traceview.analyses.names import kernel_label, readable_kernel_name as readable
+
+    assert readable(synth.MUL) == "vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>>"
+    assert readable(synth.MASKED_FILL) == "elementwise_kernel<gpu_kernel_impl_nocast<masked_fill_kernel>>"
+    assert readable(synth.WHERE) != readable(synth.MASKED_FILL)  # the wrapped functor tells them apart
+    assert readable("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
+    # a return type before the name (cuBLAS gemv) is not the kernel's name
+    gemv = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
+            "false, true, true, false, 7, false, cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>, "
+            "cublasGemvTensorStrided<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>>)")
+    assert readable(gemv) == "internal::gemvx::kernel"
+    assert kernel_label("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
+
+
+def test_summary_top_kernels_show_readable_names_and_keep_full_ones(st):
+    top = tv.summary(st["sdpa_math"], top=20)["top_kernels"]
+    assert top.columns.tolist() == ["kernel", "count", "total_ns", "pct_time", "name"]
+    row = top.set_index("name").loc[synth.GEMM_SIMT]
+    assert row["kernel"] == "ampere_sgemm_128x64_tn"
+    assert top.set_index("name").loc[synth.MUL_F32, "kernel"] == \
+        "vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>>"
+    assert len(top) == top["name"].nunique()  # still one row per full name
+
+
 def test_gemm_families_and_short_names():
     assert gemm_family(synth.GEMM_TC) == "s16816"
     assert gemm_family(synth.GEMM_SIMT) == "sgemm"
@@ -164,11 +189,12 @@ def test_naive_vs_sdpa_math_gemms_move_to_cuda_cores(st):
     assert g.loc["A", "dominant_family"] == "s16816" and g.loc["B", "dominant_family"] == "sgemm"
     assert "GEMMs moved from tensor cores (s16816) to CUDA cores (sgemm)" in " ".join(r.findings)
     assert "most GPU time runs in fp32 in B" in " ".join(r.findings)
-    only_b = r["only_in_b"].set_index("kernel")
+    only_b = r["only_in_b"].set_index("match_key")
     assert only_b.loc["ARCH_sgemm_NxN_tn", "launched_by"].endswith("aten::matmul → aten::bmm")
+    assert only_b.loc["ARCH_sgemm_NxN_tn", "kernel"] == "ampere_sgemm_128x64_tn"  # readable, digits kept
     assert only_b.loc[normalise_kernel_name(synth.CAST), "count"] == 4.0
     # the softmax kernel matches across bf16 -> fp32 and shows up as changed, not new
-    both = r["by_kernel"].set_index("kernel")
+    both = r["by_kernel"].set_index("match_key")
     assert both.loc["softmax_warp_forward", "ratio_time"] == pytest.approx(25 / 12)
     att = r["attention"].set_index("side")
     assert att.loc["A", "backend"] == "none" and att.loc["B", "backend"] == "unfused: math"
@@ -265,9 +291,10 @@ DIFF_TABLES = {
     "overview": ["metric", "a", "b", "delta", "ratio"],
     "by_category": ["category", "a_count", "b_count", "delta_count", "ratio_count", "a_time_ns", "b_time_ns",
                     "delta_time_ns", "ratio_time"],
-    "only_in_a": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example"],
-    "only_in_b": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example"],
-    "by_kernel": ["kernel", "category", "a_count", "b_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time"],
+    "only_in_a": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"],
+    "only_in_b": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"],
+    "by_kernel": ["kernel", "category", "a_count", "b_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time",
+                  "a_example", "b_example", "match_key"],
     "gemm_path": ["side", "trace", "gemm_kernels", "gemm_time_ns", "gemm_pct", "tensor_core_pct",
                   "dominant_family", "families"],
     "attention": ["side", "trace", "backend", "kernels", "time_ns", "kernel", "sdpa_op"],
@@ -369,10 +396,16 @@ def test_corpus_a100_vs_v100(hta_pair):
     # the tile-size variants of cutlass s1688 kernels collapse into a handful of keys, and sgemm
     # variants of A and B match despite the ampere_/volta_ prefixes
     assert r.info["only_in_a_total"] < 20 and r.info["only_in_b_total"] < 10
-    assert "ARCH_sgemm_NxN_nn" in r["by_kernel"]["kernel"].tolist()
+    both = r["by_kernel"].set_index("match_key")
+    # matched on the key; shown by both readable names, digits and architecture as written
+    assert both.loc["ARCH_sgemm_NxN_nn", "kernel"] == "ampere_sgemm_128x64_nn → volta_sgemm_128x32_nn"
+    assert both.loc["ARCH_sgemm_NxN_nn", "a_example"] == "ampere_sgemm_128x64_nn"
+    assert not r["by_kernel"]["kernel"].str.contains("ARCH|NxN").any()
+    assert not r["only_in_a"]["kernel"].str.contains("cutlass_N_|NxN").any()
+    assert "cutlass_80_tensorop_s1688gemm_64x64_16x6_nt_align4" in r["only_in_a"]["kernel"].tolist()
     assert any("614 GPU activities launched outside every ProfilerStep" in n for n in r.notes)
     # the memcpy DtoD explosion: 3 -> 768 per step
-    k = r["by_kernel"].set_index("kernel")
+    k = r["by_kernel"].set_index("kernel")  # a memcpy's name is its readable name and its key
     assert k.loc["Memcpy DtoD (Device -> Device)", "a_count"] == 3
     assert k.loc["Memcpy DtoD (Device -> Device)", "b_count"] == 768
     assert np.isfinite(r.info["ratio_gpu_time"])

@@ -24,7 +24,7 @@ from . import metrics
 from .diff_findings import diff_findings
 from .efficiency import efficiency_notes, efficiency_table
 from .groups import by_kernel, category_times, chain_table, op_table, trace_labels
-from .names import short_kernel_name
+from .names import kernel_label, short_kernel_name
 from .region import Region, Selection, region
 from .words import ratio
 
@@ -161,27 +161,40 @@ def _by_category(A: Region, B: Region) -> pd.DataFrame:
 
 
 def _only(ka: pd.DataFrame, kb: pd.DataFrame):
-    cols = ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example"]
+    """Kernels on one side only, and on both; matched on ``match_key`` (:func:`.names.normalise_kernel_name`),
+    shown by ``kernel``, the readable name of the key's most frequent real name (:func:`.names.kernel_label`)."""
+    cols = ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"]
 
     def side_only(x, y):
         o = x[~x["key"].isin(set(y["key"]))].copy()
         o["launched_by"] = [c if n <= 1 else f"{c} (+{n - 1} other chain{'s' if n > 2 else ''})"
                             for c, n in zip(o["launched_by"], o["chains"])]
-        o = o.rename(columns={"key": "kernel"}).sort_values("time_ns", ascending=False, kind="stable")
+        o["kernel"] = [kernel_label(e) for e in o["example"]]  # one row per key: once per distinct name
+        o = o.rename(columns={"key": "match_key"}).sort_values("time_ns", ascending=False, kind="stable")
         return o[cols].reset_index(drop=True)
 
     only_a, only_b = side_only(ka, kb), side_only(kb, ka)
-    m = ka[["key", "count", "time_ns", "category"]].merge(
-        kb[["key", "count", "time_ns", "category"]], on="key", how="inner", suffixes=("_a", "_b")).set_index("key")
+    return only_a, only_b, _both(ka, kb)
+
+
+def _both(ka: pd.DataFrame, kb: pd.DataFrame) -> pd.DataFrame:
+    """Kernels on both sides, largest change first. ``kernel``: A's readable name, or
+    ``A's → B's`` when the two sides' names read differently (``ampere_sgemm_128x64_tn →
+    volta_sgemm_64x32_tn``)."""
+    side = ["key", "count", "time_ns", "category", "example"]
+    m = ka[side].merge(kb[side], on="key", how="inner", suffixes=("_a", "_b"))
+    la = [kernel_label(e) for e in m["example_a"]]
+    lb = [kernel_label(e) for e in m["example_b"]]
     both = pd.DataFrame({
-        "kernel": m.index.astype(str), "category": m["category_a"].to_numpy(),
+        "kernel": [x if x == y else f"{x} → {y}" for x, y in zip(la, lb)], "category": m["category_a"].to_numpy(),
         "a_count": m["count_a"].to_numpy(), "b_count": m["count_b"].to_numpy(),
         "a_time_ns": m["time_ns_a"].to_numpy(), "b_time_ns": m["time_ns_b"].to_numpy(),
     })
     both["delta_time_ns"] = both["b_time_ns"] - both["a_time_ns"]
     both["ratio_time"] = [ratio(x, y) for x, y in zip(both["a_time_ns"], both["b_time_ns"])]
-    both = both.iloc[np.argsort(-np.abs(both["delta_time_ns"].to_numpy()), kind="stable")].reset_index(drop=True)
-    return only_a, only_b, both
+    both["a_example"], both["b_example"] = m["example_a"].to_numpy(), m["example_b"].to_numpy()
+    both["match_key"] = m["key"].astype(str).to_numpy()
+    return both.iloc[np.argsort(-np.abs(both["delta_time_ns"].to_numpy()), kind="stable")].reset_index(drop=True)
 
 
 def _gemm_table(A: Region, B: Region, ga: dict, gb: dict) -> pd.DataFrame:

@@ -94,7 +94,7 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
     f = []
     for table, side_word, verb in ((only_a, "A", "is gone in B"), (only_b, "B", "is new in B")):
         for row in table.head(5).itertuples(index=False):
-            name = finding_name(row.kernel, row.example)
+            name = finding_name(row.match_key, row.example)
             launched = "it was launched by" if side_word == "A" else "launched by"
             who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
             f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")

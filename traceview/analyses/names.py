@@ -154,19 +154,24 @@ def finding_name(key: str, example: str, limit: int = 70) -> str:
     """How a sentence names a kernel: its readable name (:func:`readable_kernel_name`, no
     digit masked), shortened in the middle past ``limit`` characters. ``key`` is kept for
     callers that have no example."""
-    if example.startswith(("Memcpy", "Memset")):
-        return example  # the direction in brackets matters
-    text = readable_kernel_name(example) if example else key
+    text = kernel_label(example) if example else key
     if len(text) <= limit:
         return text
     half = (limit - 1) // 2
     return text[:half] + "…" + text[-(limit - 1 - half):]
 
 
+def kernel_label(name: str) -> str:
+    """How a table or a sentence names a kernel: :func:`readable_kernel_name`, except that
+    ``Memcpy``/``Memset`` names are kept whole (the direction in brackets matters)."""
+    text = str(name)
+    return text if text.startswith(("Memcpy", "Memset")) else readable_kernel_name(text)
+
+
 _DROP_NS = ("at::native::", "at::cuda::", "at::", "c10::", "cub::", "cuda::", "std::")
 _LAUNCHERS = re.compile(r"(^|::)(Kernel\d*|KernelSm\d+|device_kernel|kernel_entry)$")
 _PLAIN_ID = re.compile(r"^[A-Za-z_]\w*$")
-_HELPER_ARG = re.compile(r"(traits|Traits|Params|params|Config|Policy|Array|Shape)$")
+_HELPER_ARG = re.compile(r"(traits|Traits|Params|params|Config|Policy|Array|Shape|OpaqueType)(Ex)?$")
 
 
 @functools.lru_cache(maxsize=65536)
@@ -182,14 +187,43 @@ def readable_kernel_name(name: str) -> str:
     text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "").replace("->", " ")
     if text.startswith("void "):
         text = text[5:]
-    out = _norm(text) or text
+    out = _drop_return_type(_norm(text) or text)
     head, _, rest = out.partition("<")
     args = _split_args(rest[:-1]) if rest.endswith(">") else []
-    heads = [a.split("<", 1)[0].split("{", 1)[0].strip().rsplit("::", 1)[-1] for a in args]
+    heads = [_arg_head(a) for a in args]
     if _LAUNCHERS.search(head) and heads and _PLAIN_ID.match(heads[0]):
         return heads[0]
     for prefix in _DROP_NS:
         if head.startswith(prefix):
             head = head[len(prefix):]
-    functor = next((h for h in heads if h and not _HELPER_ARG.search(h)), None)
+    functor = _functor(args)
     return f"{head}<{functor}>" if functor else head
+
+
+def _arg_head(arg: str) -> str:
+    return arg.split("<", 1)[0].split("{", 1)[0].strip().rsplit("::", 1)[-1]
+
+
+def _functor(args: list[str], depth: int = 3) -> str | None:
+    """The first argument that is not a helper, with the functors it wraps (two levels):
+    ``gpu_kernel_impl<direct_copy_kernel_cuda>``, ``BinaryFunctor<MulFunctor>``."""
+    arg = next((a for a in args if _arg_head(a) and not _HELPER_ARG.search(_arg_head(a))), None)
+    if arg is None:
+        return None
+    head, _, rest = arg.partition("<")
+    inner = _functor(_split_args(rest[:-1]), depth - 1) if depth > 1 and rest.endswith(">") else None
+    return f"{_arg_head(head)}<{inner}>" if inner else _arg_head(head)
+
+
+def _drop_return_type(text: str) -> str:
+    """``enable_if<!, void>::type gemvx::kernel<...>`` -> ``gemvx::kernel<...>``: the part after
+    the last space outside brackets."""
+    depth, cut = 0, -1
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == " " and depth == 0:
+            cut = i
+    return text[cut + 1:] if 0 <= cut < len(text) - 1 else text

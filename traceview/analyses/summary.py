@@ -5,6 +5,7 @@ import pandas as pd
 
 from ..report import Report
 from . import metrics
+from .names import kernel_label
 from .region import Selection, region
 
 
@@ -56,6 +57,10 @@ def per_step(k: pd.DataFrame) -> pd.DataFrame:
 
 
 def top_kernels(k: pd.DataFrame, n: int) -> pd.DataFrame:
-    return _totals(k, "name").head(n)
+    """The ``n`` names with the most GPU time: ``kernel`` (the readable name, :func:`.names.kernel_label`),
+    count, time, share, and ``name`` (the full name, last)."""
+    top = _totals(k, "name").head(n)
+    top.insert(0, "kernel", [kernel_label(str(x)) for x in top["name"]])
+    return top[["kernel", "count", "total_ns", "pct_time", "name"]]
 
 

@@ -31,12 +31,60 @@ def _split(kw: dict) -> tuple[Selection | None, dict]:
     return sel, kw
 
 
-def summary(trace, *, top: int = 10, **kw):
-    """Device, GPU time, counts per step, time per kind and category, top kernels."""
-    from .analyses.summary import summary as _summary
+def summary(trace, *, top: int = 10, run: bool = False, **kw):
+    """Device, GPU time, counts per step, time per kind and category, top kernels.
 
+    ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`.
+    """
+    from .analyses.summary import summary as _summary
+    from .run import Run
+
+    if run or isinstance(trace, Run):
+        return summary_run(trace, **kw)
     sel, load_kw = _split(kw)
     return _summary(_trace(trace, load_kw), sel, top=top)
+
+
+def _run(x, skip_bad: bool, recursive: bool, load_kw: dict):
+    from .run import Run
+
+    return x if isinstance(x, Run) else load_run(x, skip_bad=skip_bad, recursive=recursive, **load_kw)
+
+
+def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False, **kw):
+    """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
+    ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run."""
+    from .analyses.run_summary import run_summary
+
+    sel, load_kw = _split(kw)
+    label = os.path.basename(os.path.normpath(paths)) if isinstance(paths, (str, os.PathLike)) else None
+    return run_summary(_run(paths, skip_bad, recursive, load_kw), sel, label=label)
+
+
+def run_labels(items) -> list[str]:
+    """A label per run: its folder's name (its path when two share a name; `` (N)`` after a run given
+    twice), else ``run N``."""
+    names = [os.path.basename(os.path.normpath(x)) if isinstance(x, (str, os.PathLike)) else f"run {i}"
+             for i, x in enumerate(items)]
+    names = [os.fspath(x) if names.count(n) > 1 and isinstance(x, (str, os.PathLike)) else n
+             for n, x in zip(names, items)]
+    return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]  # one run given twice
+
+
+def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool = False, **kw):
+    """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
+    (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
+    rank and run; ratios to ``baseline`` (index, label or folder; default the first run)."""
+    from .analyses.run_compare import run_compare
+
+    sel, load_kw = _split(kw)
+    items = list(runs)
+    labels = run_labels(items)
+    paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
+    if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
+        baseline = paths.index(os.path.abspath(baseline))
+    loaded = [(label, _run(x, skip_bad, recursive, load_kw)) for label, x in zip(labels, items)]
+    return run_compare(loaded, baseline=baseline, sel=sel)
 
 
 def kernels(trace, **kw):
@@ -63,14 +111,17 @@ def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20, **kw):
     return _diff(_trace(a, load_kw), _trace(b, load_kw), s, sel_b=sel_b, top=top)
 
 
-def compare(traces, *, baseline=None, recursive: bool = False, **kw):
+def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False, **kw):
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
 
     ``baseline``: index, label, path or Trace (default: the first trace). A folder's
     files that are not profiler traces are skipped and named in the report's notes.
+    ``run=True``: each item is one run (a folder of rank traces), see :func:`compare_runs`.
     """
     from .analyses.compare import compare as _compare
 
+    if run:
+        return compare_runs(traces, baseline=baseline, recursive=recursive, **kw)
     sel, load_kw = _split(kw)
     items = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
     loaded, skipped = [], []

@@ -12,16 +12,28 @@ from .read.source import over_cap
 
 
 def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rules=None,
-         cache=None) -> Trace:
+         cache=None, devices=None) -> Trace:
     """Load one saved PyTorch profiler trace (.json, .json.gz, any gzip) into a Trace.
 
     ``salvage=True`` loads a truncated trace up to the cut and warns what was lost.
     ``rules`` adds or overrides kernel classification rules (see traceview.classify).
     ``cache`` (True, False, or a folder) controls the columnar cache, where available.
+    ``devices`` (a TOML file like ``traceview/rules/devices.toml``) adds or replaces GPUs in the
+    peak table the efficiency columns use; it is checked here, before the trace is read.
     """
+    path = os.fspath(path)
+    if devices is not None:
+        from .devices import load_devices
+
+        load_devices(os.fspath(devices))  # a bad file fails now, in one line
+    trace = _load(path, salvage=salvage, max_bytes=max_bytes, rules=rules, cache=cache)
+    trace.devices = os.fspath(devices) if devices is not None else None
+    return trace
+
+
+def _load(path: str, *, salvage: bool, max_bytes: int, rules, cache) -> Trace:
     from . import cache as cache_mod
 
-    path = os.fspath(path)
     if cache is not False and not salvage and rules is None:
         hit = cache_mod.lookup(path, cache)
         if hit is not None:

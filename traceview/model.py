@@ -51,6 +51,7 @@ class Trace:
     meta: dict
     warnings: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    devices: str | None = None  # the user's device table (TOML) beside the built-in one; see traceview.devices
 
     @property
     def label(self) -> str:

@@ -131,14 +131,8 @@ def op_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | 
     """Per counted op that owns kernels: name, its work, the time of its kernels, and the
     achieved rates over that time (the peak: its compute kernels' time-weighted peak)."""
     k = trace.kernels if activities is None else activities
-    kw = kernel_work(trace).loc[k.index]
-    eff = kernel_efficiency(trace, k, devices)
+    per = _owned(trace, k, devices)
     w = trace_work(trace)
-    owned = kw["owner"].to_numpy() >= 0
-    frame = pd.DataFrame({"owner": kw["owner"].to_numpy()[owned], "dur_ns": k["dur_ns"].clip(lower=0).to_numpy()[owned],
-                          "peak_ns": (k["dur_ns"].clip(lower=0) * eff["peak_tflops"]).to_numpy()[owned]})
-    g = frame.groupby("owner")
-    per = pd.DataFrame({"gpu_ns": g["dur_ns"].sum(), "peak_ns": g["peak_ns"].sum(min_count=1)})
     ops = trace.ops.iloc[per.index]
     flops = w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
     nbytes = w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
@@ -148,6 +142,54 @@ def op_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | 
                          "tflops": flops / gpu_ns / 1e3, "gbps": nbytes / gpu_ns,
                          "pct_of_peak_tflops": 100.0 * flops / per["peak_ns"].to_numpy() / 1e3,
                          "causal": w["causal"].iloc[per.index].to_numpy()}, index=per.index)
+
+
+def _owned(trace, k: pd.DataFrame, devices: str | None) -> pd.DataFrame:
+    """Per counted op owning kernels of ``k`` (index: its row in ``trace.ops``): ``gpu_ns``, those
+    kernels' time, and ``peak_ns``, the sum of time x peak TFLOP/s over those whose peak is known."""
+    kw = kernel_work(trace).loc[k.index]
+    eff = kernel_efficiency(trace, k, devices)
+    owned = kw["owner"].to_numpy() >= 0
+    dur = k["dur_ns"].clip(lower=0)
+    frame = pd.DataFrame({"owner": kw["owner"].to_numpy()[owned], "dur_ns": dur.to_numpy()[owned],
+                          "peak_ns": (dur * eff["peak_tflops"]).to_numpy()[owned]})
+    g = frame.groupby("owner")
+    return pd.DataFrame({"gpu_ns": g["dur_ns"].sum(), "peak_ns": g["peak_ns"].sum(min_count=1)})
+
+
+#: the columns of ``op_table``, by their one name
+OP_COLUMNS = ("op", "input_dims", "count", "flops", "bytes_moved", "gpu_time_ns", "tflops", "gbps",
+              "pct_of_peak_tflops", "pct_of_peak_gbps")
+
+
+def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
+    """One row per op name and input shapes owning kernels in the region (``traceview kernels --ops``):
+    calls, FLOPs, bytes and its kernels' GPU time per step; TFLOP/s, GB/s and percent of peak over
+    that time (the TFLOP/s peak: its compute kernels' time-weighted peak). Largest GPU time first."""
+    a = r.activities
+    if not len(a) or not len(r.trace.ops):
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("op", "input_dims") else float) for c in OP_COLUMNS})
+    per = _owned(r.trace, a, devices)
+    w, ops = trace_work(r.trace), r.trace.ops.iloc[per.index]
+    dims = ops["input_dims"].astype(object).fillna("").to_numpy()
+    distinct = pd.unique(dims)
+    compact = dict(zip(distinct, ("".join(str(d).split()) or "-" for d in distinct)))  # once per distinct shape
+    f = pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": pd.Series(dims).map(compact).to_numpy(),
+                      "flops": w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
+                      "bytes_moved": w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
+                      "gpu_ns": per["gpu_ns"].to_numpy().astype(float), "peak_ns": per["peak_ns"].to_numpy()})
+    g = f.groupby(["op", "input_dims"], sort=False)
+    s = g[["flops", "bytes_moved", "gpu_ns", "peak_ns"]].sum(min_count=1).assign(count=g.size())
+    device = trace_device(r.trace, devices)
+    bw = device.memory_gbps if device else np.nan
+    gpu_ns = s["gpu_ns"].where(s["gpu_ns"] > 0)
+    out = pd.DataFrame({"count": s["count"] / r.regions, "flops": s["flops"] / r.regions,
+                        "bytes_moved": s["bytes_moved"] / r.regions, "gpu_time_ns": s["gpu_ns"] / r.regions,
+                        "tflops": s["flops"] / gpu_ns / 1e3, "gbps": s["bytes_moved"] / gpu_ns,
+                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"] / 1e3,
+                        "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw}, index=s.index)
+    out = out.reset_index().sort_values("gpu_time_ns", ascending=False, kind="stable")
+    return out[list(OP_COLUMNS)].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------ region metrics
@@ -208,7 +250,7 @@ def efficiency_notes(trace, devices: str | None = None) -> list[str]:
         which = f"device {trace.device_name!r} is not in the device table" if trace.device_name \
             else "names no device (no deviceProperties)"
         notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
-                     "traceview/rules/devices.toml; traceview.devices.load_devices(path))")
+                     "traceview/rules/devices.toml and give it with --devices FILE, or tv.load(path, devices=FILE))")
     return notes
 
 

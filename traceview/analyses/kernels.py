@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..report import Report
 from . import metrics
-from .efficiency import efficiency_notes, with_efficiency
+from .efficiency import efficiency_notes, op_table, with_efficiency
 from .groups import launch_chains
 from .names import readable_kernel_name
 from .region import Selection, region
@@ -16,17 +16,20 @@ NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns
                 "StdDev (ns)", "Name"]
 
 
-def kernel_stats(trace, sel: Selection | None = None) -> Report:
+def kernel_stats(trace, sel: Selection | None = None, ops: bool = False) -> Report:
     """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus a
     readable name (``kernel``), category and the launching op chain (the most common one and
-    how many other chains launched the same name)."""
+    how many other chains launched the same name). ``ops``: also table ``ops``, one row per op
+    name and shapes with its work and efficiency per step (:func:`.efficiency.op_table`)."""
     r = region(trace, sel)
     table = with_efficiency(name_stats(r.activities), r)
-    table = _with_chains(table, r)
-    return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables={"kernels": table},
-                  info={"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
-                        "regions": r.regions, "gpu_activities": metrics.gpu_activities(r),
-                        "gpu_time_ns": metrics.gpu_time_ns(r)},
+    tables = {"kernels": _with_chains(table, r)}
+    info = {"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
+            "regions": r.regions, "gpu_activities": metrics.gpu_activities(r), "gpu_time_ns": metrics.gpu_time_ns(r)}
+    if ops:
+        tables["ops"] = op_table(r)
+        info["per_step_tables"] = ["ops"]
+    return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables=tables, info=info,
                   notes=list(trace.warnings) + r.notes + (efficiency_notes(trace) if r.has_gpu else []))
 
 

@@ -5,7 +5,7 @@ import click
 
 from .group import main
 from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
-                     select_options, selection)
+                     run_option, select_options, selection)
 
 
 @main.command()
@@ -15,15 +15,28 @@ from .common import (emit, format_option, friendly, load_many, load_options, loa
 @load_options
 @recursive_option
 @click.option("--top", type=int, default=10, show_default=True, help="How many top kernels to list.")
+@run_option
 @friendly
 def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, recursive,
-            top):
-    """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels."""
+            top, run):
+    """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels.
+    With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
+    overall row."""
     from ..analyses.summary import summary as summarise
+    from ..run import one_job
 
-    load = loader(salvage, max_size, no_cache, rules)
     sel = selection(step, annotation, device, stream, kind)
-    reports = [summarise(t, sel, top=top) for t in load_many(traces, load, recursive)]
+    if run:
+        from ..api import summary_run
+        from .ranks import load_kwargs
+
+        return emit(summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel,
+                                **load_kwargs(salvage, max_size, no_cache, rules)), fmt)
+    loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
+    hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
+    if hint:
+        click.echo(f"note: {hint}", err=True)
+    reports = [summarise(t, sel, top=top) for t in loaded]
     if fmt == "html" and len(reports) > 1:
         from ..render.htmlreport import render_html_reports
 

@@ -59,6 +59,11 @@ def selection(step, annotation, device, stream, kind) -> Selection:
     return Selection(step, annotation, device, stream, kind)
 
 
+run_option = click.option("--run", "run", is_flag=True,
+                          help="Treat the paths as one distributed run (summary: the rank traces of one job, a "
+                               "folder or the files; compare: each path one run's folder); ranks come from each "
+                               "trace's distributedInfo.")
+
 recursive_option = click.option("--recursive", "-r", is_flag=True,
                                 help="Also look for traces in the subfolders of a folder.")
 

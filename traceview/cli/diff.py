@@ -8,7 +8,7 @@ import click
 from ..analyses.region import Selection
 from .group import main
 from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
-                     select_options, selection)
+                     run_option, select_options, selection)
 
 plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                            help="Also draw GPU time per step by category per trace as stacked bars "
@@ -79,13 +79,18 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
 @load_options
 @recursive_option
 @plot_option
+@run_option
 @friendly
 def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
-            recursive, plot):
+            recursive, plot, run):
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
-    the baseline, tensor-core share of GEMM time, attention backend, top categories."""
+    the baseline, tensor-core share of GEMM time, attention backend, top categories. With --run,
+    each path is one run (a folder of rank traces): runs compared overall and rank by rank."""
     from ..analyses.compare import compare as run_compare
 
+    if run:
+        return emit(compare_runs(traces, baseline, selection(step, annotation, device, stream, kind), plot,
+                                 recursive=recursive, load_kw=(salvage, max_size, no_cache, rules)), fmt)
     _check_plot(plot)
     loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
     sel = selection(step, annotation, device, stream, kind)
@@ -93,6 +98,20 @@ def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salva
     if plot:
         _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
     emit(report, fmt)
+
+
+def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
+    """``compare --run``: every path must be a folder (one run each)."""
+    from ..api import compare_runs as compare_many
+    from ..errors import TraceviewError
+    from .ranks import load_kwargs
+
+    if plot is not None:
+        raise click.UsageError("--plot draws traces, not runs: leave it out with --run")
+    for p in paths:
+        if not os.path.isdir(p):
+            raise TraceviewError(f"{p}: not a folder; compare --run takes one folder of rank traces per run")
+    return compare_many(list(paths), baseline=baseline, recursive=recursive, sel=sel, **load_kwargs(*load_kw))
 
 
 @main.command()

@@ -6,7 +6,8 @@ from pathlib import Path
 import click
 
 from ..errors import TraceviewError
-from .common import friendly, load_many, load_options, loader, recursive_option, select_options, selection
+from .common import (devices_option, friendly, load_many, load_options, loader, recursive_option, select_options,
+                     selection)
 from .group import main
 
 
@@ -19,6 +20,7 @@ from .group import main
 @select_options
 @load_options
 @recursive_option
+@devices_option
 @friendly
 def report(traces, output, baseline, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
            recursive):

@@ -87,12 +87,14 @@ def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool
     return run_compare(loaded, baseline=baseline, sel=sel)
 
 
-def kernels(trace, **kw):
-    """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path."""
+def kernels(trace, *, ops: bool = False, **kw):
+    """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
+    ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``).
+    ``devices=FILE`` (a load keyword) adds GPUs to the peak table, as ``--devices`` does."""
     from .analyses.kernels import kernel_stats
 
     sel, load_kw = _split(kw)
-    return kernel_stats(_trace(trace, load_kw), sel)
+    return kernel_stats(_trace(trace, load_kw), sel, ops=ops)
 
 
 def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20, **kw):

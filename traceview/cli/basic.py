@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 
 from .group import main
-from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
-                     run_option, select_options, selection)
+from .common import (devices_option, emit, format_option, friendly, load_many, load_options, loader,
+                     recursive_option, run_option, select_options, selection)
 
 
 @main.command()
@@ -55,15 +55,18 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
 @click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also draw a roofline of one step's kernels (--step, else the first step), coloured by "
                    "category, into FILE (.png, .svg or .html); needs a trace recorded with shapes.")
+@click.option("--ops", is_flag=True, help="Also a table per op name and input shapes: FLOPs, bytes and GPU time "
+                                          "per step, TFLOP/s, GB/s and percent of peak (needs shapes).")
+@devices_option
 @friendly
 def kernels(trace, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified,
-            plot):
+            plot, ops):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
     from ..analyses.kernels import kernel_stats, unclassified_report
 
     t = loader(salvage, max_size, no_cache, rules)(trace)
     sel = selection(step, annotation, device, stream, kind)
-    emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel), fmt)
+    emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel, ops=ops), fmt)
     if plot is not None:
         from ..analyses.efficiency import roofline
         from ..render.plot import plot_roofline

@@ -81,8 +81,30 @@ def format_option(f):
                              "markdown, json, csv and html are never shortened).")(f)
 
 
+def _set_devices(ctx, _param, value):
+    ctx.meta["traceview.devices"] = value
+
+
+def devices_option(f):
+    """``--devices FILE`` on the commands that show efficiency; the loader passes it to every trace."""
+    return click.option("--devices", metavar="FILE", default=None, expose_value=False, callback=_set_devices,
+                        help="TOML file of GPU peaks in the shape of traceview/rules/devices.toml: its devices "
+                             "are tried first and replace built-in ones of the same name.")(f)
+
+
+def _devices_file():
+    """The ``--devices`` file of the running command (checked now, before any trace is read), or None."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get("traceview.devices") if ctx else None
+    if path is not None:
+        from ..devices import load_devices
+
+        load_devices(path)
+    return path
+
+
 def loader(salvage, max_size, no_cache, rules):
-    kwargs = {"salvage": salvage, "cache": False if no_cache else None}
+    kwargs = {"salvage": salvage, "cache": False if no_cache else None, "devices": _devices_file()}
     if max_size is not None:
         kwargs["max_bytes"] = max_size * 2**20
     if rules is not None:

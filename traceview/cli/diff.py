@@ -7,8 +7,8 @@ import click
 
 from ..analyses.region import Selection
 from .group import main
-from .common import (emit, format_option, friendly, load_many, load_options, loader, recursive_option,
-                     run_option, select_options, selection)
+from .common import (devices_option, emit, format_option, friendly, load_many, load_options, loader,
+                     recursive_option, run_option, select_options, selection)
 
 plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                            help="Also draw GPU time per step by category per trace as stacked bars "
@@ -43,6 +43,7 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @load_options
 @top_option
 @plot_option
+@devices_option
 @friendly
 def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvage, max_size, no_cache, rules, top,
          plot):
@@ -79,6 +80,7 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
 @load_options
 @recursive_option
 @plot_option
+@devices_option
 @run_option
 @friendly
 def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,

@@ -84,6 +84,19 @@ def rank_list(ranks: list) -> str:
     return ", ".join(parts)
 
 
+def one_job(traces) -> str | None:
+    """A hint when loaded traces given as separate traces look like the ranks of one job (every one
+    has ``distributedInfo``, the ranks distinct, one world size): None otherwise."""
+    infos = [rank_info(t.meta) for t in traces]
+    if len(infos) < 2 or any(i is None for i in infos):
+        return None
+    ranks, sizes = [r for r, _ in infos], {ws for _, ws in infos}
+    if len(set(ranks)) < len(ranks) or len(sizes) > 1:
+        return None
+    return (f"these {len(ranks)} traces are ranks {rank_list(sorted(ranks))} of one job (distributedInfo, "
+            f"world size {next(iter(sizes))}); --run treats them as one run")
+
+
 def run_files(paths, *, recursive: bool = False) -> list[str]:
     """The trace files named, or found in the folders named."""
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)

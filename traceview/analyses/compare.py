@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..errors import TraceviewError
 from ..report import Report
+from ..run import one_job
 from . import metrics
 from .efficiency import efficiency, efficiency_findings, efficiency_notes
 from .groups import breakdown, category_times, trace_labels
@@ -43,6 +44,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     findings = _findings(table, labels, base, gpu, sides)
     notes = [w for t in traces for w in t.warnings] + [n for s in sides for n in s.notes]
     notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
+    notes += [h for h in [one_job(traces)] if h]  # rank traces compared as variants: say --run exists
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
     info = {"traces": len(traces), "baseline": labels[base], "selection": sides[0].selection.describe(),
             "per": per, "gpu": gpu, "per_step_tables": list(tables)}

@@ -70,18 +70,25 @@ def _gemms(r: Region) -> pd.DataFrame:
     return a[(a["category"].astype(str) == "gemm").to_numpy()] if len(a) else a
 
 
-def tensor_core_pct(r: Region) -> float:
-    """Share of GEMM time on tensor cores, among GEMM kernels whose path is known; nan without any."""
+def tensor_core_ns(r: Region) -> tuple[int, int]:
+    """(GEMM time on tensor cores, GEMM time whose path is known), ns: what ``tensor_core_pct`` divides."""
     g = _gemms(r)
     if not len(g):
-        return float("nan")
+        return 0, 0
     tc = g["tensor_core"]
     known = tc.notna().to_numpy()
     dur = g["dur_ns"].clip(lower=0).to_numpy()
-    known_ns = dur[known].sum()
-    if known_ns <= 0:
-        return float("nan")
-    return 100.0 * dur[known & tc.fillna(False).to_numpy(dtype=bool)].sum() / known_ns
+    return int(dur[known & tc.fillna(False).to_numpy(dtype=bool)].sum()), int(dur[known].sum())
+
+
+def tensor_core_pct(r: Region) -> float:
+    """Share of GEMM time on tensor cores, among GEMM kernels whose path is known; nan without any."""
+    return tensor_core_pct_of(*tensor_core_ns(r))
+
+
+def tensor_core_pct_of(tc_ns: int, known_ns: int) -> float:
+    """``tensor_core_pct`` from its two times (summed over the ranks of a run, for the run's figure)."""
+    return 100.0 * tc_ns / known_ns if known_ns > 0 else float("nan")
 
 
 def on_tensor_cores(pct: float) -> bool | None:

@@ -16,7 +16,8 @@ from ..units import human_ns
 METRICS = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns", "wait_caused_ns"]
 
 
-def _overall(r: pd.DataFrame) -> dict:
+def overall(r: pd.DataFrame) -> dict:
+    """The run's figures over ranks ``r`` (a ``ranks`` table): ns summed, overlap over their communication."""
     busy = r["communication_busy_ns"].sum()
     return {**{m: int(r[m].sum()) for m in METRICS},
             "overlap_pct": 100.0 * r["overlapped_ns"].sum() / busy if busy else float("nan")}
@@ -26,7 +27,7 @@ def run_diff(a: Report, b: Report) -> Report:
     ra, rb = a["ranks"].set_index("rank"), b["ranks"].set_index("rank")
     both = ra.index.intersection(rb.index)
     rows = [{"rank": str(r), **_pair(ra.loc[r], rb.loc[r])} for r in both]
-    rows.append({"rank": "overall", **_pair(_overall(ra.loc[both]), _overall(rb.loc[both]))})
+    rows.append({"rank": "overall", **_pair(overall(ra.loc[both]), overall(rb.loc[both]))})
     table = pd.DataFrame(rows)
     notes = [f"rank {r} is only in {which}" for which, only in (("A", ra.index.difference(rb.index)),
                                                                  ("B", rb.index.difference(ra.index))) for r in only]

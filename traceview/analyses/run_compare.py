@@ -1,0 +1,134 @@
+"""``compare --run RUN_A/ RUN_B/ ...``: runs side by side, overall and rank by rank, against a baseline run.
+
+Ranks are matched by number; only ranks every run has are compared (the others are
+named in the notes), so each run's ``overall`` covers the same ranks. Per run and per
+rank: the shared metrics of ``summary --run`` (through the selection) and the
+distributed analyses of ``traceview ranks`` (GPU time breakdown, overlap, the wait a
+rank caused; over each whole trace), with ratios to the baseline run. The findings
+are ``compare``'s (least and most GPU time per step) and ``diff RUN_A/ RUN_B/``'s for
+each run against the baseline.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+
+from ..errors import TraceviewError
+from ..report import Report
+from ..run import rank_list
+from .rank_work import rank_work
+from .ranks import ranks_report
+from .region import Selection
+from .run_diff import METRICS as DIST, overall as dist_overall, run_diff
+from .run_summary import run_summary
+from .words import human, ratio, times
+
+SHARED = ["regions", "gpu_activities_per_step", "kernels_per_step", "gpu_time_per_step_ns", "tensor_core_pct",
+          "attention_backend", "cpu_time_per_step_ns"]
+RATIOS = {"kernels_per_step": "ratio_kernels", "gpu_time_per_step_ns": "ratio_gpu_time",
+          "cpu_time_per_step_ns": "ratio_cpu_time"}
+
+
+def baseline_index(labels: list[str], baseline) -> int:
+    """``baseline``: None (the first run), an index or a run's label."""
+    if baseline is None:
+        return 0
+    if isinstance(baseline, (int, np.integer)) and not isinstance(baseline, bool):
+        if not 0 <= baseline < len(labels):
+            raise TraceviewError(f"baseline index {baseline} is out of range (0..{len(labels) - 1})")
+        return int(baseline)
+    if str(baseline) in labels:
+        return labels.index(str(baseline))
+    raise TraceviewError(f"baseline {baseline!r} is none of the compared runs ({', '.join(labels)})")
+
+
+def matched_runs(runs: list) -> tuple[list, list, list[str]]:
+    """The runs narrowed to the ranks they all have, those ranks, and a note per rank left out."""
+    ranks = sorted(set.intersection(*(set(run.traces) for _, run in runs)))
+    notes = [f"rank(s) {rank_list(sorted(set(run.traces) - set(ranks)))} only in some runs, not compared "
+             f"({label} has them)" for label, run in runs if set(run.traces) - set(ranks)]
+    if not ranks:
+        raise TraceviewError("the runs share no rank: " + "; ".join(
+            f"{label}: ranks {rank_list(sorted(run.traces))}" for label, run in runs))
+    narrowed = [(label, dataclasses.replace(run, traces={r: run.traces[r] for r in ranks})) for label, run in runs]
+    return narrowed, ranks, notes
+
+
+def with_ratios(df: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``ratio_…`` column after each of RATIOS: its value over ``ref``'s (a frame aligned
+    with ``df``'s rows: the baseline's figures)."""
+    out = df.copy()
+    for metric, name in RATIOS.items():
+        ratios = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy())]
+        out.insert(out.columns.get_loc(metric) + 1, name, ratios)
+    return out
+
+
+def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFrame:
+    """One row per run: its ``overall`` shared metrics and distributed totals over ``ranks``, ratios to
+    the baseline run."""
+    rows = []
+    for label, s, d in zip(labels, summaries, dists):
+        total = s["ranks"].iloc[-1]
+        stragglers = sorted(set(d["stragglers"]["straggler"].tolist()))
+        rows.append({"run": label, "ranks": s.info["ranks"], "world_size": s.info["world_size"],
+                     "device": total["device"], **{m: total[m] for m in SHARED},
+                     **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
+                     "stragglers": ", ".join(map(str, stragglers)) or "none"})
+    table = pd.DataFrame(rows)
+    return with_ratios(table, table.iloc[[base] * len(table)])
+
+
+def rank_rows(labels, summaries, dists, base: int) -> pd.DataFrame:
+    """One row per compared rank and run: shared metrics and the rank's distributed figures, ratios to
+    the same rank of the baseline run."""
+    parts = []
+    for label, s, d in zip(labels, summaries, dists):
+        shared = s["ranks"].iloc[:-1][["rank", "gpu_activities_per_step", "kernels_per_step",
+                                       "gpu_time_per_step_ns", "cpu_time_per_step_ns"]]
+        shared = shared.assign(rank=shared["rank"].astype(int))
+        dist = d["ranks"][["rank", *DIST, "overlap_pct", "last_at"]]
+        parts.append(shared.merge(dist, on="rank", how="left").assign(run=label))
+    ref = parts[base].set_index("rank")
+    out = [with_ratios(part, ref.loc[part["rank"]]) for part in parts]
+    table = pd.concat(out, ignore_index=True).sort_values(["rank"], kind="stable").reset_index(drop=True)
+    return table[["rank", "run", *[c for c in table.columns if c not in ("rank", "run")]]]
+
+
+def run_compare(runs: list, baseline=None, sel: Selection | None = None) -> Report:
+    """Compare runs: ``runs`` is a list of (label, ``Run``) (``traceview.run.load_run``)."""
+    if not runs:
+        raise TraceviewError("compare --run needs at least one run")
+    labels = [label for label, _ in runs]
+    base = baseline_index(labels, baseline)
+    dists = [ranks_report({r: rank_work(t) for r, t in run.traces.items()}, run) for _, run in runs]  # every rank
+    runs, ranks, notes = matched_runs(runs)
+    summaries = [run_summary(run, sel, label) for label, run in runs]
+    table = compare_table(labels, summaries, dists, ranks, base)
+    tables = {"compare": table, "ranks": rank_rows(labels, summaries, dists, base)}
+    notes += list(dict.fromkeys(n for rep in summaries + dists for n in rep.notes if not n.startswith("overall:")))
+    notes.append("overall (table compare): counts and times summed over the compared ranks; per step: the whole "
+                 "job's work in one step. span_ns … wait_caused_ns and overlap_pct: 'traceview ranks' over each "
+                 "whole trace" + ("" if sel is None or sel.describe() == "all" else " (not narrowed by the selection)"))
+    info = {"runs": len(runs), "baseline": labels[base], "compared_ranks": rank_list(ranks),
+            "selection": summaries[0].info["selection"], "per": summaries[0].info["per"]}
+    return Report(kind="run_compare", title=f"Compare {len(runs)} runs ({len(ranks)} rank(s) each, baseline "
+                  f"{labels[base]})", tables=tables, findings=findings(table, labels, base, dists), info=info,
+                  notes=notes)
+
+
+def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
+    bl = labels[base]
+    if len(labels) < 2:
+        return [f"only one run ({bl}): nothing to compare it with"]
+    t = table.set_index("run")
+    fast, slow = t["gpu_time_per_step_ns"].idxmin(), t["gpu_time_per_step_ns"].idxmax()
+    out = [f"{fast} takes the least GPU time per step over its ranks ({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
+           f"{times(t.loc[fast, 'ratio_gpu_time'])} {bl}); {slow} the most "
+           f"({human(t.loc[slow, 'gpu_time_per_step_ns'])}, {times(t.loc[slow, 'ratio_gpu_time'])} {bl})"]
+    for i, label in enumerate(labels):
+        if i != base:
+            out += [f"{label} against {bl}: {f}" for f in run_diff(dists[base], dists[i]).findings]
+    return out

@@ -1,0 +1,116 @@
+"""``summary --run``: the shared metrics of every rank of a run, and the run's totals.
+
+One row per rank (the same metrics, by the same functions, as ``summary`` of that
+rank's trace alone: ``metrics.per_step`` of its region), then an ``overall`` row for
+the run (docs/metrics.md, "Runs"): ``gpu_activities`` and ``gpu_time_ns`` summed over
+the ranks; every per-step count and time summed over the ranks (the whole job's work
+in one step); ``tensor_core_pct`` over the ranks' GEMM time together;
+``attention_backend`` every backend any rank ran; ``regions`` the ranks' divisor when
+they all share it (else empty). ``rank`` is text (``"0"`` … and ``"overall"``), as in
+``traceview diff RUN_A/ RUN_B/``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from ..report import Report
+from ..run import rank_list
+from ..units import human_ns
+from . import metrics
+from .region import Selection, region
+from .summary import by_category
+
+SUMMED = ("gpu_activities", "gpu_time_ns", "gpu_activities_per_step", "kernels_per_step", "memcpys_per_step",
+          "memsets_per_step", "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step",
+          "cpu_time_per_step_ns", "cpu_op_time_per_step_ns")
+COLUMNS = ["rank", "file", "device", "regions", *SUMMED, "tensor_core_pct", "attention_backend"]
+
+
+def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]:
+    """Per rank: its region's shared metrics (``rank`` an int), and rank -> Region."""
+    regions = {r: region(t, sel) for r, t in run.traces.items()}
+    rows = []
+    for r, reg in regions.items():
+        tc, known = metrics.tensor_core_ns(reg)
+        rows.append({"rank": r, "file": os.path.basename(reg.trace.path), "device": reg.trace.device_name or "-",
+                     "gpu_activities": metrics.gpu_activities(reg), "gpu_time_ns": metrics.gpu_time_ns(reg),
+                     **metrics.per_step(reg), "tensor_core_ns": tc, "gemm_known_ns": known})
+    return pd.DataFrame(rows), regions
+
+
+def overall(per_rank: pd.DataFrame) -> dict:
+    """The run's row from the ranks' rows (see the module doc)."""
+    regions = per_rank["regions"].unique()
+    backends = [b for v in per_rank["attention_backend"] for b in str(v).split(", ") if b != "none"]
+    row = {"rank": "overall", "file": f"{len(per_rank)} files",
+           "device": ", ".join(dict.fromkeys(per_rank["device"])) if len(per_rank) else "-",
+           "regions": int(regions[0]) if len(regions) == 1 else np.nan}
+    row.update({m: per_rank[m].sum() for m in SUMMED})
+    row["gpu_activities"], row["gpu_time_ns"] = int(row["gpu_activities"]), int(row["gpu_time_ns"])
+    row["tensor_core_pct"] = metrics.tensor_core_pct_of(int(per_rank["tensor_core_ns"].sum()),
+                                                        int(per_rank["gemm_known_ns"].sum()))
+    row["attention_backend"] = ", ".join(dict.fromkeys(backends)) or "none"
+    return row
+
+
+def rank_table(per_rank: pd.DataFrame) -> pd.DataFrame:
+    """The ranks' rows (``rank`` as text) and the ``overall`` row, in ``COLUMNS``."""
+    rows = per_rank.assign(rank=per_rank["rank"].astype(str))
+    return pd.DataFrame([*rows.to_dict("records"), overall(per_rank)])[COLUMNS]
+
+
+def run_categories(regions: dict) -> pd.DataFrame:
+    """GPU time by kernel category, summed over the ranks' regions (count, total_ns, pct_time)."""
+    parts = [by_category(reg.activities) for reg in regions.values()
+             if len(reg.activities) and "category" in reg.activities.columns]
+    if not parts:
+        return pd.DataFrame(columns=["category", "count", "total_ns", "pct_time"])
+    both = pd.concat(parts, ignore_index=True).assign(category=lambda d: d["category"].astype(str))
+    out = both.groupby("category", sort=False)[["count", "total_ns"]].sum()
+    total = out["total_ns"].sum()
+    out["pct_time"] = 100.0 * out["total_ns"] / total if total else 0.0
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index()
+
+
+def run_summary(run, sel: Selection | None = None, label: str | None = None) -> Report:
+    """The summary of a ``Run`` (``traceview.run.load_run``): table ``ranks``, table ``by_category``."""
+    per_rank, regions = rank_metrics(run, sel)
+    table = rank_table(per_rank)
+    first = next(iter(regions.values()))
+    total = table.iloc[-1]
+    info = {"run": label, "ranks": len(run.traces), "world_size": run.world_size, "rank_rule": run.rule,
+            "missing_ranks": rank_list(run.missing) or "none", "selection": first.selection.describe(),
+            "per": first.per_word, "gpu_activities": int(total["gpu_activities"]),
+            "gpu_time_ns": int(total["gpu_time_ns"])}  # the table's per-step columns say so in their names
+    notes = [w for t in run.traces.values() for w in t.warnings] + list(run.notes)
+    notes += [n for reg in regions.values() for n in reg.notes]
+    notes.append("overall: counts and times summed over the ranks (per step: the whole job's work in one step); "
+                 "the distributed analyses (GPU idle, overlap, stragglers) are in 'traceview ranks'")
+    return Report(kind="run_summary", title=f"Summary of a run of {len(run.traces)} rank(s)"
+                  + (f" ({label})" if label else ""), tables={"ranks": table, "by_category": run_categories(regions)},
+                  findings=findings(per_rank, run), info=info, notes=notes)
+
+
+def findings(per_rank: pd.DataFrame, run) -> list[str]:
+    out = []
+    busy = per_rank[per_rank["gpu_activities"] > 0]
+    if len(busy) > 1:
+        t = busy.set_index("rank")["gpu_time_per_step_ns"]
+        med = t.median()
+        hi, lo = t.idxmax(), t.idxmin()
+        above = f", {100.0 * (t[hi] / med - 1.0):+.1f} % against the ranks' median" if med else ""
+        out.append(f"GPU time per step ranges from {human_ns(t[lo])} (rank {lo}) to {human_ns(t[hi])} "
+                   f"(rank {hi}{above})")
+        k = busy.set_index("rank")["kernels_per_step"]
+        if k.nunique() > 1:
+            out.append(f"kernels per step differ between ranks: {k.min():g} (rank {k.idxmin()}) to "
+                       f"{k.max():g} (rank {k.idxmax()})")
+    idle = per_rank.loc[per_rank["gpu_activities"] == 0, "rank"].tolist()
+    if idle:
+        out.append(f"no GPU activity in the selection on rank(s) {rank_list(idle)}")
+    if run.missing:
+        out.append(f"{len(run.missing)} of {run.world_size} ranks have no trace: {rank_list(run.missing)}")
+    return out

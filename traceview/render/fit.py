@@ -17,7 +17,8 @@ ELLIPSIS = "…"
 NAME_FLOOR = 30
 TEXT_FLOOR = 12
 #: columns that hold names (kernels, ops, chains, traces): shortened no further than NAME_FLOOR
-NAME_COLUMNS = {"Name", "name", "kernel", "example", "launched_by", "chain", "op", "trace", "short_name", "input_dims"}
+NAME_COLUMNS = {"Name", "name", "kernel", "example", "a_example", "b_example", "match_key", "launched_by", "chain", "op",
+                "trace", "short_name", "input_dims"}
 
 
 def terminal_width() -> int | None:

@@ -11,7 +11,7 @@ import pytest
 import traceview
 from traceview.classify import annotate, unclassified
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from corpus import CORPUS, SKIP_REASON  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 MIN_COVERAGE = 99.0  # % of GPU time (kernels + memcpy + memset) with category != "other"
 # The ROCm traces reach the same bar today (100%); keep them on it rather than a lower one.
 MIN_COVERAGE_ROCM = 99.0
@@ -32,7 +32,7 @@ NOT_ATTENTION = re.compile(
 
 def _traces(subdir_filter):
     if not CORPUS.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {CORPUS}"))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_REASON))]
     paths = sorted(p for p in CORPUS.rglob("*.json.gz") if subdir_filter(p.relative_to(CORPUS)))
     return [pytest.param(p, id=str(p.relative_to(CORPUS))) for p in paths]
 

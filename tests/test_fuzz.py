@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 
 import traceview as tv
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from corpus import CORPUS  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 # A few small real traces (< 500 KB of JSON), from different writers.
 SMALL_CORPUS = (

@@ -34,7 +34,7 @@ import traceview
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from corpus import CORPUS, SKIP_REASON  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
 
 # (file, steps: HTA filters by step, ns: fractional-µs timestamps), small-to-medium, different formats
@@ -49,7 +49,7 @@ CROSSCHECK = [
     ("hta/trace_filter__sampled_rank-0.json.gz", 2, False),         # no deviceProperties
     ("shift_equivariant_vit/trace.json.gz", 0, False),              # Kernel/Memcpy/Memset, 825 activities
 ]
-needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not at {CORPUS}")
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
 
 
 @pytest.fixture(scope="module")

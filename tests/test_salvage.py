@@ -29,7 +29,7 @@ import pytest
 import traceview as tv
 from traceview.read.salvage import salvage_prefix
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+from corpus import CORPUS  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()

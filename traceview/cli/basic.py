@@ -28,7 +28,7 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
     sel = selection(step, annotation, device, stream, kind)
     if run:
         from ..api import summary_run
-        from .ranks import load_kwargs
+        from .common import load_kwargs
 
         return emit(summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel,
                                 **load_kwargs(salvage, max_size, no_cache, rules)), fmt)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from pathlib import Path
 
 import click
 
@@ -103,14 +102,24 @@ def _devices_file():
     return path
 
 
-def loader(salvage, max_size, no_cache, rules):
-    kwargs = {"salvage": salvage, "cache": False if no_cache else None, "devices": _devices_file()}
+def load_kwargs(salvage, max_size, no_cache, rules) -> dict:
+    """``tv.load`` keywords from the load options (and ``--devices`` where the command has it);
+    plain data, so they also travel to Dask workers."""
+    kwargs = {"salvage": salvage, "cache": False if no_cache else None}
+    devices = _devices_file()
+    if devices is not None:
+        kwargs["devices"] = devices
     if max_size is not None:
         kwargs["max_bytes"] = max_size * 2**20
     if rules is not None:
         from ..classify import default_rules, load_rules
 
         kwargs["rules"] = default_rules().with_overrides(load_rules(rules))
+    return kwargs
+
+
+def loader(salvage, max_size, no_cache, rules):
+    kwargs = load_kwargs(salvage, max_size, no_cache, rules)
 
     def _load(path):
         trace = load_trace(path, **kwargs)

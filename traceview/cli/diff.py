@@ -55,7 +55,7 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
 
     if os.path.isdir(a) and os.path.isdir(b):
         from ..api import diff_runs
-        from .ranks import load_kwargs
+        from .common import load_kwargs
 
         return emit(diff_runs(a, b, **load_kwargs(salvage, max_size, no_cache, rules)), fmt)
 
@@ -106,7 +106,7 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
     """``compare --run``: every path must be a folder (one run each)."""
     from ..api import compare_runs as compare_many
     from ..errors import TraceviewError
-    from .ranks import load_kwargs
+    from .common import load_kwargs
 
     if plot is not None:
         raise click.UsageError("--plot draws traces, not runs: leave it out with --run")

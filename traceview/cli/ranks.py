@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .common import emit, format_option, friendly, load_options, recursive_option
+from .common import emit, format_option, friendly, load_kwargs, load_options, recursive_option
 from .group import main
 
 
@@ -40,15 +40,3 @@ def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, sc
     report = analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
                          progress=progress_line(), **load_kwargs(salvage, max_size, no_cache, rules))
     emit(report, fmt)
-
-
-def load_kwargs(salvage, max_size, no_cache, rules) -> dict:
-    """``tv.load`` keywords from the load options (they travel to Dask workers as plain data)."""
-    load_kw = {"salvage": salvage, "cache": False if no_cache else None}
-    if max_size is not None:
-        load_kw["max_bytes"] = max_size * 2**20
-    if rules is not None:
-        from ..classify import default_rules, load_rules
-
-        load_kw["rules"] = default_rules().with_overrides(load_rules(rules))
-    return load_kw

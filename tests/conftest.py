@@ -2,7 +2,9 @@
 
 * ``TRACEVIEW_CACHE_DIR`` points at a fresh temporary folder for the whole session (set in
   ``os.environ``, so subprocesses the tests start inherit it): the suite never writes to the
-  user's ``~/.cache/traceview`` nor reads entries from it. Removed at the end of the session.
+  user's ``~/.cache/traceview`` nor reads entries from it. So do ``MPLCONFIGDIR`` (matplotlib's
+  font cache) and ``XDG_CACHE_HOME``/``XDG_CONFIG_HOME`` (headless chromium's profile bits):
+  the test command leaves ``~/.cache`` and ``~/.config`` alone. Removed at the end of the session.
 * At the end of the run, one line says how many corpus tests were skipped and why.
 """
 from __future__ import annotations
@@ -20,20 +22,25 @@ def pytest_configure(config):
     if hasattr(config, "workerinput"):  # an xdist worker: the controller set it up already
         return
     folder = tempfile.mkdtemp(prefix="traceview-test-cache-")
-    _saved["env"] = os.environ.get("TRACEVIEW_CACHE_DIR")
     _saved["folder"] = folder
-    os.environ["TRACEVIEW_CACHE_DIR"] = folder
+    _saved["env"] = {name: os.environ.get(name) for name in _SESSION_DIRS}
+    for name, sub in _SESSION_DIRS.items():
+        os.environ[name] = os.path.join(folder, sub) if sub else folder
+
+
+_SESSION_DIRS = {"TRACEVIEW_CACHE_DIR": "traceview", "MPLCONFIGDIR": "matplotlib", "XDG_CACHE_HOME": "xdg-cache",
+                 "XDG_CONFIG_HOME": "xdg-config"}
 
 
 def pytest_unconfigure(config):
     folder = _saved.pop("folder", None)
     if folder is None:
         return
-    old = _saved.pop("env", None)
-    if old is None:
-        os.environ.pop("TRACEVIEW_CACHE_DIR", None)
-    else:
-        os.environ["TRACEVIEW_CACHE_DIR"] = old
+    for name, old in _saved.pop("env", {}).items():
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -208,6 +208,7 @@ def test_round_trip_is_exact(tmp_path, src):
 # size cap, eviction, info, clear
 
 SESSION_CACHE = os.environ.get("TRACEVIEW_CACHE_DIR")  # as conftest.py set it, before any fixture
+SESSION_DIRS = {n: os.environ.get(n) for n in ("MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -413,6 +414,8 @@ def test_session_caches_in_a_temporary_folder():
     folder = Path(SESSION_CACHE).resolve()
     assert folder.is_relative_to(Path(tempfile.gettempdir()).resolve())
     assert not folder.is_relative_to(Path.home() / ".cache")
+    for name, value in SESSION_DIRS.items():  # matplotlib's and chromium's too
+        assert value and Path(value).resolve().is_relative_to(folder.parent), name
 
 
 def test_missing_corpus_is_reported_once(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..domain import domain, gemm_family
+from ..model import per_category
 from .region import Region
 
 
@@ -102,7 +103,8 @@ def gemm_families(r: Region) -> dict:
     total = _time(g)
     if not total:
         return {}
-    fam = pd.Series(g["dur_ns"].clip(lower=0).to_numpy(), index=[gemm_family(str(n)) for n in g["name"].astype(str)])
+    names = per_category(g["name"], lambda n: gemm_family(str(n)), "other")  # once per distinct name
+    fam = pd.Series(g["dur_ns"].clip(lower=0).to_numpy(), index=names)
     fam = fam.groupby(level=0).sum().sort_values(ascending=False, kind="stable")
     return {f: 100.0 * v / total for f, v in fam.items()}
 

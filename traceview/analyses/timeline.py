@@ -11,7 +11,9 @@ import pandas as pd
 
 from ..errors import TraceviewError
 from ..link import ARROW
+from ..model import per_category
 from ..report import Report
+from . import intervals
 from .region import Selection, region
 
 MAX_GROUPS = 10  # CPU ops are coloured by their outermost op; the rest share one colour
@@ -42,22 +44,22 @@ def timeline(trace, sel: Selection | None = None) -> Report:
 
 def _gpu_rows(k: pd.DataFrame) -> pd.DataFrame:
     t0 = int(k["ts_ns"].min())
-    dev = k["device"].astype("Int64").astype(str).to_numpy()
-    stream = k["stream"].astype("Int64").astype(str).to_numpy()
+    lane = k["device"].astype("Int64").astype(str) + " stream " + k["stream"].astype("Int64").astype(str)
     return pd.DataFrame({"start_ns": k["ts_ns"].to_numpy() - t0, "dur_ns": k["dur_ns"].clip(lower=0).to_numpy(),
-                         "lane": [f"GPU {d} stream {s}" for d, s in zip(dev, stream)], "level": 0,
+                         "lane": ("GPU " + lane).to_numpy(), "level": 0,
                          "group": k["category"].astype(str).to_numpy(), "name": k["name"].astype(str).to_numpy()})
 
 
 def _cpu_rows(ops: pd.DataFrame) -> pd.DataFrame:
     t0 = int(ops["ts_ns"].min())
-    root = np.array([c.split(ARROW, 1)[0] for c in ops["chain"].astype(str)], dtype=object)
-    by_root = pd.Series(ops["dur_ns"].to_numpy()[ops["outer"].to_numpy()],
-                        index=root[ops["outer"].to_numpy()]).groupby(level=0).sum()
-    named = set(by_root.sort_values(ascending=False).index[:MAX_GROUPS])
+    root = per_category(ops["chain"], lambda c: str(c).split(ARROW, 1)[0], "")  # once per distinct chain
+    outer = ops["outer"].to_numpy()
+    by_root = pd.Series(ops["dur_ns"].to_numpy()[outer], index=root[outer]).groupby(level=0).sum()
+    named = list(by_root.sort_values(ascending=False).index[:MAX_GROUPS])
     return pd.DataFrame({"start_ns": ops["ts_ns"].to_numpy() - t0, "dur_ns": ops["dur_ns"].clip(lower=0).to_numpy(),
-                         "lane": [f"thread {t}" for t in ops["tid"].astype(str)], "level": ops["depth"].to_numpy(),
-                         "group": np.where(np.isin(root, list(named)), root, "other ops"),
+                         "lane": per_category(ops["tid"], lambda t: f"thread {t}", "thread ?"),
+                         "level": ops["depth"].to_numpy(),
+                         "group": np.where(np.isin(root, named), root, "other ops"),
                          "name": ops["name"].astype(str).to_numpy()})
 
 
@@ -65,11 +67,5 @@ def _busy_pct(table: pd.DataFrame, span: int) -> float:
     """Share of the step's GPU span in which at least one activity runs (on any stream)."""
     if span <= 0:
         return 0.0
-    start = table["start_ns"].to_numpy()
-    end = start + table["dur_ns"].to_numpy()
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], np.maximum.accumulate(end[order])
-    new = np.concatenate([[True], start[1:] > end[:-1]])  # a gap before this interval
-    first = np.flatnonzero(new)
-    last_end = np.concatenate([end[first[1:] - 1], [end[-1]]])
-    return 100.0 * float((last_end - start[first]).sum()) / span
+    start = table["start_ns"].to_numpy(dtype=np.int64)
+    return 100.0 * intervals.length((start, start + table["dur_ns"].to_numpy(dtype=np.int64))) / span

@@ -29,6 +29,10 @@ def is_ratio(column: str) -> bool:
     return column.startswith("ratio") or column.endswith("ratio")
 
 
+#: columns that hold identifiers, not quantities: ``ProfilerStep#1009`` reads 1009, not 1,009
+ID_COLUMNS = frozenset({"step", "rank", "device", "stream", "event", "world_size", "correlation", "external_id"})
+
+
 def is_integer(value) -> bool:
     """A Python or numpy integer (not a bool): printed exactly, never through a float."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -58,6 +62,8 @@ def cell(column: str, value) -> str:
         return value
     if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
         return str(value)
+    if column in ID_COLUMNS and float(value).is_integer():
+        return str(int(value))
     if is_ns(column):  # int64 ns above 2**53 would lose digits through a float
         return f"{int(value):,}" if is_integer(value) else f"{float(value):,.0f}"
     if is_pct(column):

@@ -14,6 +14,7 @@ import pandas as pd
 
 from .. import units
 from ..analyses.words import times
+from .safe import visible
 
 
 def is_ns(column: str) -> bool:
@@ -59,9 +60,9 @@ def cell(column: str, value) -> str:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return "yes" if value else "no"
     if isinstance(value, str):
-        return value
+        return visible(value)  # the renderers escaped it already; a Path or other object may not be
     if not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
-        return str(value)
+        return visible(str(value))
     if column in ID_COLUMNS and float(value).is_integer():
         return str(int(value))
     if is_ns(column):  # int64 ns above 2**53 would lose digits through a float
@@ -85,7 +86,7 @@ def display_frame(df: pd.DataFrame) -> list[list[str]]:
 
 
 def info_lines(info: dict) -> list[tuple[str, str]]:
-    return [(key, cell(key, value) if not isinstance(value, (list, tuple, dict)) else str(value))
+    return [(visible(key), cell(key, value) if not isinstance(value, (list, tuple, dict)) else visible(str(value)))
             for key, value in info.items() if key != PER_STEP_TABLES]
 
 

@@ -3,7 +3,8 @@
 Everything is inline (CSS, one script, figures as SVG), so the file opens offline and
 can be attached to a pull request; a Content-Security-Policy forbids every request and
 every script but ours (by its hash). All trace text (kernel and op names, labels,
-metadata) is escaped: a name reading ``<script>`` shows as written.
+metadata) is escaped: a name reading ``<script>`` shows as written, and control and bidi
+characters show as ``\\x1b``, ``\\u202e`` (:mod:`.safe`), as in every text output.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import hashlib
 import html
 
 from .cells import display_frame, heading, info_lines
+from .safe import visible
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;color:#222;
@@ -43,7 +45,8 @@ NAME_COLUMNS = {"Name", "name", "kernel", "example", "launched_by", "chain", "op
 
 
 def esc(text) -> str:
-    return html.escape(str(text), quote=True)
+    """Every text the page shows goes through here: controls escaped, then HTML."""
+    return html.escape(visible(text), quote=True)
 
 
 def page(title: str, body: str) -> str:

@@ -1,7 +1,8 @@
 """Terminal output: a rich table on a TTY, aligned plain text when piped.
 
 Both fit the width (:mod:`.fit`): ``COLUMNS``, else the terminal's; unlimited when
-piped with no ``COLUMNS``; ``width=0`` (``--wide``) never shortens a name.
+piped with no ``COLUMNS``; ``width=0`` (``--wide``) never shortens a name. Trace text
+is escaped (:mod:`.safe`) before anything is measured, so widths count what is shown.
 """
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import sys
 
 from .cells import display_frame, heading, info_lines
 from .fit import layout, middle, terminal_width, wrap
+from .safe import visible_report
 
 
 def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> str:
     """``width``: -1 (default) from the terminal, None or 0 unlimited, else that many columns."""
     width = terminal_width() if width == -1 else (width or None)
+    report = visible_report(report)  # before fitting: ``\x1b`` takes four columns, ESC none
     if rich is None:
         rich = sys.stdout.isatty()
     if rich:

@@ -23,6 +23,7 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
     from ..analyses.summary import summary as summarise
+    from ..render.safe import visible
     from ..run import one_job
 
     sel = selection(step, annotation, device, stream, kind)
@@ -35,7 +36,7 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
     loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
     hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
     if hint:
-        click.echo(f"note: {hint}", err=True)
+        click.echo(f"note: {visible(hint)}", err=True)
     reports = [summarise(t, sel, top=top) for t in loaded]
     if fmt == "html" and len(reports) > 1:
         from ..render.htmlreport import render_html_reports

@@ -12,6 +12,7 @@ from ..discover import load_all
 from ..errors import TraceviewError
 from ..load import load as load_trace
 from ..render import FORMATS, render
+from ..render.safe import visible
 
 EXIT_UNREADABLE = 1
 EXIT_INTERNAL = 3
@@ -21,7 +22,7 @@ def load_many(paths, load, recursive: bool = False) -> list:
     """Load the traces named or found in folders; say which folder files were skipped."""
     traces, skipped = load_all(paths, load, recursive=recursive)
     for s in skipped:
-        click.echo(f"warning: skipped {s}", err=True)
+        click.echo(f"warning: skipped {visible(s)}", err=True)  # a file name is trace text too
     return traces
 
 
@@ -123,8 +124,8 @@ def loader(salvage, max_size, no_cache, rules):
 
     def _load(path):
         trace = load_trace(path, **kwargs)
-        for w in trace.warnings:
-            click.echo(f"warning: {w}", err=True)
+        for w in trace.warnings:  # they quote names from the trace: escaped like every output
+            click.echo(f"warning: {visible(w)}", err=True)
         return trace
 
     return _load

@@ -1,0 +1,685 @@
+"""CLI fuzzing engine (issue 22), shared by ``tests/test_fuzz_cli.py`` and ``benchmarks/fuzz_campaign.py``.
+
+A *case* is made from one integer: the seed of a ``random.Random`` that picks base traces (the
+sample traces, the small corpus traces ``test_fuzz.py`` uses, its hand-made trace), damages
+them at the structure level (hostile strings in names, zero/negative/huge numbers, duplicates,
+deep nesting, huge ranks, dropped keys, ...) and/or the byte level (flips, cuts, gzip), and
+picks a real CLI command (summary, kernels [--ops], diff, compare, timeline, annotate -o) with
+a format (table, markdown, csv, json) and options. The same seed always gives the same case.
+
+Each case runs the real click entry point (``traceview.cli.main``) in a *forked* child of a
+process that has already imported traceview, pandas and matplotlib: a case costs tens of
+milliseconds instead of the ~1.5 s a fresh interpreter needs, yet runs in its own process with
+its own exit status, file descriptors 1 and 2, working folder, environment, address-space
+limit (RLIMIT_AS) and a wall-clock limit (SIGKILL of its process group). ``mode="subprocess"``
+runs ``python -m traceview`` instead (slower, used to check that both agree).
+
+The oracle (``crash_problems`` and ``injection_problems``):
+
+* exit status in {0, 1, 2}: never 3 (internal error), never a signal, never Python's 1 or 120
+  after an uncaught exception; no ``Traceback`` on stdout or stderr;
+* done within the per-case time limit (a hang is a failure), within the memory limit;
+* the working folder (empty at the start) holds afterwards exactly the file the command was
+  asked to write (only on success: nothing partial after a failure), the input files are
+  unchanged and alone in their folder, HOME stays empty, no temporary file is left in the cache;
+* injection (kept apart, so crashes are reported even while injection is unfixed): stdout and
+  stderr contain no raw ESC, CR, other C0/C1 control or bidi control character, no CSV cell
+  that a spreadsheet would run as a formula, no raw ``<script``/``<img`` in markdown.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import functools
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import re
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from corpus import CORPUS  # noqa: E402
+from test_fuzz import SAMPLES, SMALL_CORPUS, handmade  # noqa: E402
+
+CASE_SECONDS = 30.0  # per-case wall-clock limit: longer is a hang
+MEMORY_HEADROOM = 3 << 30  # RLIMIT_AS: the forking process's address space plus this
+SUBPROCESS_MEMORY = 6 << 30  # RLIMIT_AS of a fresh ``python -m traceview``
+COMMANDS = ("summary", "kernels", "kernels-ops", "kernels-unclassified", "diff", "compare", "timeline", "annotate")
+FORMATS = ("table", "markdown", "csv", "json")
+
+# ---------------------------------------------------------------- hostile values
+
+HOSTILE_STRINGS = (
+    "\x1b]0;pwned title\x07", "\x1b]8;;http://evil.example/\x1b\\click me\x1b]8;;\x1b\\", "\x1b[2J\x1b[H",
+    "\x1b[31mred\x1b[0m", "\x1bc", "ok\rEVIL", "abc\u202edcba", "\u2066isolate\u2069", "\u200fRLM", "\u061cALM",
+    "nul\x00byte", "bell\x07", "csi\x9b31m", "next\x85line", "del\x7f", "tab\there",
+    '=HYPERLINK("http://evil.example","x")', "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)",
+    "\t=1+1", "\r=1+1", "$\\frac{a}{b}$", "$\\undefinedmacro{x}$", "$x^", "_hidden", "__nolegend__",
+    "<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "a|b|c", "line1\nline2", "`code`",
+    "*bold* [link](javascript:alert(1))", "\ufeffbom", "名前", "🙂" * 3,
+    "%s%n%x", "{0}{name}", "${jndi:ldap://x}", "../../etc/passwd", "", " ", "ProfilerStep#",
+    "ProfilerStep#99999999999999999999", "ProfilerStep#-1", "x" * 20_000,
+)
+# lone surrogates: valid JSON escapes (or invalid UTF-8 when written raw); kept apart because today one
+# refuses the whole trace, which would hide every other hostile string of the case
+SURROGATES = ("\ud800", "x\udfffy", "\udc80", "a\udbff")
+HOSTILE_NUMBERS = (0, -1, 1, -10**9, 2**31, 2**53, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, -(2**63), 10**30,
+                   1e308, -1e308, 1e-300, 0.5, -0.5, float("nan"), float("inf"), float("-inf"), "12", "", None,
+                   True, [], {})
+_NUMERIC_FIELDS = ("ts", "dur", "pid", "tid", "id")
+_NUMERIC_ARGS = ("correlation", "External id", "device", "stream", "bytes", "Sequence number", "Fwd thread id")
+
+
+# ---------------------------------------------------------------- base traces
+
+@functools.cache
+def seeds() -> tuple[tuple[str, dict], ...]:
+    """(name, decoded trace) of every base trace available here; small, so a case stays fast."""
+    out = [("handmade", handmade())]
+    paths = sorted(SAMPLES.glob("*.json.gz")) if SAMPLES.is_dir() else []
+    paths += [CORPUS / rel for rel in SMALL_CORPUS if (CORPUS / rel).is_file()]
+    for path in paths:
+        text = gzip.decompress(path.read_bytes())
+        if len(text) < 500_000:
+            out.append((path.name, json.loads(text)))
+    return tuple(out)
+
+
+def _events(doc) -> list:
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        return doc["traceEvents"]
+    return doc if isinstance(doc, list) else []
+
+
+def _pick_event(rng: random.Random, events: list, cats=None):
+    pool = [e for e in events if isinstance(e, dict) and (cats is None or e.get("cat") in cats)]
+    return rng.choice(pool) if pool else None
+
+
+# ---------------------------------------------------------------- structure-level mutations
+
+def _inject_string(rng, doc, events):
+    """A hostile string as (part of) a name, category, annotation, thread name or metadata."""
+    bad = rng.choice(SURROGATES if rng.random() < 0.015 else HOSTILE_STRINGS)
+    where = rng.choice(["name"] * 6 + ["cat", "arg", "step", "meta", "thread"])
+    named = {"kernel", "Kernel"} if rng.random() < 0.5 else {"kernel", "Kernel", "cpu_op", "Operator",
+                                                             "user_annotation", "gpu_memcpy", "cuda_runtime"}
+    ev = _pick_event(rng, events, named if where == "name" else None)
+    if where == "step":
+        ev = _pick_event(rng, events, {"user_annotation"})
+        if ev is not None:
+            ev["name"] = "ProfilerStep#" + rng.choice(["1", "2", bad])
+    elif where == "meta" and isinstance(doc, dict):
+        key = rng.choice(["traceName", "deviceProperties", "distributedInfo", "displayTimeUnit"])
+        doc[key] = {"backend": bad, "rank": 0} if key == "distributedInfo" else (
+            [{"id": 0, "name": bad}] if key == "deviceProperties" else bad)
+    elif where == "thread":
+        ev = _pick_event(rng, events, None)
+        if ev is not None:
+            events.append({"ph": "M", "name": "thread_name", "pid": ev.get("pid"), "tid": ev.get("tid"),
+                           "args": {"name": bad}})
+    elif ev is not None and where in ("name", "cat"):
+        old = ev.get(where) if isinstance(ev.get(where), str) else ""
+        ev[where] = rng.choice([bad, old + bad, bad + old, old[: len(old) // 2] + bad + old[len(old) // 2:]])
+    elif ev is not None and isinstance(ev.get("args"), dict):
+        ev["args"][rng.choice(["name", "Input type", "stream", "Call stack", bad])] = bad
+
+
+def _set_number(rng, doc, events):
+    ev = _pick_event(rng, events)
+    if ev is None:
+        return
+    value = rng.choice(HOSTILE_NUMBERS)
+    if rng.random() < 0.5 or not isinstance(ev.get("args"), dict):
+        ev[rng.choice(_NUMERIC_FIELDS)] = value
+    else:
+        ev["args"][rng.choice(_NUMERIC_ARGS)] = value
+
+
+def _zero_dur(rng, doc, events):
+    """Every instance of one kernel (or op) name lasts 0 ns, or one of them lasts < 0."""
+    ev = _pick_event(rng, events, {"kernel", "Kernel", "cpu_op", "gpu_memcpy", "Memcpy"})
+    if ev is None:
+        return
+    if rng.random() < 0.6:
+        for e in events:
+            if isinstance(e, dict) and e.get("name") == ev.get("name"):
+                e["dur"] = 0
+    else:
+        ev["dur"] = rng.choice([-1, -1000, -(10**9), -(2**62)])
+
+
+def _huge_ts(rng, doc, events):
+    ev = _pick_event(rng, events, {"cpu_op", "kernel", "user_annotation", "cuda_runtime"})
+    if ev is not None:
+        ev["ts"] = rng.choice([2**53, 2**53 + 0.5, 2**62, 9.2e18, -(2**53), 1e17])
+
+
+def _duplicate(rng, doc, events):
+    """Exact duplicate events, or kernels sharing one correlation id."""
+    if not events:
+        return
+    if rng.random() < 0.5:
+        i = rng.randrange(len(events))
+        events.extend(copy.deepcopy(events[i: i + rng.randint(1, 40)]))
+        return
+    kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"]
+    if kernels and isinstance(kernels[0].get("args"), dict):
+        corr = kernels[0]["args"].get("correlation")
+        for e in rng.sample(kernels, min(len(kernels), rng.randint(2, 80))):
+            if isinstance(e.get("args"), dict):
+                e["args"]["correlation"] = corr
+
+
+def _drop_key(rng, doc, events):
+    ev = _pick_event(rng, events)
+    if ev is None:
+        return
+    key = rng.choice(["cat", "ph", "ts", "dur", "name", "args", "pid", "tid"])
+    if rng.random() < 0.3:
+        ev[key] = rng.choice(["Z", "", "x", 7, None]) if key == "ph" else ev.pop(key, None)
+    else:
+        ev.pop(key, None)
+
+
+def _deep(rng, doc, events):
+    ev = _pick_event(rng, events)
+    if ev is None:
+        return
+    if not isinstance(ev.get("args"), dict):
+        ev["args"] = {}
+    # a marker, nested only when serialised: deepcopy and json.dumps would recurse too deep
+    ev["args"]["deep"] = f"@@deep-{rng.choice([30, 200, 999, 1001, 3000, 100_000])}-{rng.choice('lo')}@@"
+
+
+def _ranks(rng, doc, events):
+    if isinstance(doc, dict):
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rng.choice([0, 3, 10**9, -1, 2**63, "1", None]),
+                                  "world_size": rng.choice([1, 8, 10**9, 0, -5, 2**63, "x"])}
+
+
+def _drop_events(rng, doc, events):
+    if events:
+        keep = rng.random()
+        events[:] = [e for e in events if rng.random() < keep]
+
+
+def _reorder(rng, doc, events):
+    if rng.random() < 0.5:
+        rng.shuffle(events)
+    else:
+        events.reverse()
+
+
+def _long_name(rng, doc, events):
+    ev = _pick_event(rng, events, {"kernel", "cpu_op", "user_annotation"})
+    if ev is not None:
+        ev["name"] = rng.choice(["void k<", "aten::", "sm90_xmma_gemm_", "("]) * rng.choice([1000, 10_000, 50_000])
+
+
+STRUCTURE_MUTATIONS = (_inject_string, _inject_string, _inject_string, _set_number, _set_number, _zero_dur,
+                       _huge_ts, _duplicate, _drop_key, _deep, _ranks, _drop_events, _reorder, _long_name)
+
+
+# ---------------------------------------------------------------- byte-level mutations and files
+
+def _serialise(rng, doc) -> bytes:
+    """JSON text; non-ASCII either escaped (\\ud800 for a lone surrogate) or raw (invalid UTF-8 for one)."""
+    if rng.random() < 0.5:
+        raw = json.dumps(doc, allow_nan=True).encode()
+    else:
+        raw = json.dumps(doc, allow_nan=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return _DEEP.sub(_nest, raw) if b"@@deep-" in raw else raw
+
+
+_DEEP = re.compile(rb'"@@deep-(\d+)-([lo])@@"')
+
+
+def _nest(match) -> bytes:
+    depth = int(match.group(1))
+    if match.group(2) == b"l":
+        return b"[" * depth + b"1" + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def _damage_bytes(rng, data: bytes) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        if not buf:
+            break
+        at = rng.randrange(len(buf))
+        kind = rng.choice(["flip", "delete", "insert", "set", "cut"])
+        if kind == "flip":
+            buf[at] ^= 1 << rng.randrange(8)
+        elif kind == "delete":
+            del buf[at: at + rng.randint(1, 64)]
+        elif kind == "insert":
+            buf[at:at] = rng.choice([b"\x00", b"\xff", b"\xed\xa0\x80", b'"', b"}", b"]", b"\x1b[2J", b",", b"9" * 40])
+        elif kind == "set":
+            buf[at] = rng.choice(b'{}[]",:\\\x00\xff\xc3 0-eE.')
+        else:
+            del buf[at:]
+    return bytes(buf)
+
+
+@dataclass
+class Input:
+    """One trace file of a case: the (mutated) document, then how it becomes bytes."""
+    name: str  # the base trace
+    doc: object
+    byte_seed: int | None  # byte-level damage after serialising, if any
+    gz: bool
+    text_seed: int
+
+    def data(self) -> bytes:
+        raw = _serialise(random.Random(self.text_seed), self.doc)
+        if self.byte_seed is not None:
+            raw = _damage_bytes(random.Random(self.byte_seed), raw)
+        return gzip.compress(raw, compresslevel=1) if self.gz else raw
+
+    def filename(self, stem: str) -> str:
+        return f"{stem}.json.gz" if self.gz else f"{stem}.json"
+
+
+@functools.cache
+def gpu_seeds() -> tuple[tuple[str, dict], ...]:
+    """The base traces with GPU kernels: their names reach every command's output."""
+    return tuple((n, d) for n, d in seeds()
+                 if any(isinstance(e, dict) and e.get("cat") in ("kernel", "Kernel") for e in _events(d)))
+
+
+def make_input(rng: random.Random, hostile: bool = False) -> Input:
+    name, doc = rng.choice(gpu_seeds() if hostile and gpu_seeds() else seeds())
+    doc = copy.deepcopy(doc)
+    events = _events(doc)
+    muts = [_inject_string] * rng.randint(3, 8) if hostile else []
+    # hostile inputs stay loadable and keep their kernels, so their names reach the output
+    pool = [m for m in STRUCTURE_MUTATIONS if m not in (_deep, _drop_events, _long_name)] if hostile \
+        else STRUCTURE_MUTATIONS
+    muts += [rng.choice(pool) for _ in range(rng.choice([0, 0, 1, 1, 2, 3] if hostile else [0, 1, 1, 2, 3, 5]))]
+    for mutate in muts:
+        mutate(rng, doc, events)
+    byte_seed = rng.randrange(2**32) if (not hostile and rng.random() < 0.2) else None
+    return Input(name, doc, byte_seed, rng.random() < 0.3, rng.randrange(2**32))
+
+
+# ---------------------------------------------------------------- commands
+
+@dataclass
+class Case:
+    seed: int
+    command: str
+    args: list  # with "{a}", "{b}" for the input paths (absolute) and output names relative to the cwd
+    inputs: dict  # "a"/"b" -> Input
+    output: str | None  # the one file the command is asked to write, relative to its working folder
+    env: dict = field(default_factory=dict)
+    hostile: bool = False
+
+    def argv(self, paths: dict) -> list:
+        return [str(paths.get(a[1], a)) if a in ("{a}", "{b}") else a for a in self.args]
+
+    def describe(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
+        return f"{env} traceview {' '.join(self.args)}".strip()
+
+
+def _command(rng: random.Random, command: str, fmt: str, hostile: bool) -> tuple[list, str | None]:
+    out = None
+    if command == "annotate":
+        out = rng.choice(["out.json", "out.json.gz", "annotated.trace"])
+        return ["annotate", "{a}", "-o", out], out
+    args = {"summary": ["summary", "{a}"], "kernels": ["kernels", "{a}"], "kernels-ops": ["kernels", "{a}", "--ops"],
+            "kernels-unclassified": ["kernels", "{a}", "--unclassified"], "diff": ["diff", "{a}", "{b}"],
+            "compare": ["compare", "{a}", "{b}"], "timeline": ["timeline", "{a}"]}[command]
+    args += ["--format", fmt]
+    if command == "timeline" or (command in ("kernels", "kernels-ops", "diff", "compare") and rng.random() < 0.12):
+        out = rng.choice(["plot.svg", "plot.svg", "plot.png", "plot.html"])
+        args += ["--plot", out]
+    if rng.random() < (0.05 if hostile else 0.25):
+        args += ["--step", str(rng.choice([0, 1, 2, 3, 5, 10, -1, 99999999999]))]
+    if command in ("summary", "diff") and rng.random() < 0.3:
+        args += ["--top", str(rng.choice([0, 1, 3, 1000]))]
+    if command == "compare" and rng.random() < 0.2:
+        args += ["--baseline", "{b}"]
+    return args, out
+
+
+def make_case(seed: int, hostile: bool | None = None) -> Case:
+    """The case of ``seed``: hostile=True injects hostile strings (for the injection oracle)."""
+    rng = random.Random(seed)
+    hostile = rng.random() < 0.3 if hostile is None else hostile
+    command = rng.choice(COMMANDS)
+    args, out = _command(rng, command, rng.choice(FORMATS), hostile)
+    inputs = {"a": make_input(rng, hostile)}
+    if "{b}" in args:
+        inputs["b"] = make_input(rng, hostile) if rng.random() < 0.7 else inputs["a"]
+    if rng.random() < 0.2:
+        args.append("--salvage")
+    env = {"COLUMNS": str(rng.choice([40, 100, 250]))}
+    if rng.random() < 0.5:
+        args.append("--no-cache")
+    else:
+        env["TRACEVIEW_CACHE_MIN_MB"] = "0"  # small files are cached too: exercises the cache
+    return Case(seed, command, args, inputs, out, env, hostile)
+
+
+# ---------------------------------------------------------------- running one case
+
+@dataclass
+class Result:
+    code: int  # exit status; -N for signal N; None for a hang (killed at the time limit)
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+    maxrss: int  # bytes
+    problems: list = field(default_factory=list)
+
+
+def prepare() -> None:
+    """Import what commands use before forking, so each forked case does not pay for it."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot  # noqa: F401
+    import traceview.cli  # noqa: F401
+    from traceview import analyses, render  # noqa: F401
+    for mod in ("summary", "kernels", "diff", "compare", "timeline", "annotate", "efficiency", "breakdown"):
+        __import__(f"traceview.analyses.{mod}")
+    for mod in ("text", "markdown", "csvout", "jsonout", "plot", "annotated"):
+        __import__(f"traceview.render.{mod}")
+    try:
+        import pyarrow.feather  # noqa: F401
+    except ImportError:
+        pass
+
+
+def _address_space() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -> None:
+    """In the forked child: become ``traceview ARGV`` as a fresh interpreter would run it; never returns."""
+    code = 70
+    try:
+        os.setpgid(0, 0)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        for fd, path in ((1, out), (2, err)):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        enc, out_errors = sys.__stdout__.encoding if sys.__stdout__ else "utf-8", "surrogateescape"
+        if sys.__stdout__ is not None and sys.__stdout__.errors:
+            out_errors = sys.__stdout__.errors
+        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=enc, errors=out_errors)
+        sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding=enc, errors="backslashreplace",
+                                      line_buffering=True)
+        sys.stdin = open(0, closefd=False)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        code = _run_main(argv)
+    finally:
+        os._exit(code)
+
+
+def _run_main(argv: list) -> int:
+    """What ``python -m traceview`` does with an exit or an uncaught exception."""
+    from traceview.cli import main
+
+    try:
+        main.main(args=argv, prog_name="traceview", standalone_mode=True)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001  (the interpreter's behaviour: traceback, status 1)
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001  (at exit the interpreter reports and exits 120)
+        traceback.print_exc(file=sys.__stderr__)
+        code = 120
+    return code
+
+
+def _wait(pid: int, seconds: float):
+    """(status, rusage) of ``pid``, or (None, rusage) after killing its group at the time limit."""
+    deadline = time.monotonic() + seconds
+    pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    try:
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return status, usage
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if pidfd is not None:
+                select.select([pidfd], [], [], left)
+            else:
+                time.sleep(min(0.01, left))
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _, _, usage = os.wait4(pid, 0)
+    return None, usage
+
+
+def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
+    out, err = box / "stdout", box / "stderr"
+    limit = _address_space() + MEMORY_HEADROOM
+    sys.stdout.flush()
+    sys.stderr.flush()
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        _child(argv, cwd, env, out, err, limit)
+    status, usage = _wait(pid, seconds)
+    took = time.monotonic() - start
+    code = None if status is None else (os.waitstatus_to_exitcode(status))
+    return Result(code, out.read_bytes(), err.read_bytes(), took, usage.ru_maxrss * 1024)
+
+
+def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
+    def limits():
+        resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
+
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "traceview", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limits,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=seconds)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        code = None
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return Result(code, out, err, time.monotonic() - start, usage.ru_maxrss * 1024)
+
+
+def _tree(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            for p in sorted(folder.rglob("*"))}
+
+
+def _child_env(box: Path, extra: dict) -> dict:
+    keep = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "MPLCONFIGDIR", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update({"HOME": str(box / "home"), "TRACEVIEW_CACHE_DIR": str(box / "cache"), "TRACEVIEW_WORKERS": "1",
+                "XDG_CACHE_HOME": str(box / "home" / ".cache"), "XDG_CONFIG_HOME": str(box / "home" / ".config")})
+    env.update(extra)
+    return env
+
+
+def case_files(case: Case) -> dict:
+    """key ("a", "b") -> (file name, bytes) of the case's inputs."""
+    return {key: (inp.filename(key), inp.data()) for key, inp in case.inputs.items()}
+
+
+def run_case(case: Case, workdir: Path, *, mode: str = "fork", seconds: float = CASE_SECONDS,
+             files: dict | None = None) -> Result:
+    """Run ``case`` in a fresh box under ``workdir``; ``files`` (key -> (name, bytes)) replaces its inputs."""
+    box = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
+    try:
+        for sub in ("in", "cwd", "cache", "home"):
+            (box / sub).mkdir()
+        paths = {}
+        for key, (name, data) in (files if files is not None else case_files(case)).items():
+            paths[key] = box / "in" / name
+            paths[key].write_bytes(data)
+        before = _tree(box / "in")
+        env = _child_env(box, case.env)
+        run = run_forked if mode == "fork" else run_subprocess
+        result = run(case.argv(paths), box / "cwd", env, box, seconds)
+        # the box's random name would make every output unique: blur it (plain ASCII, escapes unaffected)
+        result.stdout = result.stdout.replace(str(box).encode(), b"BOX")
+        result.stderr = result.stderr.replace(str(box).encode(), b"BOX")
+        result.problems = crash_problems(case, result, box, before) + injection_problems(case, result)
+        return result
+    finally:
+        shutil.rmtree(box, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the oracle
+
+def crash_problems(case: Case, result: Result, box: Path, before: dict) -> list:
+    """(kind, detail) for everything wrong apart from injection; [] when the case passed."""
+    problems = []
+    both = result.stdout + b"\n" + result.stderr
+    if result.code is None:
+        problems.append(("hang", f"no exit within the time limit ({result.seconds:.0f} s)"))
+    elif result.code == 3:
+        problems.append(("exit3", last_line(result.stderr)))
+    elif result.code not in (0, 1, 2):
+        problems.append(("bad-exit", f"exit status {result.code}: {last_line(result.stderr)}"))
+    if b"Traceback (most recent call last)" in both:
+        problems.append(("traceback", last_line(result.stderr)))
+    if b"MemoryError" in both:
+        problems.append(("memory", last_line(result.stderr)))
+    if result.code is not None:
+        problems += _file_problems(case, result, box, before)
+    return problems
+
+
+def _file_problems(case: Case, result: Result, box: Path, before: dict) -> list:
+    problems = []
+    made = set(_tree(box / "cwd"))
+    wanted = {case.output} if case.output and result.code == 0 else set()
+    if made - wanted:
+        problems.append(("stray-file", f"wrote {sorted(made - wanted)} (asked for {case.output}, exit {result.code})"))
+    if wanted - made:
+        problems.append(("missing-output", f"exit 0 but {case.output} was not written"))
+    if _tree(box / "in") != before:
+        problems.append(("input-changed", "the input folder changed"))
+    if any(_tree(box / "home")):
+        problems.append(("stray-file", f"wrote into HOME: {sorted(_tree(box / 'home'))[:5]}"))
+    leftovers = [p for p in _tree(box / "cache") if re.search(r"\.tmp|~$|\.part$", p.rsplit("/", 1)[-1])]
+    if leftovers:
+        problems.append(("stray-file", f"temporary files left in the cache: {leftovers[:5]}"))
+    return problems
+
+
+# C0 controls but tab and newline, DEL, C1 controls, and the bidi controls (embedding, override, isolate, marks)
+LEAK = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NUMBER = re.compile(r"^-?(\d[\d,]*\.?\d*(e[-+]?\d+)?|inf|nan|)%?$", re.IGNORECASE)
+
+
+def injection_problems(case: Case, result: Result) -> list:
+    """Terminal/document injection (issue 22 item 2): raw control or bidi characters on stdout or
+    stderr, CSV cells a spreadsheet would run as formulas, raw HTML in markdown."""
+    problems = []
+    for stream, data in (("stdout", result.stdout), ("stderr", result.stderr)):
+        text = data.decode("utf-8", "surrogateescape")
+        found = LEAK.search(text)
+        if found:
+            problems.append(("escape-leak", f"{stream} has raw {found.group()!r} near "
+                             f"{text[max(found.start() - 30, 0): found.end() + 30]!r}"))
+    fmt = case.args[case.args.index("--format") + 1] if "--format" in case.args else "table"
+    text = result.stdout.decode("utf-8", "replace")
+    if fmt == "csv":
+        csv.field_size_limit(1 << 30)  # names may be long; the reader's default stops at 128 KiB
+        try:
+            cells = [c for row in csv.reader(io.StringIO(text, newline="")) for c in row]
+        except csv.Error as exc:
+            cells, problems = [], problems + [("formula-cell", f"CSV output does not parse: {exc}")]
+        bad = [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not _NUMBER.match(c))]
+        if bad:
+            problems.append(("formula-cell", f"CSV cell starts a formula: {bad[0][:60]!r}"))
+    if fmt == "markdown" and re.search(r"<(script|img)\b", text, re.IGNORECASE):
+        problems.append(("raw-html", "markdown output has raw <script> or <img>"))
+    return problems
+
+
+def last_line(data: bytes) -> str:
+    lines = [ln for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+CRASH_KINDS = ("traceback", "hang", "exit3", "bad-exit", "memory", "stray-file", "missing-output", "input-changed")
+INJECTION_KINDS = ("escape-leak", "formula-cell", "raw-html")
+
+
+def signature(case: Case, kind: str, detail: str) -> str:
+    """What makes two failures 'the same': kind, command and the message with numbers and paths blurred."""
+    msg = re.sub(r"/\S+", "PATH", detail)
+    msg = re.sub(r"\d+", "N", msg)
+    msg = re.sub(r"'[^']{40,}'", "'…'", msg)[:160]
+    return f"{kind} | {case.command} | {msg}"
+
+
+# ---------------------------------------------------------------- saved cases (tests/fuzz_cases)
+
+CASES_DIR = HERE / "fuzz_cases"
+
+
+def load_saved(folder: Path) -> tuple[Case, dict]:
+    """A saved case: ``case.json`` (note, args, output, env) beside its inputs ``a.*`` and ``b.*``."""
+    meta = json.loads((folder / "case.json").read_text(encoding="utf-8"))
+    files = {}
+    for path in sorted(folder.iterdir()):
+        key = path.name.split(".", 1)[0]
+        if key in ("a", "b") and path.is_file():
+            files[key] = (path.name, path.read_bytes())
+    case = Case(meta.get("seed", 0), meta["command"], meta["args"], {}, meta.get("output"), meta.get("env", {}),
+                bool(meta.get("hostile")))
+    return case, files
+
+
+def save_case(folder: Path, case: Case, files: dict, note: str, **extra) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.values():
+        (folder / name).write_bytes(data)
+    meta = {"note": note, "command": case.command, "args": case.args, "output": case.output, "env": case.env,
+            "seed": case.seed, "hostile": case.hostile, **extra}
+    (folder / "case.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")

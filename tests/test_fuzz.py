@@ -5,8 +5,10 @@ whose message is one line naming the file: never another exception, a hang or
 runaway memory. Inputs: a hand-made trace, the project's sample traces and a
 few small real corpus traces, damaged by truncation, byte flips/deletions,
 non-UTF-8 bytes, structural edits (dropped keys, wrong types, huge/NaN/Infinity
-numbers, string timestamps, duplicates, reordering, orphan kernels/launches)
-and deep nesting.
+numbers, string timestamps, duplicates, reordering, orphan kernels/launches),
+deep nesting, and hostile text in names (control, bidi, formula and markup
+characters: a name that loads keeps its exact text). The command line is fuzzed
+in ``test_fuzz_cli.py``.
 
 Sized to run in well under two minutes on two cores. Set
 ``TRACEVIEW_FUZZ_EXAMPLES`` (default 25 per test) to fuzz longer, e.g. 500 in
@@ -427,3 +429,50 @@ def test_deep_nesting_in_subprocess(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("OK"), proc.stdout[-2000:]
+
+
+# ---------------------------------------------------------------- hostile text (issue 22)
+
+HOSTILE = st.one_of(
+    st.sampled_from(["\x1b]0;title\x07", "\x1b[2J", "ok\rEVIL", "abc\u202edcba", "\u2066x\u2069", "a\nb",
+                     '=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(1)", "$\\frac{a}{b}$",
+                     "<script>alert(1)</script>", "a|b", "\x00", "\x85", "\ufeff", "x" * 5000, "", " "]),
+    st.text(alphabet=st.characters(categories=["Cc", "Cf", "Zl", "Zp", "Co", "So"]), max_size=12),
+    st.text(max_size=12),
+)
+
+
+@FUZZ
+@given(i=doc_index, data=st.data(), raw=st.booleans())
+def test_hostile_names(i, data, raw):
+    """Control, bidi, formula and markup text in names, categories and args: the trace loads (or
+    fails with a one-line error), and a name that loads keeps its exact text (JSON is data)."""
+    if not seed_docs():
+        pytest.skip("no seeds")
+    _, doc = seed_docs()[i]
+    doc = copy.deepcopy(doc)
+    named = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("name"), str)
+             and e.get("ph") == "X"]
+    if not named:
+        return
+    changed = {}
+    for _ in range(data.draw(st.integers(1, 5), label="edits")):
+        ev = data.draw(st.sampled_from(named), label="event")
+        text = data.draw(HOSTILE, label="text")
+        field = data.draw(st.sampled_from(["name", "name", "cat", "arg"]), label="field")
+        if field == "name":
+            ev["name"] = text
+            changed.setdefault(id(ev), text)
+            changed[id(ev)] = text if changed[id(ev)] is not None else None
+        else:  # the event may now be dropped (a category it does not have): its name proves nothing
+            changed[id(ev)] = None
+            if field == "arg" and isinstance(ev.get("args"), dict):
+                ev["args"][data.draw(st.sampled_from(ARG_FIELDS), label="arg")] = text
+            else:
+                ev[field] = text
+    blob = json.dumps(doc, ensure_ascii=not raw).encode()  # st.text draws no lone surrogate: valid UTF-8
+    plain, _ = both_modes(write_case(blob, "hostile.json"))
+    if isinstance(plain, tv.Trace):
+        names = set(plain.events["name"].astype(object).tolist())
+        lost = [t for t in changed.values() if t is not None and t not in names]
+        assert not lost, f"names not kept exactly: {lost[:3]!r}"

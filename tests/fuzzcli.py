@@ -294,7 +294,10 @@ class Input:
             raw = _damage_bytes(random.Random(self.byte_seed), raw)
         return gzip.compress(raw, compresslevel=1) if self.gz else raw
 
+    stem_suffix: str = ""  # hostile text in the file name itself: it is shown as a label and in messages
+
     def filename(self, stem: str) -> str:
+        stem += self.stem_suffix
         return f"{stem}.json.gz" if self.gz else f"{stem}.json"
 
 
@@ -317,7 +320,12 @@ def make_input(rng: random.Random, hostile: bool = False) -> Input:
     for mutate in muts:
         mutate(rng, doc, events)
     byte_seed = rng.randrange(2**32) if (not hostile and rng.random() < 0.2) else None
-    return Input(name, doc, byte_seed, rng.random() < 0.3, rng.randrange(2**32))
+    suffix = rng.choice(FILE_NAME_TEXT) if hostile and rng.random() < 0.25 else ""
+    return Input(name, doc, byte_seed, rng.random() < 0.3, rng.randrange(2**32), suffix)
+
+
+# what a file name can hold (no "/" nor NUL): shown as the report's label and in every message
+FILE_NAME_TEXT = ("\x1b]0;title\x07", "\x1b[2J", "\rEVIL", "\u202egpj", "\nnext", "=1+1", "<script>", "|")
 
 
 # ---------------------------------------------------------------- commands
@@ -358,6 +366,8 @@ def _command(rng: random.Random, command: str, fmt: str, hostile: bool) -> tuple
         args += ["--top", str(rng.choice([0, 1, 3, 1000]))]
     if command == "compare" and rng.random() < 0.2:
         args += ["--baseline", "{b}"]
+    if rng.random() < (0.2 if hostile else 0.05):  # a missing annotation: the error lists the trace's own
+        args += ["--annotation", rng.choice(["nope", "ProfilerStep#1", "## forward ##"])]
     return args, out
 
 
@@ -666,11 +676,11 @@ CASES_DIR = HERE / "fuzz_cases"
 def load_saved(folder: Path) -> tuple[Case, dict]:
     """A saved case: ``case.json`` (note, args, output, env) beside its inputs ``a.*`` and ``b.*``."""
     meta = json.loads((folder / "case.json").read_text(encoding="utf-8"))
-    files = {}
+    files, names = {}, meta.get("names", {})  # names: a file name with hostile text, not kept as such in git
     for path in sorted(folder.iterdir()):
         key = path.name.split(".", 1)[0]
         if key in ("a", "b") and path.is_file():
-            files[key] = (path.name, path.read_bytes())
+            files[key] = (names.get(key, path.name), path.read_bytes())
     case = Case(meta.get("seed", 0), meta["command"], meta["args"], {}, meta.get("output"), meta.get("env", {}),
                 bool(meta.get("hostile")))
     return case, files
@@ -678,8 +688,12 @@ def load_saved(folder: Path) -> tuple[Case, dict]:
 
 def save_case(folder: Path, case: Case, files: dict, note: str, **extra) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.values():
-        (folder / name).write_bytes(data)
+    names = {}
+    for key, (name, data) in files.items():
+        plain = key + (".json.gz" if name.endswith(".gz") else ".json")
+        if name != plain:
+            names[key] = name
+        (folder / plain).write_bytes(data)
     meta = {"note": note, "command": case.command, "args": case.args, "output": case.output, "env": case.env,
-            "seed": case.seed, "hostile": case.hostile, **extra}
+            "seed": case.seed, "hostile": case.hostile, **({"names": names} if names else {}), **extra}
     (folder / "case.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")

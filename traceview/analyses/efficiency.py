@@ -84,7 +84,7 @@ def kernel_efficiency(trace, activities: pd.DataFrame | None = None, devices: st
     out["path"], out["peak_precision"] = _paths(k, kw)
     device = trace_device(trace, devices)
     out["peak_tflops"] = _peaks(out["path"].to_numpy(), out["peak_precision"].to_numpy(), device)
-    bw = device.memory_gbps if device else np.nan
+    bw = _bandwidth(device)
     out["pct_of_peak_tflops"] = 100.0 * out["tflops"] / out["peak_tflops"]
     out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / bw
     ridge = out["peak_tflops"] * 1e3 / bw  # FLOP/byte where the roofline bends
@@ -120,7 +120,7 @@ def _peaks(path: np.ndarray, precision: np.ndarray, device) -> np.ndarray:
     for p, prec in set(zip(path.tolist(), precision.tolist())):  # a handful of distinct pairs
         if p in ("tensor", "vector") and prec is not None:
             peak = device.peak_tflops(p, prec)
-            out[(path == p) & (precision == prec)] = peak if peak is not None else np.nan
+            out[(path == p) & (precision == prec)] = peak if peak else np.nan  # 0 (a user's table): no peak
     return out
 
 
@@ -137,11 +137,23 @@ def op_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | 
     flops = w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
     nbytes = w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
     gpu_ns = per["gpu_ns"].to_numpy().astype(float)
+    over = _positive(gpu_ns)  # a rate over zero time is undefined: empty, never inf
     return pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": ops["input_dims"].astype(object).to_numpy(),
                          "flops": flops, "bytes_moved": nbytes, "gpu_ns": gpu_ns.astype(np.int64),
-                         "tflops": flops / gpu_ns / 1e3, "gbps": nbytes / gpu_ns,
-                         "pct_of_peak_tflops": 100.0 * flops / per["peak_ns"].to_numpy() / 1e3,
+                         "tflops": flops / over / 1e3, "gbps": nbytes / over,
+                         "pct_of_peak_tflops": 100.0 * flops / _positive(per["peak_ns"].to_numpy()) / 1e3,
                          "causal": w["causal"].iloc[per.index].to_numpy()}, index=per.index)
+
+
+def _bandwidth(device) -> float:
+    """The device's memory bandwidth (GB/s); nan without a device or with a non-positive one."""
+    return device.memory_gbps if device is not None and device.memory_gbps > 0 else np.nan
+
+
+def _positive(values: np.ndarray) -> np.ndarray:
+    """``values`` with zeros (and negatives) as nan: what a rate divides by, so a rate over zero
+    time is left empty instead of inf."""
+    return np.where(values > 0, values, np.nan)
 
 
 def _owned(trace, k: pd.DataFrame, devices: str | None) -> pd.DataFrame:
@@ -181,12 +193,12 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
     g = f.groupby(["op", "input_dims"], sort=False)
     s = g[["flops", "bytes_moved", "gpu_ns", "peak_ns"]].sum(min_count=1).assign(count=g.size())
     device = trace_device(r.trace, devices)
-    bw = device.memory_gbps if device else np.nan
+    bw = _bandwidth(device)
     gpu_ns = s["gpu_ns"].where(s["gpu_ns"] > 0)
     out = pd.DataFrame({"count": s["count"] / r.regions, "flops": s["flops"] / r.regions,
                         "bytes_moved": s["bytes_moved"] / r.regions, "gpu_time_ns": s["gpu_ns"] / r.regions,
                         "tflops": s["flops"] / gpu_ns / 1e3, "gbps": s["bytes_moved"] / gpu_ns,
-                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"] / 1e3,
+                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
                         "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw}, index=s.index)
     out = out.reset_index().sort_values("gpu_time_ns", ascending=False, kind="stable")
     return out[list(OP_COLUMNS)].reset_index(drop=True)
@@ -209,7 +221,8 @@ def _category_rate(r: Region, category: str, devices: str | None = None) -> tupl
     flops = eff["flops"].to_numpy()[has]
     peak = eff["peak_tflops"].to_numpy()[has]
     known = ~np.isnan(peak)
-    pct = 100.0 * flops[known].sum() / (dur[known] * peak[known]).sum() / 1e3 if known.any() else float("nan")
+    peak_ns = (dur[known] * peak[known]).sum()
+    pct = 100.0 * flops[known].sum() / peak_ns / 1e3 if peak_ns > 0 else float("nan")
     return float(flops.sum() / dur.sum() / 1e3), float(pct)
 
 
@@ -251,6 +264,14 @@ def efficiency_notes(trace, devices: str | None = None) -> list[str]:
             else "names no device (no deviceProperties)"
         notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
                      "traceview/rules/devices.toml and give it with --devices FILE, or tv.load(path, devices=FILE))")
+    if has_shapes(trace.ops) and len(trace.kernels):
+        kw = kernel_work(trace)
+        zero = int(((kw["flops"].notna() | kw["bytes_moved"].notna()).to_numpy()
+                    & (trace.kernels["dur_ns"].to_numpy() <= 0)).sum())
+        if zero:
+            notes.append(f"{trace.label}: {zero} GPU activit{'y' if zero == 1 else 'ies'} with work took 0 ns: "
+                         "a rate over zero time is undefined, so a kernel or op whose instances all took "
+                         "0 ns has its TFLOP/s, GB/s and percent of peak left empty")
     return notes
 
 
@@ -281,11 +302,12 @@ def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
     first = frame.sort_values("dur", ascending=False, kind="stable").dropna(subset=["dur"]).drop_duplicates("name")
     first = first.set_index("name").reindex(s.index)
     device = trace_device(r.trace, devices)
-    out = pd.DataFrame({"flops": s["flops"] / r.regions, "tflops": s["flops"] / s["dur"] / 1e3,
-                        "gbps": s["bytes"] / s["dur"], "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
-                        "path": first["path"], "peak_tflops": s["peak_ns"] / s["dur"],
-                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"] / 1e3,
-                        "pct_of_peak_gbps": 100.0 * (s["bytes"] / s["dur"]) / (device.memory_gbps if device else np.nan),
+    dur = s["dur"].where(s["dur"] > 0)  # a name whose instances all took 0 ns has no rate (not inf)
+    out = pd.DataFrame({"flops": s["flops"] / r.regions, "tflops": s["flops"] / dur / 1e3,
+                        "gbps": s["bytes"] / dur, "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
+                        "path": first["path"], "peak_tflops": s["peak_ns"] / dur,
+                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
+                        "pct_of_peak_gbps": 100.0 * (s["bytes"] / dur) / _bandwidth(device),
                         "bound": first["bound"]}, index=s.index)
     return out[list(NAME_COLUMNS)]
 

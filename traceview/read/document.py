@@ -3,24 +3,28 @@
 Only the top level is decoded here; the events stay ``msgspec.Raw`` text so that
 the column builder can decode them in chunks. Valid JSON that is not a trace
 (no ``traceEvents``, a scalar document) raises ``NotATraceError``, so that
-callers can tell it apart from a damaged trace (``TraceReadError``).
+callers can tell it apart from a damaged trace (``TraceReadError``). An event that
+msgspec refuses on its own (a lone surrogate escape, nesting a thousand deep) is blanked
+(``unfit``) so that it is dropped and counted, not the whole trace.
 """
 from __future__ import annotations
 
 import msgspec
 
 from ..errors import NotATraceError, TraceReadError
+from .unfit import may_hold_unfit, without_unfit_events
 
 TOO_DEEP = "JSON nested too deeply to decode (thousands of levels; not a trace)"
 NOT_A_TRACE = "not a profiler trace"
 _META_DECODER = msgspec.json.Decoder(float_hook=float)  # 1e400 -> inf rather than an error
+_VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
 def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
     """Top-level metadata (decoded) and the raw ``traceEvents`` array."""
     start = data.lstrip()[:1]
     if start == b"[":  # legacy Chrome format: a bare array of events
-        return {}, msgspec.Raw(data)
+        return {}, msgspec.Raw(_fit_array(data))
     if start != b"{":
         raise _not_an_object(data, path)
     top = _decode_top(data, path)
@@ -45,15 +49,37 @@ def _not_an_object(data: bytes, path: str) -> TraceReadError:
                                 "not an object or a list")
 
 
+def _fit_array(data: bytes) -> bytes:
+    """A bare array with its unfit events blanked; other problems are left for the decoder to report."""
+    try:
+        _VALIDATOR.decode(data)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        if may_hold_unfit(data, exc):
+            return without_unfit_events(data)[0]
+    return data
+
+
 def _decode_top(data: bytes, path: str) -> dict:
+    """The top-level members as raw values (they keep the text they point into alive). When
+    msgspec refuses the text, try again with its unfit events blanked, once."""
     try:
         return msgspec.json.decode(data, type=dict[str, msgspec.Raw])
-    except msgspec.DecodeError as exc:
-        raise TraceReadError(path, json_problem(exc, len(data))) from None
     except msgspec.ValidationError as exc:  # defensive: an object always decodes to this type
         raise NotATraceError(path, f"{NOT_A_TRACE}: {exc}") from None
-    except RecursionError:
-        raise TraceReadError(path, TOO_DEEP) from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        fixed, n = without_unfit_events(data) if may_hold_unfit(data, exc) else (data, 0)
+        if not n:
+            raise _decode_problem(exc, data, path) from None
+    try:
+        return msgspec.json.decode(fixed, type=dict[str, msgspec.Raw])
+    except (msgspec.DecodeError, RecursionError) as exc:
+        raise _decode_problem(exc, fixed, path) from None
+
+
+def _decode_problem(exc: Exception, data, path: str) -> TraceReadError:
+    if isinstance(exc, RecursionError):
+        return TraceReadError(path, TOO_DEEP)
+    return TraceReadError(path, json_problem(exc, len(data)))
 
 
 def _decode_meta(key: str, raw: msgspec.Raw, path: str):

@@ -22,12 +22,14 @@ import msgspec
 import numpy as np
 
 from ..errors import TraceReadError
+from .scan import COMMA as _COMMA
+from .scan import KEY as _KEY
+from .scan import SKIP_WS as _SKIP_WS
+from .scan import depth_at, find_key, structure
 from .source import StreamCut
+from .unfit import may_hold_unfit, without_unfit_events
 
-_QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
-_SKIP_WS = re.compile(rb"[ \t\r\n]*")
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
-_KEY = b'"traceEvents"'
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
@@ -41,6 +43,9 @@ def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tupl
     """
     gz = cut.describe(path, len(data)) if cut is not None else None
     stop, problem = _valid_extent(data)
+    if stop is not None and may_hold_unfit(data):  # a lone surrogate is one event's problem: not a cut
+        data = without_unfit_events(data)[0]
+        stop, problem = _valid_extent(data)
     if stop is None:
         return data, gz
     raw = data if stop == len(data) else data[:stop]
@@ -80,46 +85,13 @@ def _valid_extent(data) -> tuple[int | None, str]:
         return None, ""  # structurally too deep: salvage cannot help, the reader reports it
 
 
-def _structure(buf: np.ndarray):
-    """Positions of real (unescaped) quotes, and of brackets outside strings with the depth after each."""
-    quotes = np.flatnonzero(buf == _QUOTE)
-    if len(quotes):
-        prev = quotes - 1
-        maybe = (prev >= 0) & (buf[np.clip(prev, 0, None)] == _BACKSLASH)
-        if maybe.any():  # escaped iff preceded by an odd run of backslashes
-            cand = np.flatnonzero(maybe)
-            run = np.ones(len(cand), dtype=np.int64)
-            pos = quotes[cand] - 2
-            active = np.ones(len(cand), dtype=bool)
-            while active.any():
-                more = active & (pos >= 0) & (buf[np.clip(pos, 0, None)] == _BACKSLASH)
-                run += more
-                pos -= 1
-                active = more
-            escaped = np.zeros(len(quotes), dtype=bool)
-            escaped[cand] = run % 2 == 1
-            quotes = quotes[~escaped]
-    brackets = np.flatnonzero((buf == 123) | (buf == 125) | (buf == 91) | (buf == 93))
-    outside = np.searchsorted(quotes, brackets) % 2 == 0
-    brackets = brackets[outside]
-    kind = buf[brackets]
-    delta = np.where((kind == 123) | (kind == 91), 1, -1).astype(np.int64)
-    depth = np.cumsum(delta)
-    return quotes, brackets, depth
-
-
-def _depth_at(pos: int, brackets: np.ndarray, depth: np.ndarray) -> int:
-    i = int(np.searchsorted(brackets, pos)) - 1
-    return int(depth[i]) if i >= 0 else 0
-
-
 def _close(raw: bytes, path: str, problem: str):
     """(closed document, events kept, bytes of ``raw`` kept, bytes per event, kind): kind is
     "events" (cut inside the array), "metadata" (cut after it) or "junk" (a whole document, then junk)."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     start = _SKIP_WS.match(raw).end()
     first = raw[start:start + 1]
-    quotes, brackets, depth = _structure(buf)
+    quotes, brackets, depth = structure(buf)
     whole = np.flatnonzero(depth == 0)
     if len(whole):  # the top-level value closed: what follows it is junk
         end = int(brackets[whole[0]]) + 1
@@ -129,7 +101,7 @@ def _close(raw: bytes, path: str, problem: str):
         return _close_array(raw, path, brackets, depth, array_at=start, level=1, suffix=b"]", problem=problem)
     if first != b"{":
         raise TraceReadError(path, f"cannot salvage: the text does not start a JSON object ({problem})")
-    key = _find_key(raw, quotes, brackets, depth)
+    key = find_key(raw, quotes, brackets, depth)
     if key is None:
         raise TraceReadError(path, f"cannot salvage: {problem}, before the traceEvents array started")
     colon = raw.index(b":", key + len(_KEY))
@@ -145,20 +117,6 @@ def _close(raw: bytes, path: str, problem: str):
         doc = _close_metadata(raw, path, quotes, brackets, depth, close_at)
         return doc, kept, len(doc) - 1, None, "metadata"
     return _close_array(raw, path, brackets, depth, array_at=open_at, level=2, suffix=b"]}", problem=problem)
-
-
-def _find_key(raw: bytes, quotes, brackets, depth) -> int | None:
-    at = raw.find(_KEY)
-    for _ in range(10_000):
-        if at < 0:
-            return None
-        i = int(np.searchsorted(quotes, at))
-        after = _SKIP_WS.match(raw, at + len(_KEY)).end()
-        if (i < len(quotes) and quotes[i] == at and i % 2 == 0
-                and _depth_at(at, brackets, depth) == 1 and raw[after:after + 1] == b":"):
-            return at
-        at = raw.find(_KEY, at + 1)
-    return None
 
 
 def _close_array(raw: bytes, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes,

@@ -74,7 +74,15 @@ def times_ns(values: list, texts: NumberTexts, key: str) -> np.ndarray:
         return _checked_mul(arr)
     if arr.dtype == np.float64 and np.nanmax(np.abs(arr), initial=0.0) < FLOAT_EXACT_LIMIT_US:
         return float_us_to_ns(arr)[0]
-    return us_to_ns(texts.tokens(key))
+    return _bounded(us_to_ns(texts.tokens(key)))
+
+
+def _bounded(ns: np.ndarray) -> np.ndarray:
+    """Values beyond +-2**62 ns (146 years) as MISSING, as ``_checked_mul`` does: the text
+    conversion takes 16 integer digits, and 10**16 us is past int64 in ns (it wraps negative),
+    while the model adds a base time and a duration to what is left."""
+    ns[(ns <= -(2**62)) | (ns >= 2**62)] = MISSING
+    return ns
 
 
 _MISSING_US = MISSING // 1000 - 1  # a None among ints: lands in _checked_mul's "bad" range

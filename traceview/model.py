@@ -5,6 +5,12 @@ Categories are normalised across Kineto's formats into a ``role`` column
 ``cuda_runtime``/``kernel`` alike) so that later stages never look at format
 quirks again. Times are int64 nanoseconds, absolute when the trace gives
 ``baseTimeNanoseconds``.
+
+Nothing unusable is dropped silently: ``build_events`` returns notes counting the
+duration events without a usable start, with a negative or missing duration
+(counted as 0 ns), with times too large to compute with or a day away from the rest
+of the trace, exact copies of another event, events without a phase or with an
+unknown one, and duration events without a category.
 """
 from __future__ import annotations
 
@@ -133,12 +139,16 @@ def build_events(cols: dict, meta: dict) -> Built:
     """The duration-event table, the flow table, the raw op arg texts, per-phase counts and notes."""
     base = _base_ns(meta)
     events = _duration_events(cols, _shift(cols["ts_ns"], base))
-    keep, notes = _usable(events)
     texts = {name: cols.get("arg_" + name) for name in OP_ARGS}
-    if keep is not None:
-        events = events.iloc[keep].reset_index(drop=True)
-        texts = {name: _take(t, keep) for name, t in texts.items()}
+    keep, notes = _usable(events)
+    keep, more = _without_duplicates(events, texts, keep)
+    notes += more
+    if not keep.all():
+        rows = np.flatnonzero(keep)
+        events = events.iloc[rows].reset_index(drop=True)
+        texts = {name: _take(t, rows) for name, t in texts.items()}
     flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
+    notes += phase_notes(cols["counts"]) + _no_cat_notes(events)
     return Built(events, flows, texts, cols["counts"], notes)
 
 
@@ -148,19 +158,122 @@ def _take(texts, rows: np.ndarray):
     return texts.take(rows) if hasattr(texts, "take") else [texts[i] for i in rows]
 
 
-def _usable(events: pd.DataFrame) -> tuple[np.ndarray | None, list[str]]:
-    """A duration event needs a start: the rows to keep (None: all) and notes. A missing
-    duration counts as zero (and is counted), so no sentinel ever reaches a sum."""
+#: How far (ns) from the trace's median start a duration event may start or end: one day. A
+#: profile spans seconds to hours; a time beyond this is a corrupt ts or dur, and keeping it
+#: would stretch every span the trace's analyses compute.
+TIME_WINDOW_NS = 86_400 * 10**9
+#: Where a duration event must start and end (ns), so that no end, span or difference of two
+#: times overflows int64: from 1897 to 2116 in epoch time.
+TIME_RANGE_NS = (-(2**61), 2**62)
+
+
+def _usable(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """A duration event needs a start, a duration that is not negative and a time near the rest
+    of the trace: the rows to keep (a mask) and notes. A missing or negative duration counts as
+    zero (and is counted), so no sentinel or negative time ever reaches a sum."""
     notes = []
-    no_dur = events["dur_ns"].to_numpy() == MISSING
+    dur = events["dur_ns"].to_numpy()
+    no_dur = dur == MISSING
+    negative = (dur < 0) & ~no_dur
     if no_dur.any():
-        events.loc[no_dur, "dur_ns"] = 0
         notes.append(f"{int(no_dur.sum())} duration event(s) had no usable dur; counted as 0 ns")
-    keep = events["ts_ns"].to_numpy() != MISSING
-    if keep.all():
-        return None, notes
-    notes.append(f"skipped {int((~keep).sum())} duration event(s) with no usable ts")
-    return np.flatnonzero(keep), notes
+    if negative.any():
+        notes.append(f"{int(negative.sum())} duration event(s) had a negative dur; counted as 0 ns")
+    if no_dur.any() or negative.any():
+        events.loc[no_dur | negative, "dur_ns"] = 0
+    ts = events["ts_ns"].to_numpy()
+    keep = ts != MISSING
+    if not keep.all():
+        notes.append(f"skipped {int((~keep).sum())} duration event(s) with no usable ts")
+    start = ts.astype(np.float64)  # float64 cannot overflow; a day is far coarser than its rounding
+    end = start + events["dur_ns"].to_numpy().astype(np.float64)
+    out = keep & ((start < TIME_RANGE_NS[0]) | (end >= TIME_RANGE_NS[1]))
+    if out.any():
+        notes.append(f"skipped {int(out.sum())} duration event(s) whose ts or dur is too large to compute "
+                     "with (beyond +-2**62 ns)")
+    far = _far(start, end, keep & ~out)
+    if far.any():
+        notes.append(f"skipped {int(far.sum())} duration event(s) starting or ending more than a day "
+                     "from the rest of the trace (a corrupt ts or dur)")
+    return keep & ~out & ~far, notes
+
+
+def _far(start: np.ndarray, end: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """Usable rows whose start or end lies beyond ``TIME_WINDOW_NS`` of the median start, when
+    they are a minority: with no bulk of events near the median there is no "rest" to stray from."""
+    if not usable.any():
+        return usable
+    mid = float(np.median(start[usable]))
+    far = usable & ((np.abs(start - mid) > TIME_WINDOW_NS) | (np.abs(end - mid) > TIME_WINDOW_NS))
+    return far if 2 * far.sum() < usable.sum() else np.zeros(len(start), dtype=bool)
+
+
+#: What makes a duration event an exact copy of another: every column the model keeps.
+_SAME = ("name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation", "external_id", "device", "stream",
+         "bytes")
+
+
+def _without_duplicates(events: pd.DataFrame, texts: dict, keep: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """``keep`` less the exact copies of an earlier kept event that carry an id (correlation or
+    External id): a trace written twice into one file, a merge gone wrong; each would count
+    twice in every sum. Checked on start, duration and thread first (cheap), then on every
+    kept column for the rows that share those."""
+    rows = np.flatnonzero(keep)
+    maybe = _same_hash(events, rows)
+    if not maybe.any():
+        return keep, []
+    rows = rows[maybe]
+    full = events[list(_SAME)].iloc[rows].reset_index(drop=True)
+    for name, t in texts.items():  # the op's shapes and types too: the reader's factorized codes
+        if isinstance(t, Codes):
+            full[name] = t.codes[rows]
+    # only events with an id: two python_function events may differ in nothing traceview reads
+    # (their Python id), while a kernel, launch or op with the same id, times and thread is one
+    copied = full.duplicated(keep="first").to_numpy() & (full["correlation"].notna()
+                                                        | full["external_id"].notna()).to_numpy()
+    copies = rows[copied]
+    if not len(copies):
+        return keep, []
+    keep = keep.copy()
+    keep[copies] = False
+    return keep, [f"dropped {len(copies)} exact duplicate(s) of duration events (same name, times, "
+                  "thread, ids and args): each counted once"]
+
+
+def _same_hash(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which ``rows`` share a hash of (start, duration, pid, tid) with another: a superset of the
+    duplicates, found by one sort (pandas' multi-column duplicated takes ~10x longer)."""
+    u = np.uint64
+    codes = (events["pid"].cat.codes.to_numpy().astype(u) << u(32)) | events["tid"].cat.codes.to_numpy().astype(u)
+    h = (events["ts_ns"].to_numpy().view(u) * u(0x9E3779B97F4A7C15)  # wraps: a hash, checked exactly later
+         ^ events["dur_ns"].to_numpy().view(u) * u(0xC2B2AE3D27D4EB4F) ^ codes * u(0x165667B19E3779F9))[rows]
+    sorted_h = np.sort(h)  # a plain sort is ~5x faster than argsort, and repeats are rare
+    repeated = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
+    return np.isin(h, repeated) if len(repeated) else np.zeros(len(rows), dtype=bool)
+
+
+#: Every phase of the Trace Event Format; the ones traceview does not read (B/E aside, which
+#: load warns about) are skipped on purpose, an unknown or missing one is counted in a note.
+KNOWN_PHASES = frozenset("BEXiICbneSTpFstfPNODMVvRc()")
+
+
+def phase_notes(counts: dict) -> list[str]:
+    """Notes for events with no ``ph`` or a phase outside the Trace Event Format (skipped)."""
+    notes = []
+    if counts.get(""):
+        notes.append(f"skipped {counts['']} event(s) without ph (no phase: not a trace event)")
+    unknown = {ph: n for ph, n in counts.items() if ph and ph not in KNOWN_PHASES}
+    if unknown:
+        shown = ", ".join(ascii(ph[:12]) for ph in sorted(unknown)[:5]) + (", ..." if len(unknown) > 5 else "")
+        notes.append(f"skipped {sum(unknown.values())} event(s) with an unknown ph ({shown})")
+    return notes
+
+
+def _no_cat_notes(events: pd.DataFrame) -> list[str]:
+    """Duration events without ``cat`` are kept but no role can be given to them: say how many."""
+    n = int(events["cat"].isna().sum())
+    return [f"{n} duration event(s) without cat: kept, but not counted as CPU ops, GPU activities, "
+            "runtime calls or annotations"] if n else []
 
 
 def arg_texts_at(texts, rows: np.ndarray) -> pd.Categorical:

@@ -27,6 +27,7 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 from traceview.errors import RuleError
+from traceview.limits import name_view
 
 DEFAULT_RULES_PATH = Path(__file__).parent / "rules" / "kernels.toml"
 DEFAULT_WORDS_PATH = Path(__file__).parent / "rules" / "kernel_words.toml"
@@ -396,8 +397,11 @@ def _guess_fields(name: str, words: WordTable) -> dict:
 
 
 def explain(name: str, rules: RuleSet | None = None) -> dict:
-    """field -> (value, id of the rule that set it); the basis of classify() and the tests."""
+    """field -> (value, id of the rule that set it); the basis of classify() and the tests.
+    A very long name is read on its head and tail (``limits.name_view``): every rule runs
+    over it, so the work per name is bounded, not linear in a hostile name's length."""
     rules = _resolve(rules)
+    name = name_view(name)
     cat_rules, traits = rules._split
     out = _first_rule(name, cat_rules) or _guess_fields(name, rules.words)
     category = out.get("category", ("other", None))[0]

@@ -3,7 +3,9 @@
 Loading keeps the JSON text, the decoded events and the DataFrames alive at
 once; measured peak use is about 3.5x the decompressed text, so we ask for
 ``MEMORY_FACTOR`` times the text. The check is one read of /proc/meminfo
-(Linux) and is skipped wherever available memory is unknown.
+(Linux), lowered to what an address-space limit (``ulimit -v``) leaves this
+process, and is skipped wherever available memory is unknown. The reader checks
+it before reading a plain file and again as a gzip stream's output grows.
 """
 from __future__ import annotations
 
@@ -11,7 +13,16 @@ MEMORY_FACTOR = 4
 
 
 def available_memory() -> int | None:
-    """MemAvailable in bytes, or None where unknown (not Linux, unreadable)."""
+    """Bytes this process can still allocate: MemAvailable, or less under an address-space
+    limit; None where unknown (not Linux, unreadable)."""
+    avail = _meminfo_available()
+    room = _address_space_left()
+    if room is None:
+        return avail
+    return room if avail is None else min(avail, room)
+
+
+def _meminfo_available() -> int | None:
     try:
         with open("/proc/meminfo", "rb") as fh:
             for line in fh:
@@ -22,10 +33,29 @@ def available_memory() -> int | None:
     return None
 
 
-def memory_cap() -> int | None:
-    """Largest JSON text (bytes) this machine can load now, or None if unknown."""
+def _address_space_left() -> int | None:
+    """RLIMIT_AS less this process's virtual size (/proc/self/status VmSize); None if unlimited
+    or unknown. Without it a ``ulimit -v`` process would plan by the machine's memory."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"VmSize:"):
+                    return max(0, soft - int(line.split()[1]) * 1024)
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_cap(held: int = 0) -> int | None:
+    """Largest JSON text (bytes) this machine can load now, or None if unknown. ``held``: bytes
+    of that text already in memory (counted in use, yet part of what is being planned for)."""
     avail = available_memory()
-    return avail // MEMORY_FACTOR if avail is not None else None
+    return (avail + held) // MEMORY_FACTOR if avail is not None else None
 
 
 def memory_problem(text_bytes: int, *, at_least: bool = False) -> str:
@@ -35,3 +65,20 @@ def memory_problem(text_bytes: int, *, at_least: bool = False) -> str:
     more = "at least " if at_least else ""
     return (f"too large for this machine: needs {more}about {need / 2**30:.1f} GiB of memory, "
             f"{avail / 2**30:.1f} GiB available")
+
+
+#: Characters of one name that per-name text work (classification rules, readable names, diff
+#: keys) reads. The longest kernel name in the 48 corpus traces has 5,123; a trace can carry
+#: a 10 MB one, and ~100 regex searches each over all of it cost tens of seconds.
+NAME_WORK = 16384
+_SEAM = " … "  # between head and tail: no rule or bracket matches across it
+
+
+def name_view(name: str, limit: int = NAME_WORK) -> str:
+    """``name`` itself, or for a longer one its first and last ``limit // 2`` characters: where a
+    kernel name says what it is (function, template head; the parameter list). Only the work is
+    bounded: the full name stays in the data and in every output."""
+    if len(name) <= limit:
+        return name
+    half = limit // 2
+    return name[:half] + _SEAM + name[-half:]

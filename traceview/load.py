@@ -7,15 +7,17 @@ from .classify import annotate
 from .errors import TraceReadError
 from .link import link
 from .model import Trace, build_events, gpu_activities, step_table
-from .read import DEFAULT_MAX_BYTES, read
-from .read.source import over_cap
+from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
+from .read.source import RATIO_FLOOR, over_cap, over_ratio
 
 
-def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rules=None,
-         cache=None, devices=None) -> Trace:
+def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+         max_ratio: float | None = DEFAULT_MAX_RATIO, rules=None, cache=None, devices=None) -> Trace:
     """Load one saved PyTorch profiler trace (.json, .json.gz, any gzip) into a Trace.
 
     ``salvage=True`` loads a truncated trace up to the cut and warns what was lost.
+    ``max_bytes`` caps the decompressed text; ``max_ratio`` refuses a gzip file whose text is more
+    than that many times its compressed size (past 64 MiB of text: a gzip bomb; None: no limit).
     ``rules`` adds or overrides kernel classification rules (see traceview.classify).
     ``cache`` (True, False, or a folder) controls the columnar cache, where available.
     ``devices`` (a TOML file like ``traceview/rules/devices.toml``) adds or replaces GPUs in the
@@ -26,21 +28,21 @@ def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES, rul
         from .devices import load_devices
 
         load_devices(os.fspath(devices))  # a bad file fails now, in one line
-    trace = _load(path, salvage=salvage, max_bytes=max_bytes, rules=rules, cache=cache)
+    trace = _load(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules, cache=cache)
     trace.devices = os.fspath(devices) if devices is not None else None
     return trace
 
 
-def _load(path: str, *, salvage: bool, max_bytes: int, rules, cache) -> Trace:
+def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) -> Trace:
     from . import cache as cache_mod
 
     if cache is not False and not salvage and rules is None:
         hit = cache_mod.lookup(path, cache)
         if hit is not None:
-            _check_size(hit, max_bytes)  # the limit holds whether or not the trace was cached
+            _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
             return hit
     try:
-        trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, rules=rules)
+        trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError
         from .limits import available_memory
 
@@ -52,8 +54,8 @@ def _load(path: str, *, salvage: bool, max_bytes: int, rules, cache) -> Trace:
     return trace
 
 
-def _load_uncached(path: str, *, salvage: bool, max_bytes: int, rules) -> Trace:
-    raw = read(path, max_bytes=max_bytes, salvage=salvage)
+def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules) -> Trace:
+    raw = read(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
     built = build_events(raw.columns, raw.meta)
     warnings = list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
     steps = step_table(built.events)
@@ -65,9 +67,19 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, rules) -> Trace:
                  meta=raw.meta, warnings=warnings, stats=stats)
 
 
-def _check_size(trace: Trace, max_bytes: int) -> None:
-    if trace.stats.get("json_bytes", 0) > max_bytes:
+def _check_size(trace: Trace, max_bytes: int, max_ratio) -> None:
+    text = trace.stats.get("json_bytes", 0)
+    if text > max_bytes:
         raise TraceReadError(trace.path, over_cap("larger than", max_bytes))
+    # the whole file's ratio (a plain file's is 1): the reader refuses a stream that passes it
+    if max_ratio is None or text <= RATIO_FLOOR:
+        return
+    try:
+        size = os.stat(trace.path).st_size
+    except OSError:  # gone since the cache looked it up: nothing to compare with
+        return
+    if text > max_ratio * size:
+        raise TraceReadError(trace.path, over_ratio(max_ratio, text, size))
 
 
 def _phase_warnings(path: str, counts: dict) -> list[str]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+from ..limits import name_view
+
 _ARCH_RE = re.compile(r"(?<![A-Za-z0-9])(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell)(?=_)")
 _DTYPE_RE = re.compile(
     r"(?<![A-Za-z0-9])(bf16|fp16|fp32|fp64|fp8|tf32|f16|f32|f64|e4m3|e5m2|int8|int32|int64|i8|i32|u8|s8|"
@@ -26,6 +28,7 @@ _LITERAL_RE = re.compile(r"^(?:\(\w+\))?-?(?:\d+[uUlL]*|true|false|\d*\.\d+f?|0x
 _OPEN = {"<": ">", "(": ")", "{": "}"}
 _CLOSE = {">", ")", "}"}
 _NOISE_RE = re.compile(r"::\{lambda\}|\{lambda\}::|::operator\b|\s+const\b")
+_MAX_DEPTH = 32  # template arguments read this deep (real names nest 5); deeper ones are dropped, not recursed into
 
 
 @functools.lru_cache(maxsize=65536)
@@ -41,8 +44,10 @@ def normalise_kernel_name(name: str) -> str:
     - GPU architecture prefixes (``ampere_``, ``volta_``) become ``ARCH``, dtype
       tokens in identifiers (``bf16``, ``fp32``) become ``T`` and every other number ``N``
       (``ampere_sgemm_128x64_tn`` -> ``ARCH_sgemm_NxN_tn``).
+
+    A very long name is read on its head and tail (``limits.name_view``): bounded work.
     """
-    text = " ".join(str(name).split())
+    text = " ".join(name_view(str(name)).split())
     if text.startswith(("Memcpy", "Memset")):
         return text
     text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "")
@@ -78,7 +83,7 @@ def _matching(text: str, start: int) -> int:
     return -1
 
 
-def _norm(text: str) -> str:
+def _norm(text: str, depth: int = 0) -> str:
     out = []
     i = 0
     while i < len(text):
@@ -90,7 +95,8 @@ def _norm(text: str) -> str:
                 break
             inner = text[i + 1:j]
             if c == "<":
-                args = [a for a in (_norm_arg(x) for x in _split_args(inner)) if a]
+                parts = _split_args(inner) if depth < _MAX_DEPTH else []
+                args = [a for a in (_norm_arg(x, depth + 1) for x in parts) if a]
                 if args:
                     out.append("<" + ", ".join(args) + ">")
             elif c == "{":
@@ -124,10 +130,10 @@ def _split_args(inner: str) -> list[str]:
     return [p.strip() for p in parts]
 
 
-def _norm_arg(arg: str) -> str:
+def _norm_arg(arg: str, depth: int) -> str:
     if not arg or _LITERAL_RE.match(arg) or _TYPE_ARG_RE.match(arg):
         return ""
-    n = _norm(arg)
+    n = _norm(arg, depth)
     if not n or _LITERAL_RE.match(n) or _TYPE_ARG_RE.match(n):
         return ""
     head, sep, tail = n.partition("<")
@@ -180,8 +186,9 @@ def readable_kernel_name(name: str) -> str:
     (``cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_128x128_32x3_nn_align8>`` ->
     ``cutlass_80_tensorop_s16816gemm_relu_128x128_32x3_nn_align8``), else the function
     with its first functor argument (``vectorized_elementwise_kernel<GeluCUDAKernelImpl>``,
-    ``pytorch_flash::flash_fwd_kernel``); parameter lists and type arguments dropped."""
-    text = " ".join(str(name).split())
+    ``pytorch_flash::flash_fwd_kernel``); parameter lists and type arguments dropped.
+    A very long name is read on its head and tail (``limits.name_view``): bounded work."""
+    text = " ".join(name_view(str(name)).split())
     if text.startswith(("Memcpy", "Memset")):
         return text.split(" (")[0]
     text = text.replace("(anonymous namespace)::", "").replace("(anonymous namespace)", "").replace("->", " ")

@@ -11,6 +11,7 @@ from ..analyses.region import KINDS, Selection
 from ..discover import load_all
 from ..errors import TraceviewError
 from ..load import load as load_trace
+from ..read import DEFAULT_MAX_RATIO
 from ..render import FORMATS, render
 from ..render.safe import visible
 
@@ -26,12 +27,21 @@ def load_many(paths, load, recursive: bool = False) -> list:
     return traces
 
 
+def _set_max_ratio(ctx, _param, value):
+    ctx.meta["traceview.max_ratio"] = value
+
+
 def load_options(f):
     """Options every command that reads traces takes."""
     opts = [
         click.option("--salvage", is_flag=True, help="Load a truncated trace up to the cut, with a warning."),
         click.option("--max-size", type=int, default=None, metavar="MIB",
                      help="Refuse traces that decompress to more than MIB mebibytes (default 16384)."),
+        click.option("--max-ratio", type=click.IntRange(min=1), default=None, metavar="N", expose_value=False,
+                     callback=_set_max_ratio,
+                     help=f"Refuse a gzip trace that expands more than N times its compressed size, past "
+                          f"64 MiB of text (default {DEFAULT_MAX_RATIO}; real traces expand 10-40x, a gzip "
+                          f"bomb ~1000x)."),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the columnar cache."),
         click.option("--rules", type=click.Path(dir_okay=False), default=None,
                      help="TOML file of kernel classification rules that override the defaults."),
@@ -112,6 +122,9 @@ def load_kwargs(salvage, max_size, no_cache, rules) -> dict:
         kwargs["devices"] = devices
     if max_size is not None:
         kwargs["max_bytes"] = max_size * 2**20
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get("traceview.max_ratio") is not None:
+        kwargs["max_ratio"] = ctx.meta["traceview.max_ratio"]
     if rules is not None:
         from ..classify import default_rules, load_rules
 

@@ -23,9 +23,10 @@ from .codes import Codes, IntColumn, int_values
 from .columns import EventColumns
 from .document import NOT_A_TRACE, split_document
 from .salvage import salvage_prefix
-from .source import DEFAULT_MAX_BYTES, read_bytes, read_source
+from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read_bytes, read_source
 
-__all__ = ["read", "RawTrace", "DEFAULT_MAX_BYTES", "Codes", "IntColumn", "int_values", "read_bytes",
+__all__ = ["read", "RawTrace", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_RATIO",
+           "Codes", "IntColumn", "int_values", "read_bytes",
            "split_document"]
 
 
@@ -41,10 +42,11 @@ class RawTrace:
     warnings: list = field(default_factory=list)
 
 
-def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> RawTrace:
+def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
+         salvage: bool = False) -> RawTrace:
     """Read and decode one trace file into raw columns."""
     path = os.fspath(path)
-    text = read_source(path, max_bytes=max_bytes, salvage=salvage)
+    text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
     warnings: list[str] = []
     data = text.data
     json_bytes = len(data)

@@ -1,8 +1,12 @@
 """File -> JSON text: plain or gzip (detected by magic bytes, whatever the suffix).
 
-Size caps live here: a plain file over the cap is refused before it is read, a
-gzip stream is stopped as soon as its output passes the cap (a gzip bomb costs
-nothing), and both are checked against the memory this machine has now.
+Size caps live here: a plain file over the cap is refused before it is read; a
+gzip stream is inflated in bounded steps and stopped as soon as its output passes
+the size cap, the memory guard (checked again as the output grows) or the
+expansion ratio. The ratio is what stops a gzip bomb early: real traces expand
+10-40x (35x at most over the 48 corpus traces), deflate can reach ~1000x, so past
+``RATIO_FLOOR`` of output a stream expanding more than ``max_ratio`` times the
+compressed bytes read so far is refused there: ~64 MiB of output, well under a second.
 """
 from __future__ import annotations
 
@@ -14,7 +18,11 @@ from ..errors import TraceReadError
 from ..limits import memory_cap, memory_problem
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap; a gzip bomb stops here
+DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap
+DEFAULT_MAX_RATIO = 200  # decompressed / compressed bytes; ~6x the worst real trace seen
+RATIO_FLOOR = 64 << 20  # less output than this is never refused for its ratio: it costs little
+INFLATE_STEP = 16 << 20  # most output one decompress call makes, so every check runs often
+GUARD_STEP = 256 << 20  # output between two looks at available memory
 READ_CHUNK = 1 << 22
 
 
@@ -42,16 +50,16 @@ class Decompressed:
     cut: StreamCut | None = None
 
 
-def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> Decompressed:
+def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
+                salvage: bool = False) -> Decompressed:
     """The file's text. With ``salvage`` a damaged gzip stream gives what came before
-    the damage (``cut`` set) instead of an error."""
+    the damage (``cut`` set) instead of an error. ``max_ratio`` None: no ratio limit."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
-            fh.seek(0)
             if head == GZIP_MAGIC:
-                return _gunzip(fh, path, max_bytes, salvage)
-            data = _read_plain(fh, path, max_bytes)
+                return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
+            data = _read_plain(fh, head, path, max_bytes)
     except FileNotFoundError:
         raise TraceReadError(path, "no such file") from None
     except IsADirectoryError:
@@ -67,24 +75,41 @@ def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool 
     return Decompressed(data)
 
 
-def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> bytes:
+def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
+               salvage: bool = False) -> bytes:
     """The file's JSON text, decompressed if it is gzip whatever its suffix."""
-    return read_source(path, max_bytes=max_bytes, salvage=salvage).data
+    return read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage).data
 
 
-def _read_plain(fh, path: str, max_bytes: int) -> bytes:
+def _read_plain(fh, head: bytes, path: str, max_bytes: int) -> bytes:
+    """``head``: the bytes already read (a pipe cannot seek back to them)."""
     size = os.fstat(fh.fileno()).st_size
     _check_size(path, size, max_bytes)
-    return fh.read() if size else _read_capped(fh, max_bytes)  # read(n) allocates n bytes up front
+    if size:  # a regular file: read() allocates its size up front, known and checked above
+        fh.seek(0)
+        return fh.read()
+    return _read_capped(fh, head, path, max_bytes)
 
 
-def _read_capped(fh, max_bytes: int) -> bytes:
-    """A pipe or special file (no size known): read in chunks, stop past the cap."""
-    chunks, total = [], 0
+def _read_capped(fh, head: bytes, path: str, max_bytes: int) -> bytes:
+    """A pipe or special file (no size known): read in chunks, stop past the size cap, or
+    past the memory guard (``/dev/zero`` never ends)."""
+    chunks, total, cap = [head], len(head), _guard_cap(max_bytes, 0)
     while total <= max_bytes and (chunk := fh.read(READ_CHUNK)):
         chunks.append(chunk)
         total += len(chunk)
+        if total > cap:
+            raise TraceReadError(path, memory_problem(total, at_least=True))
+        if total % GUARD_STEP < len(chunk):  # crossed a GUARD_STEP boundary: look again
+            cap = _guard_cap(max_bytes, total)
     return b"".join(chunks)
+
+
+def _guard_cap(max_bytes: int, held: int) -> int:
+    """The most text to hold: the size cap, or less when memory (with ``held`` bytes of
+    text already read) cannot take more."""
+    mem_cap = memory_cap(held)
+    return max_bytes if mem_cap is None else min(max_bytes, mem_cap)
 
 
 def _check_size(path: str, size: int, max_bytes: int) -> None:
@@ -102,25 +127,39 @@ def over_cap(what: str, max_bytes: int) -> str:
 
 
 class _Inflater:
-    """Decompresses gzip members one after another into ``out``, enforcing the caps."""
+    """Decompresses gzip members one after another into ``out``, in steps of at most
+    ``INFLATE_STEP`` bytes, enforcing the size cap, the memory guard and the ratio after each."""
 
-    def __init__(self, path: str, max_bytes: int):
-        mem_cap = memory_cap()
-        self.path, self.max_bytes = path, max_bytes
-        self.cap = max_bytes if mem_cap is None else min(max_bytes, mem_cap)
+    def __init__(self, path: str, max_bytes: int, max_ratio: float | None):
+        self.path, self.max_bytes, self.max_ratio = path, max_bytes, max_ratio
+        self.cap = _guard_cap(max_bytes, 0)
         self.out = bytearray()
         self.decomp = zlib.decompressobj(wbits=31)
-        self.consumed = 0  # compressed bytes fed in so far: where a cut is reported
+        self.consumed = 0  # compressed bytes inflated so far: the ratio's base, where a cut is reported
+        self.full = False  # the last step filled its room: output may be pending without input
 
     def feed(self, chunk: bytes) -> bytes:
-        """Inflate ``chunk`` up to the cap; return what is left of it (the output was full)."""
-        self.out += self.decomp.decompress(chunk, self.cap + 1 - len(self.out))  # zlib.error: corrupt
-        if len(self.out) > self.max_bytes:
-            raise TraceReadError(self.path, over_cap("decompresses to more than", self.max_bytes))
-        if len(self.out) > self.cap:
-            raise TraceReadError(self.path, memory_problem(len(self.out), at_least=True))
-        self.consumed += len(chunk) - len(self.decomp.unconsumed_tail)
+        """Inflate one step of ``chunk``; return what is left of it."""
+        room = min(self.cap + 1 - len(self.out), INFLATE_STEP)
+        before = len(self.out)
+        self.out += self.decomp.decompress(chunk, room)  # zlib.error: corrupt
+        left = self.decomp.unused_data if self.decomp.eof else self.decomp.unconsumed_tail
+        self.consumed += len(chunk) - len(left)  # bytes after a member's end are the next member's
+        self.full = len(self.out) - before == room
+        self._check(before)
         return self.decomp.unconsumed_tail
+
+    def _check(self, before: int) -> None:
+        n = len(self.out)
+        if n > self.max_bytes:
+            raise TraceReadError(self.path, over_cap("decompresses to more than", self.max_bytes))
+        # the ratio before the memory guard: for a bomb it is the cause, and the clearer message
+        if self.max_ratio is not None and n > RATIO_FLOOR and n > self.max_ratio * self.consumed:
+            raise TraceReadError(self.path, over_ratio(self.max_ratio, n, self.consumed))
+        if n // GUARD_STEP != before // GUARD_STEP:  # memory may have gone elsewhere meanwhile
+            self.cap = _guard_cap(self.max_bytes, n)
+        if n > self.cap:
+            raise TraceReadError(self.path, memory_problem(n, at_least=True))
 
     def next_member(self, fh, rest: bytes) -> bytes:
         """After a member ends: the start of the next one (b"" at end of file).
@@ -135,10 +174,15 @@ class _Inflater:
         return chunk
 
 
-def _gunzip(fh, path: str, max_bytes: int, salvage: bool) -> Decompressed:
-    inflater = _Inflater(path, max_bytes)
+def over_ratio(max_ratio: float, out: int, consumed: int) -> str:
+    """The one wording of "expands too much", for the reader and for a cached trace alike."""
+    return (f"expands more than {max_ratio:g}x ({_human(out)} of text from {_human(consumed)} of gzip data; "
+            f"real traces expand 10-40x): refused as a likely gzip bomb (--max-ratio N raises the limit)")
+
+
+def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> Decompressed:
     try:
-        _inflate_all(fh, inflater)
+        _inflate_all(fh, head, inflater)
     except zlib.error:
         if salvage and inflater.out:
             return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "corrupt"))
@@ -153,14 +197,17 @@ def _gunzip(fh, path: str, max_bytes: int, salvage: bool) -> Decompressed:
     return Decompressed(bytes(inflater.out))
 
 
-def _inflate_all(fh, inflater: _Inflater) -> None:
-    while chunk := fh.read(READ_CHUNK):
-        while chunk:
+def _inflate_all(fh, head: bytes, inflater: _Inflater) -> None:
+    chunk = head + fh.read(READ_CHUNK)
+    while chunk:
+        # a step that filled its room may leave output inside zlib with no input left: go on
+        while chunk or (inflater.full and not inflater.decomp.eof):
             chunk = inflater.feed(chunk)
             if inflater.decomp.eof:
                 chunk = inflater.next_member(fh, chunk)
                 if not chunk:
                     return  # end of file: the empty-text check still applies
+        chunk = fh.read(READ_CHUNK)
 
 
 def _human(n: int) -> str:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from .errors import TraceviewError
+
+_NAME_KEEP = 100  # characters of the target's name kept in the temporary name (NAME_MAX is 255)
 
 
 class OutputError(TraceviewError):
@@ -36,25 +39,29 @@ def same_file(a, b) -> bool:
 def atomic_path(path, suffix: str = ""):
     """Yield a temporary path beside ``path``; rename it onto ``path`` when the block ends
     without an exception, else remove it. ``suffix`` keeps an extension some writers
-    look at (matplotlib picks its format by suffix)."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
+    look at (matplotlib picks its format by suffix). A symbolic link is written through
+    (the file it points to is replaced, the link stays), and a file replaced keeps its
+    permission bits."""
+    shown = Path(path)
+    target = _resolve(shown)
+    if target.is_dir():
+        raise OutputError(shown, "is a directory")
+    if target.exists() and not os.access(target, os.W_OK):  # rename would replace it: respect the protection
+        raise OutputError(shown, "permission denied (the file is read-only)")
+    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=f"{suffix}.tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(target, exc.strerror or str(exc)) from None
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written file gets the usual mode
+        tmp = _make_temp(target, suffix)
+        os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600
         yield Path(tmp)
         _fsync(tmp)
         os.replace(tmp, target)
+        tmp = None
+        _fsync(target.parent)  # the rename itself reaches the disk
     except OSError as exc:
-        _remove(tmp)
-        raise OutputError(target, exc.strerror or str(exc)) from None
-    except BaseException:
-        _remove(tmp)
-        raise
+        raise OutputError(shown, exc.strerror or str(exc)) from None
+    finally:  # also on Ctrl-C (KeyboardInterrupt) and any other exception
+        if tmp is not None:
+            _remove(tmp)
 
 
 @contextlib.contextmanager
@@ -77,8 +84,38 @@ def write_bytes(path, data: bytes) -> None:
         fh.write(data)
 
 
+def _resolve(path: Path) -> Path:
+    """The file a symbolic link (or a chain of them) points to; any other path as given."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _make_temp(target: Path, suffix: str) -> str:
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:_NAME_KEEP]}.", suffix=f"{suffix}.tmp", dir=folder)
+    os.close(fd)
+    return tmp
+
+
+def _mode_for(target: Path) -> int:
+    """An existing file's permission bits (a private file stays private), else the usual
+    mode of a new file under the umask."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process's umask, read without changing it where Linux allows (os.umask can
+    only be read by setting it, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from ..atomic import write_text
 from ..errors import TraceviewError
 from .common import (devices_option, friendly, load_many, load_options, loader, recursive_option, select_options,
                      selection)
@@ -40,8 +41,5 @@ def report(traces, output, baseline, step, annotation, device, stream, kind, sal
     loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
     rs = report_set(loaded, selection(step, annotation, device, stream, kind), baseline)
     text = render_report_set(rs, f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}")
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceviewError(f"{path}: cannot write the report ({exc.strerror or exc})") from None
+    write_text(path, text)  # atomic: a full disk or Ctrl-C leaves no truncated report (OutputError: exit 1)
     click.echo(f"wrote {path}", err=True)

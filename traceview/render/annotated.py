@@ -2,97 +2,278 @@
 ``args`` (keys ``traceview.category``, ``traceview.tensor_core``,
 ``traceview.attention_backend``, ``traceview.launched_by``) and counter tracks (``"ph": "C"``)
 of GPU time per step by category, so Perfetto UI and chrome://tracing show them.
-Every other event is written back as it was."""
+
+Every other byte of the file is written back as it was: the trace is re-read as text
+(``read.source``: gzip found by its magic bytes, the same size and memory caps as a load)
+and copied span by span; only the annotated events are re-encoded (their values kept as
+written, numbers included), and the counters go in before the array's closing bracket.
+The events are visited a chunk at a time and the output is streamed, so memory stays
+about the trace's text on top of the loaded trace (a load needs more than that). The
+output is written atomically (``traceview.atomic``): a failure or Ctrl-C leaves no file,
+an existing file untouched, and the input is never opened for writing.
+"""
 from __future__ import annotations
 
 import gzip
-import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceviewError
 from ..analyses.annotate import PREFIX
+from ..atomic import atomic_path, same_file
+from ..errors import TraceviewError
+from ..read import DEFAULT_MAX_BYTES, read_source, split_document
+from ..read.document import fit_events
+from ..read.document import raw_items
+from ..read.events import decode_events
+from ..read.salvage import salvage_prefix
 
 COUNTER = "GPU time by category in this step (us, traceview)"
+CHUNK_EVENTS = 1 << 17  # events decoded at a time: bounds the Python objects alive at once
+FLUSH_BYTES = 1 << 22  # output gathered before each write (gzip compresses better, fewer calls)
+_OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])  # an event, each value kept as written
+_ENCODE = msgspec.json.Encoder()
 
 
-class _Number(float):
-    """A JSON number kept as written (``1694039959123.4567`` has more digits than a float)."""
+class SameFileError(TraceviewError):
+    """The output named is the input trace itself (same path, or a link to it)."""
 
-    __slots__ = ("text",)
-
-    def __new__(cls, text: str):
-        obj = super().__new__(cls, text)
-        obj.text = text
-        return obj
+    def __init__(self, trace_path, out):
+        super().__init__(f"{out}: is the input trace {trace_path} itself; write the annotated copy to "
+                         "another file (the original stays as it is)")
 
 
-def _number_text(value, allow_nan=True, _repr=float.__repr__, _inf=float("inf")) -> str:
-    if isinstance(value, _Number):
-        return value.text
-    if value != value:
-        return "NaN"
-    if value in (_inf, -_inf):
-        return "Infinity" if value > 0 else "-Infinity"
-    return _repr(value)
-
-
-def _dumps(doc) -> str:
-    """``json.dumps`` that writes every number read by ``_read`` exactly as it was written."""
-    enc = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-    chunks = json.encoder._make_iterencode(  # the pure-Python encoder: it lets us format floats
-        {}, enc.default, json.encoder.py_encode_basestring, None, _number_text, ":", ",", False, False, True)
-    return "".join(chunks(doc, 0))
-
-
-def _read(path: str):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            return json.load(fh, parse_float=_Number)
-    except (OSError, ValueError) as exc:
-        raise TraceviewError(f"{path}: cannot re-read the trace to annotate it ({exc})") from None
-
-
-def write_annotated(trace, report, out) -> dict:
-    """Write ``trace`` with ``report`` (``analyses.annotate.annotations``) to ``out``
-    (``.json`` or ``.json.gz``). Returns counts: activities annotated, counter events."""
+def check_output(trace_path, out) -> Path:
+    """The output path, refused when it cannot hold an annotated trace or is the input."""
     out = Path(out)
     if not out.name.endswith((".json", ".json.gz")):
         raise TraceviewError(f"{out}: the annotated trace must end in .json or .json.gz")
-    doc = _read(trace.path)
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    x = [i for i, e in enumerate(events) if isinstance(e, dict) and e.get("ph") == "X"]
-    if len(x) != len(trace.events):
-        raise TraceviewError(f"{trace.path}: {len(x)} complete events in the file, {len(trace.events)} loaded "
-                             "(malformed events?): cannot annotate it exactly")
-    acts = report["activities"]
-    names = trace.events["name"].astype(str).to_numpy()
-    for row in acts.itertuples(index=False):
-        e = events[x[int(row.event)]]
-        if str(e.get("name")) != names[row.event]:
-            raise TraceviewError(f"{trace.path}: event {row.event} does not match the loaded trace")
-        args = e.setdefault("args", {}) if isinstance(e.get("args"), dict) or "args" not in e else None
-        if args is None:
+    if same_file(trace_path, out):
+        raise SameFileError(trace_path, out)
+    return out
+
+
+def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> dict:
+    """Write ``trace`` with ``report`` (``analyses.annotate.annotations``) to ``out``
+    (``.json`` or ``.json.gz``: the output's suffix picks its compression). ``max_bytes`` and
+    ``salvage`` as for the load. Returns counts: activities annotated, counter events,
+    activities left unannotated because their ``args`` is not an object (``skipped``), and
+    complete events of the file that the load skipped, copied as they are (``not_loaded``)."""
+    out = check_output(trace.path, out)
+    data = _reread(trace.path, max_bytes, salvage)
+    text = fit_events(data)  # what the load decoded: events msgspec refuses blanked, offsets the same
+    _, events_raw = split_document(text, trace.path)
+    at = _address(events_raw) - _address(text)  # the events array's place in the document
+    plan = _Plan.of(trace, report)
+    with atomic_path(out) as tmp, open(tmp, "wb") as raw_fh:
+        fh = gzip.GzipFile(filename=out.name, mode="wb", fileobj=raw_fh, compresslevel=6) \
+            if out.name.endswith(".gz") else raw_fh
+        sink = _Sink(fh)
+        view = memoryview(data)
+        sink.write(view[:at])
+        _write_events(sink, memoryview(events_raw), plan, trace.path, view[at:at + len(events_raw)])
+        sink.write(view[at + len(events_raw):])
+        sink.flush()
+        if fh is not raw_fh:
+            fh.close()
+    return {"activities": plan.annotated, "counter_events": plan.counter_events, "skipped": plan.skipped,
+            "not_loaded": plan.not_loaded}
+
+
+def _reread(path: str, max_bytes: int, salvage: bool) -> bytes:
+    """The trace's JSON text as the load read it (magic bytes decide gzip, same caps)."""
+    text = read_source(path, max_bytes=max_bytes, salvage=salvage)
+    if not salvage:
+        return text.data
+    data, _ = salvage_prefix(text.data, path, text.cut)  # the note was shown by the load
+    return data
+
+
+@dataclass
+class _Plan:
+    """What to write into which event: ``row_of[i]`` is the activities row of the loaded
+    event ``i`` (-1: none), plus the values per row. ``names`` (the loaded events' names) is
+    set when the load skipped complete events (no usable ts, exact duplicates, ...): the file's
+    events are then matched to the loaded ones in order by name, and the skipped ones are
+    copied unannotated (counted)."""
+
+    path: str
+    n_events: int
+    names: np.ndarray | None
+    row_of: np.ndarray
+    values: list  # per activities row: the four traceview.* values
+    per_step: pd.DataFrame
+    step_of: np.ndarray  # per activities row: its step (-1: none)
+    ts_us: np.ndarray  # per activities row, as written in the file (for the counters)
+    end_us: np.ndarray
+    checks: np.ndarray = field(default_factory=lambda: np.empty(0, object))  # per activities row: its name
+    pid: object = 0
+    annotated: int = 0
+    skipped: int = 0
+    counter_events: int = 0
+    seen_x: int = 0  # complete events of the file visited so far
+    matched: int = 0  # loaded events matched to them so far
+
+    @classmethod
+    def of(cls, trace, report) -> "_Plan":
+        acts = report["activities"]
+        n = len(trace.events)
+        rows = acts["event"].to_numpy(np.int64)
+        row_of = np.full(n, -1, np.int64)
+        row_of[rows] = np.arange(len(rows))
+        attn = acts["attention_backend"].tolist()
+        values = list(zip(acts["category"].astype(str).tolist(), map(_flag, acts["tensor_core"].tolist()),
+                          [a if isinstance(a, str) else None for a in attn], acts["launched_by"].astype(str).tolist()))
+        k = trace.kernels  # the activities table is made from it, row for row
+        step = k["step"].fillna(-1).astype(np.int64).to_numpy() if len(k) else np.empty(0, np.int64)
+        nan = np.full(len(rows), np.nan)
+        read = trace.stats.get("phases", {}).get("X") if isinstance(trace.stats, dict) else None
+        names = trace.events["name"].astype(str).to_numpy()  # only as needed: it is one string per event
+        return cls(trace.path, n, None if read == n else names, row_of, values, report["per_step"], step,
+                   nan, nan.copy(), checks=names[rows])
+
+    @property
+    def not_loaded(self) -> int:
+        """Complete events in the file that the load skipped (left unannotated)."""
+        return self.seen_x - self.matched
+
+    def loaded_rows(self, x_events: list) -> np.ndarray:
+        """The loaded event row of each of the next complete events of the file (-1: skipped by the load)."""
+        first = self.seen_x
+        self.seen_x += len(x_events)
+        if self.names is None:  # the load kept every one: the i-th of the file is row i
+            self.matched = min(self.seen_x, self.n_events)
+            return np.arange(first, self.seen_x)
+        out = np.full(len(x_events), -1, np.int64)
+        j, n, names = self.matched, self.n_events, self.names
+        for i, event in enumerate(x_events):  # in order: the loaded events are a subsequence of the file's
+            if j < n and str(event.name) == names[j]:
+                out[i] = j
+                j += 1
+        self.matched = j
+        return out
+
+
+def _write_events(sink, events_raw: memoryview, plan: _Plan, path: str, written: memoryview) -> None:
+    """The events array with the planned events rewritten and the counters appended; the rest
+    is copied from ``written``, the array as the file has it (``events_raw`` may have blanks)."""
+    pos = 0
+    bounds = _chunk_bounds(events_raw, path)
+    for lo, hi in bounds:
+        chunk = b"".join((b"[", events_raw[lo:hi], b"]"))
+        base = _address(chunk) + 1 - lo  # an item's offset in events_raw: its address minus this
+        for raw, new in _rewritten(chunk, plan, path):
+            start = _address(raw) - base
+            sink.write(written[pos:start])
+            sink.write(new)
+            pos = start + len(raw)
+    if plan.matched != plan.n_events or plan.seen_x < plan.n_events:
+        raise TraceviewError(f"{path}: {plan.seen_x} complete events in the file, {plan.n_events} loaded, "
+                             f"{plan.matched} of them found in order (changed since it was loaded?): "
+                             "cannot annotate it exactly")
+    close = _closing_bracket(events_raw)
+    sink.write(written[pos:close])
+    counters = _counters(plan)
+    if counters:
+        sink.write(b"," if bounds else b"")
+        sink.write(b",".join(map(_ENCODE.encode, counters)))
+    sink.write(written[close:])
+
+
+def _rewritten(chunk: bytes, plan: _Plan, path: str):
+    """(original item, new text) for each event of ``chunk`` that gets annotations, in order.
+    Events are counted as the reader counts them (its decoder, its notion of a dropped event)."""
+    decoded = decode_events(chunk, path)
+    events = decoded.events
+    ph = np.fromiter((e.ph == "X" for e in events), dtype=bool, count=len(events))
+    kept = np.arange(len(ph)) if decoded.kept is None else np.flatnonzero(decoded.kept)
+    x_items, x_events = kept[ph], np.flatnonzero(ph)
+    loaded = plan.loaded_rows([events[i] for i in x_events.tolist()])
+    if plan.matched > plan.n_events or (len(loaded) and loaded[-1] >= plan.n_events):
+        raise TraceviewError(f"{path}: more complete events in the file than loaded (changed since it was "
+                             "loaded?): cannot annotate it exactly")
+    rows = np.where(loaded >= 0, plan.row_of[np.maximum(loaded, 0)] if len(plan.row_of) else -1, -1)
+    hit = np.flatnonzero(rows >= 0)
+    if not len(hit):
+        return
+    items = raw_items(chunk, path)
+    for j in hit.tolist():
+        row = int(rows[j])
+        event = events[x_events[j]]
+        if str(event.name) != plan.checks[row]:
+            raise TraceviewError(f"{path}: event {int(loaded[j])} does not match the loaded trace "
+                                 "(changed since it was loaded?)")
+        new = _annotated_item(items[x_items[j]], plan.values[row])
+        _note_times(plan, row, event)
+        if new is None:
+            plan.skipped += 1
             continue
-        args[PREFIX + "category"] = row.category
-        args[PREFIX + "tensor_core"] = _flag(row.tensor_core)
-        args[PREFIX + "attention_backend"] = row.attention_backend if isinstance(row.attention_backend, str) else None
-        args[PREFIX + "launched_by"] = str(row.launched_by)
-    counters = _counters(trace, report, events, x)
-    events.extend(counters)
-    text = _dumps(doc)
+        plan.annotated += 1
+        yield items[x_items[j]], new
+
+
+def _annotated_item(raw, values) -> bytes | None:
+    """The event's text with the four traceview.* keys in its args (None: args is not an
+    object, so there is nowhere to put them). Other values are copied as written."""
+    event = _OBJECT.decode(raw)
+    args_raw = event.get("args")
+    if args_raw is None or bytes(args_raw) == b"null":
+        args = {}
+    elif bytes(args_raw)[:1] == b"{":
+        args = _OBJECT.decode(args_raw)
+    else:
+        return None
+    for key, value in zip(("category", "tensor_core", "attention_backend", "launched_by"), values):
+        args[PREFIX + key] = value
+    event["args"] = args
+    return _ENCODE.encode(event)
+
+
+def _note_times(plan: _Plan, row: int, event) -> None:
+    """Start and end (us, as in the file) of an annotated activity, and the counters' pid."""
+    ts, dur = _float(event.ts), _float(event.dur)
+    plan.ts_us[row] = ts
+    plan.end_us[row] = ts + (dur if dur == dur else 0.0)
+    if row == 0:
+        plan.pid = event.pid if event.pid is not None else 0
+
+
+def _float(value) -> float:
     try:
-        if out.name.endswith(".gz"):
-            with gzip.open(out, "wt", encoding="utf-8", compresslevel=6) as fh:
-                fh.write(text)
-        else:
-            out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise TraceviewError(f"{out}: cannot write ({exc.strerror or exc})") from None
-    return {"activities": len(acts), "counter_events": len(counters)}
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _counters(plan: _Plan) -> list:
+    """One counter sample per step at its first GPU activity (GPU time per category, us),
+    and zeros after the last activity."""
+    per = plan.per_step
+    if not len(plan.ts_us) or not len(per):
+        return []
+    step = per["step"].to_numpy()
+    cats = sorted(per["category"].unique().tolist())
+    first = _step_starts(plan)
+    out = []
+    for s, g in per[step >= 0].groupby("step", sort=True):
+        if not np.isfinite(first.get(s, np.nan)):
+            continue
+        values = dict.fromkeys(cats, 0.0) | {c: round(v / 1000.0, 3) for c, v in zip(g["category"], g["time_ns"])}
+        out.append({"ph": "C", "name": COUNTER, "pid": plan.pid, "ts": first[s], "args": values})
+    end = np.nanmax(plan.end_us) if np.isfinite(plan.end_us).any() else np.nan
+    if out and np.isfinite(end):
+        out.append({"ph": "C", "name": COUNTER, "pid": plan.pid, "ts": float(end), "args": dict.fromkeys(cats, 0.0)})
+    plan.counter_events = len(out)
+    return out
+
+
+def _step_starts(plan: _Plan) -> dict:
+    """Step -> the earliest start (us) of its activities."""
+    frame = pd.DataFrame({"step": plan.step_of, "ts": plan.ts_us}).dropna()
+    return frame.groupby("step")["ts"].min().to_dict()
 
 
 def _flag(value):
@@ -102,24 +283,48 @@ def _flag(value):
     return bool(value)
 
 
-def _counters(trace, report, events, x) -> list:
-    """One counter sample per step at its first GPU activity (GPU time per category, us),
-    and zeros after the last activity."""
-    k, per = trace.kernels, report["per_step"]
-    if not len(k):
-        return []
-    raw = [events[x[int(i)]] for i in k["event"].to_numpy()]
-    ts = np.array([float(e.get("ts", 0)) for e in raw])
-    end = ts + np.array([float(e.get("dur", 0) or 0) for e in raw])
-    step = k["step"].fillna(-1).astype(np.int64).to_numpy()
-    pid = raw[0].get("pid", 0)
-    cats = sorted(per["category"].unique().tolist())
-    out = []
-    for s, g in per.groupby("step", sort=True):
-        if s < 0:
-            continue
-        values = dict.fromkeys(cats, 0.0) | {c: round(v / 1000.0, 3) for c, v in zip(g["category"], g["time_ns"])}
-        out.append({"ph": "C", "name": COUNTER, "pid": pid, "ts": float(ts[step == s].min()), "args": values})
-    if out:
-        out.append({"ph": "C", "name": COUNTER, "pid": pid, "ts": float(end.max()), "args": dict.fromkeys(cats, 0.0)})
-    return out
+def _chunk_bounds(events_raw: memoryview, path: str) -> list:
+    """(start, stop) byte ranges of runs of at most ``CHUNK_EVENTS`` items of the array,
+    found by one full parse (which also checks the JSON)."""
+    items = raw_items(events_raw, path)
+    base = _address(events_raw)
+    bounds = []
+    for lo in range(0, len(items), CHUNK_EVENTS):
+        last = items[min(lo + CHUNK_EVENTS, len(items)) - 1]
+        bounds.append((_address(items[lo]) - base, _address(last) - base + len(last)))
+    return bounds
+
+
+def _closing_bracket(events_raw: memoryview) -> int:
+    """Offset of the array's closing ``]`` (a bare-array document may end in whitespace)."""
+    end = len(events_raw) - 1
+    while end > 0 and events_raw[end] in b" \t\r\n":
+        end -= 1
+    return end
+
+
+def _address(buf) -> int:
+    """Memory address of a buffer: msgspec's Raw values point into the text they came from."""
+    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+
+
+class _Sink:
+    """Gathers small pieces into writes of about ``FLUSH_BYTES``."""
+
+    def __init__(self, fh):
+        self.fh, self.parts, self.size = fh, [], 0
+
+    def write(self, piece) -> None:
+        if len(piece) >= FLUSH_BYTES:
+            self.flush()
+            self.fh.write(piece)
+            return
+        self.parts.append(piece)
+        self.size += len(piece)
+        if self.size >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.fh.write(b"".join(self.parts))
+            self.parts, self.size = [], 0

@@ -2,10 +2,18 @@
 
 matplotlib is optional (``pip install traceview[plot]``) and imported only here,
 only when a picture is asked for. The file's suffix picks the format: ``.png``,
-``.svg``, or ``.html`` (the SVG inside a minimal HTML page).
+``.svg``, or ``.html`` (the SVG inside a minimal HTML page); the file is written
+atomically (``traceview.atomic``).
+
+Every text comes from the trace (kernel, op, thread and file names) and is drawn as
+it is: figures are built and saved with matplotlib's mathtext and TeX off (``$\\frac{A}{B}$``
+stays those characters, a bad macro cannot fail the save), and legends are given
+their labels after creation (matplotlib leaves out labels that start with ``_``).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import html
 import io
 import textwrap
@@ -14,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..atomic import atomic_open, write_text
 from ..errors import TraceviewError
 
 SUFFIXES = (".png", ".svg", ".html")
@@ -41,6 +50,39 @@ def pyplot():
     return plt
 
 
+#: rcParams under which every figure is built and drawn: trace text is never markup
+LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
+
+
+@contextlib.contextmanager
+def literal_text():
+    """matplotlib reads these when each text is made, and tick labels are made when the
+    figure is drawn: both building and saving run inside this."""
+    import matplotlib
+
+    with matplotlib.rc_context(LITERAL_TEXT):
+        yield
+
+
+def _literal(build):
+    """Decorator: the figure function runs under ``literal_text``."""
+    @functools.wraps(build)
+    def wrapper(*args, **kwargs):
+        pyplot()
+        with literal_text():
+            return build(*args, **kwargs)
+    return wrapper
+
+
+def _legend(ax, handles: list, labels: list, **kwargs):
+    """A legend that shows every label as given, one starting with "_" included (matplotlib
+    drops those, so the legend is made with placeholders and the texts set afterwards)."""
+    legend = ax.legend(handles, ["x"] * len(handles), **kwargs)
+    for text, label in zip(legend.get_texts(), labels):
+        text.set_text(str(label))
+    return legend
+
+
 def check_path(path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
@@ -62,7 +104,8 @@ def svg_text(fig) -> str:
     plt = pyplot()
     try:
         buf = io.StringIO()
-        fig.savefig(buf, format="svg", bbox_inches="tight")
+        with literal_text():
+            fig.savefig(buf, format="svg", bbox_inches="tight")
     finally:
         plt.close(fig)
     svg = buf.getvalue()
@@ -82,21 +125,18 @@ def wrap_label(text: str, width: int = 22, lines: int = 3) -> str:
 
 
 def _save(fig, path: Path, title: str) -> str:
-    plt = pyplot()
+    """Draw ``fig`` into ``path`` (atomically: a failed or interrupted save leaves no file
+    and an existing one as it was); an OSError is ``atomic.OutputError`` naming the file."""
     suffix = path.suffix.lower()
+    if suffix == ".html":
+        svg = svg_text(fig)
+        write_text(path, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+                         f"<title>{html.escape(title)}</title></head>\n<body>\n{svg}\n</body></html>\n")
+        return str(path)
+    plt = pyplot()
     try:
-        if suffix == ".html":
-            buf = io.StringIO()
-            fig.savefig(buf, format="svg", bbox_inches="tight")
-            svg = buf.getvalue()
-            svg = svg[svg.find("<svg"):]
-            path.write_text("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                            f"<title>{html.escape(title)}</title></head>\n<body>\n{svg}\n</body></html>\n",
-                            encoding="utf-8")
-        else:
-            fig.savefig(path, format=suffix[1:], dpi=130, bbox_inches="tight")
-    except OSError as exc:
-        raise TraceviewError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None
+        with atomic_open(path, "wb") as fh, literal_text():
+            fig.savefig(fh, format=suffix[1:], dpi=130, bbox_inches="tight")
     finally:
         plt.close(fig)
     return str(path)
@@ -115,26 +155,26 @@ def plot_breakdown(report, path, title: str | None = None) -> str:
     return _save(breakdown_figure(report, title), path, title or report.title)
 
 
+@_literal
 def breakdown_figure(report, title: str | None = None):
     plt = pyplot()
     gpu = report.info["basis"] == "gpu"
     long = report["breakdown"]
     frame = long.pivot(index="trace", columns="group", values="time_per_step_ns")
     frame = frame.loc[list(dict.fromkeys(long["trace"])), list(dict.fromkeys(long["group"]))]
-    fig, ax, tops = _stacked_bars(plt, frame, gpu)
+    fig, ax, tops, bars = _stacked_bars(plt, frame, gpu)
     ax.set_title(title or report.title)
     ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
     ax.spines[["top", "right"]].set_visible(False)
     if len(frame.columns):
-        handles, lbls = ax.get_legend_handles_labels()
-        ax.legend(handles[::-1], lbls[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-                  fontsize=8, title="category" if gpu else "CPU op")
+        _legend(ax, bars[::-1], frame.columns.tolist()[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                frameon=False, fontsize=8, title="category" if gpu else "CPU op")
     return fig
 
 
 def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     """A figure with one stacked bar per row of ``frame``, each total written on top; also
-    returns the axes and the bars' heights."""
+    returns the axes, the bars' heights and one bar container per column (legend handles)."""
     order = frame.columns.tolist()
     labels = frame.index.tolist()
     scale, unit = _time_unit(float(frame.sum(axis=1).max()) if len(frame.columns) else 0.0)
@@ -143,9 +183,10 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * n + 4.5), 5.2))
     x = np.arange(n)
     bottom = np.zeros(n)
+    bars = []
     for g in order:
         vals = frame[g].to_numpy() / scale
-        ax.bar(x, vals, bottom=bottom, color=colors[g], label=g, width=0.6, edgecolor="white", linewidth=0.5)
+        bars.append(ax.bar(x, vals, bottom=bottom, color=colors[g], width=0.6, edgecolor="white", linewidth=0.5))
         bottom += vals
     for xi, total in zip(x, bottom):
         ax.annotate(f"{total:.3g} {unit}", (xi, total), ha="center", va="bottom", fontsize=8,
@@ -154,7 +195,7 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     ax.set_xticklabels([wrap_label(lbl, 18 if n <= 3 else 24) for lbl in labels], fontsize=8,
                        rotation=30 if n > 3 else 0, ha="right" if n > 3 else "center")
     ax.set_ylabel(f"{'GPU time' if gpu else 'CPU self time'} per step ({unit})")
-    return fig, ax, bottom
+    return fig, ax, bottom, bars
 
 
 def plot_roofline(report, path) -> str:
@@ -165,15 +206,18 @@ def plot_roofline(report, path) -> str:
     return _save(roofline_figure(report), path, report.title)
 
 
+@_literal
 def roofline_figure(report):
     plt = pyplot()
     t = report["roofline"]
     t = t[(t["flops"] > 0) & (t["bytes_moved"] > 0)]
     fig, ax = plt.subplots(figsize=(8.0, 5.2))
     colors = _colors(list(dict.fromkeys(t["category"])))
+    points, cats = [], []
     for cat, g in t.groupby("category", sort=False):
-        ax.scatter(g["intensity"], g["tflops"], s=12 + 60 * g["dur_ns"] / max(t["dur_ns"].max(), 1),
-                   color=colors[cat], label=cat, alpha=0.75, edgecolors="none")
+        points.append(ax.scatter(g["intensity"], g["tflops"], s=12 + 60 * g["dur_ns"] / max(t["dur_ns"].max(), 1),
+                                 color=colors[cat], alpha=0.75, edgecolors="none"))
+        cats.append(cat)
     bw = report.info.get("memory_gbps")
     x = np.logspace(-1, 4, 200)
     for key in dict.fromkeys(f"{p} {q}" for p, q in zip(t["path"], t["peak_precision"])):
@@ -187,7 +231,7 @@ def roofline_figure(report):
     ax.set_ylabel("achieved TFLOP/s")
     ax.set_title(report.title, fontsize=9)
     if len(t):
-        ax.legend(loc="upper left", fontsize=8, frameon=False, title="category")
+        _legend(ax, points, cats, loc="upper left", fontsize=8, frameon=False, title="category")
     return fig
 
 
@@ -199,6 +243,7 @@ def plot_timeline(report, path) -> str:
     return _save(fig, path, title)
 
 
+@_literal
 def timeline_figure(report):
     plt = pyplot()
     t = report["timeline"]
@@ -212,12 +257,13 @@ def timeline_figure(report):
     colors = _colors(groups)
     fig, ax = plt.subplots(figsize=(11, max(2.2, 0.32 * depth * len(lanes) + 1.6)))
     floor = float(report.info["span_ns"]) / scale / 2000.0  # the shortest activity stays visible
+    bars = []
     for g in groups:
         m = (t["group"] == g).to_numpy()
         ys = np.array([row[lane] for lane in t["lane"][m]]) + t["level"].to_numpy()[m]
-        ax.barh(ys, np.maximum(t["dur_ns"].to_numpy()[m] / scale, floor), left=t["start_ns"].to_numpy()[m] / scale,
-                height=0.7 if gpu else 0.8, color=colors[g], label=g, edgecolor="white" if not gpu else "none",
-                linewidth=0.3)
+        bars.append(ax.barh(ys, np.maximum(t["dur_ns"].to_numpy()[m] / scale, floor),
+                            left=t["start_ns"].to_numpy()[m] / scale, height=0.7 if gpu else 0.8, color=colors[g],
+                            edgecolor="white" if not gpu else "none", linewidth=0.3))
     ax.set_yticks([row[lane] for lane in lanes])
     ax.set_yticklabels(lanes, fontsize=8)
     ax.invert_yaxis()
@@ -227,6 +273,6 @@ def timeline_figure(report):
                             f"idle {100 - report.info['gpu_busy_pct']:.0f}%)" if gpu else " (CPU-only trace)")
     ax.set_title(wrap_label(title, 90, 2), fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
-              title="category" if gpu else "outermost op")
+    _legend(ax, bars, groups, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
+            title="category" if gpu else "outermost op")
     return fig, title

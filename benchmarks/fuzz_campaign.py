@@ -12,7 +12,8 @@ Up to ``--keep`` failures per distinct failure (kind, command, message with numb
 blurred) are saved; all are counted. A saved folder can be copied to ``tests/fuzz_cases/`` as
 it is: ``test_fuzz_cli.py`` replays every folder there.
 
-At the end: cases run, and how many had a traceback, a hang, exit 3, another bad exit status,
+At the end: cases run, and how many had a traceback, a hang (past ``--case-seconds`` of wall
+time), too much CPU (past 15 s: unbounded work, whatever the machine's load), exit 3, another bad exit status,
 a MemoryError, an escape-sequence leak, a formula cell, raw HTML, a stray file, a missing
 output, a changed input; then each distinct failure with its count and an example folder.
 Exit status 0 when no case failed, 1 otherwise.
@@ -33,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import fuzzcli as F  # noqa: E402
 
-ORDER = ("traceback", "hang", "exit3", "bad-exit", "memory", "escape-leak", "formula-cell", "raw-html",
+ORDER = ("traceback", "hang", "slow", "exit3", "bad-exit", "memory", "escape-leak", "formula-cell", "raw-html",
          "stray-file", "missing-output", "input-changed")
-LABELS = {"traceback": "tracebacks", "hang": "hangs", "exit3": "exit 3", "bad-exit": "other bad exit status",
+LABELS = {"traceback": "tracebacks", "hang": "hangs", "slow": "too much CPU", "exit3": "exit 3", "bad-exit": "other bad exit status",
           "memory": "MemoryError", "escape-leak": "escape leaks", "formula-cell": "formula cells",
           "raw-html": "raw HTML in markdown", "stray-file": "stray files", "missing-output": "missing outputs",
           "input-changed": "inputs changed"}
@@ -127,7 +128,7 @@ def _record(case, result, work, out, counts, sigs, examples, args, saved) -> int
     sigs[sig] += 1
     if sigs[sig] > args.keep:
         return 0
-    if args.minimise and kind != "hang":
+    if args.minimise and kind not in ("hang", "slow"):
         case = minimise(case, work, sig, seconds=min(args.case_seconds, 10))
         again = F.run_case(case, work, mode=args.mode, seconds=args.case_seconds)
         result = again if again.problems else result

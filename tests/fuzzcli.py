@@ -59,9 +59,11 @@ from corpus import CORPUS  # noqa: E402
 from test_fuzz import SAMPLES, SMALL_CORPUS, handmade  # noqa: E402
 
 CASE_SECONDS = 30.0  # per-case wall-clock limit: longer is a hang
+CPU_SECONDS = 15.0  # per-case CPU-time limit (a case takes well under 1 s): more is unbounded work, "slow"
 MEMORY_HEADROOM = 3 << 30  # RLIMIT_AS: the forking process's address space plus this
 SUBPROCESS_MEMORY = 6 << 30  # RLIMIT_AS of a fresh ``python -m traceview``
-COMMANDS = ("summary", "kernels", "kernels-ops", "kernels-unclassified", "diff", "compare", "timeline", "annotate")
+COMMANDS = ("summary", "summary", "kernels", "kernels-ops", "kernels-ops", "kernels-unclassified", "diff", "diff",
+            "compare", "timeline", "annotate", "ranks", "summary-run")  # most code behind them: twice as often
 FORMATS = ("table", "markdown", "csv", "json")
 
 # ---------------------------------------------------------------- hostile values
@@ -154,13 +156,15 @@ def _set_number(rng, doc, events):
 
 
 def _zero_dur(rng, doc, events):
-    """Every instance of one kernel (or op) name lasts 0 ns, or one of them lasts < 0."""
-    ev = _pick_event(rng, events, {"kernel", "Kernel", "cpu_op", "gpu_memcpy", "Memcpy"})
+    """Every instance of one kernel (or op) name lasts 0 ns, or every kernel does, or one lasts < 0."""
+    cats = {"kernel", "Kernel"} if rng.random() < 0.7 else {"cpu_op", "gpu_memcpy", "Memcpy", "user_annotation"}
+    ev = _pick_event(rng, events, cats)
     if ev is None:
         return
-    if rng.random() < 0.6:
+    how = rng.random()
+    if how < 0.6:
         for e in events:
-            if isinstance(e, dict) and e.get("name") == ev.get("name"):
+            if isinstance(e, dict) and (e.get("name") == ev.get("name") or (how < 0.2 and e.get("cat") in cats)):
                 e["dur"] = 0
     else:
         ev["dur"] = rng.choice([-1, -1000, -(10**9), -(2**62)])
@@ -309,7 +313,8 @@ def gpu_seeds() -> tuple[tuple[str, dict], ...]:
 
 
 def make_input(rng: random.Random, hostile: bool = False) -> Input:
-    name, doc = rng.choice(gpu_seeds() if hostile and gpu_seeds() else seeds())
+    gpu = gpu_seeds() and (hostile or rng.random() < 0.75)  # CPU-only traces exercise less
+    name, doc = rng.choice(gpu_seeds() if gpu else seeds())
     doc = copy.deepcopy(doc)
     events = _events(doc)
     muts = [_inject_string] * rng.randint(3, 8) if hostile else []
@@ -339,6 +344,7 @@ class Case:
     output: str | None  # the one file the command is asked to write, relative to its working folder
     env: dict = field(default_factory=dict)
     hostile: bool = False
+    max_cpu: float = CPU_SECONDS
 
     def argv(self, paths: dict) -> list:
         return [str(paths.get(a[1], a)) if a in ("{a}", "{b}") else a for a in self.args]
@@ -348,27 +354,43 @@ class Case:
         return f"{env} traceview {' '.join(self.args)}".strip()
 
 
+_BASE = {"summary": ["summary", "{a}"], "kernels": ["kernels", "{a}"], "kernels-ops": ["kernels", "{a}", "--ops"],
+         "kernels-unclassified": ["kernels", "{a}", "--unclassified"], "diff": ["diff", "{a}", "{b}"],
+         "compare": ["compare", "{a}", "{b}"], "timeline": ["timeline", "{a}"], "ranks": ["ranks", "{a}", "{b}"],
+         "summary-run": ["summary", "--run", "{a}", "{b}"]}
+_SELECTING = ("summary", "kernels", "kernels-ops", "kernels-unclassified", "diff", "compare", "timeline")
+
+
 def _command(rng: random.Random, command: str, fmt: str, hostile: bool) -> tuple[list, str | None]:
-    out = None
+    """(arguments, the file the command is asked to write or None)."""
     if command == "annotate":
         out = rng.choice(["out.json", "out.json.gz", "annotated.trace"])
-        return ["annotate", "{a}", "-o", out], out
-    args = {"summary": ["summary", "{a}"], "kernels": ["kernels", "{a}"], "kernels-ops": ["kernels", "{a}", "--ops"],
-            "kernels-unclassified": ["kernels", "{a}", "--unclassified"], "diff": ["diff", "{a}", "{b}"],
-            "compare": ["compare", "{a}", "{b}"], "timeline": ["timeline", "{a}"]}[command]
-    args += ["--format", fmt]
+        return ["annotate", "{a}", "-o", out] + (["--max-size", "0"] if rng.random() < 0.03 else []), out
+    args, out = _BASE[command] + ["--format", fmt], None
     if command == "timeline" or (command in ("kernels", "kernels-ops", "diff", "compare") and rng.random() < 0.12):
         out = rng.choice(["plot.svg", "plot.svg", "plot.png", "plot.html"])
         args += ["--plot", out]
-    if rng.random() < (0.05 if hostile else 0.25):
-        args += ["--step", str(rng.choice([0, 1, 2, 3, 5, 10, -1, 99999999999]))]
-    if command in ("summary", "diff") and rng.random() < 0.3:
+    if command in ("summary", "diff", "summary-run") and rng.random() < 0.3:
         args += ["--top", str(rng.choice([0, 1, 3, 1000]))]
     if command == "compare" and rng.random() < 0.2:
         args += ["--baseline", "{b}"]
-    if rng.random() < (0.2 if hostile else 0.05):  # a missing annotation: the error lists the trace's own
-        args += ["--annotation", rng.choice(["nope", "ProfilerStep#1", "## forward ##"])]
+    if command in _SELECTING:
+        args += _selection(rng, hostile)
+    elif rng.random() < 0.05:
+        args += ["--max-size", rng.choice(["-1", "0", "1"])]
     return args, out
+
+
+def _selection(rng: random.Random, hostile: bool) -> list:
+    args = []
+    if rng.random() < (0.05 if hostile else 0.25):
+        args += ["--step", str(rng.choice([0, 1, 2, 3, 5, 10, -1, 99999999999]))]
+    if rng.random() < 0.08:  # odd option values: a usage error (2) or a clear refusal (1), never 3
+        args += rng.choice([["--max-size", rng.choice(["-1", "0", "1"])], ["--device", rng.choice(["-1", "7"])],
+                            ["--stream", rng.choice(["-1", str(2**40)])], ["--kind", rng.choice(["kernel", "memcpy"])]])
+    if rng.random() < (0.2 if hostile else 0.05):  # a missing annotation: the error names it
+        args += ["--annotation", rng.choice(["nope", "ProfilerStep#1", "## forward ##"])]
+    return args
 
 
 def make_case(seed: int, hostile: bool | None = None) -> Case:
@@ -400,6 +422,7 @@ class Result:
     seconds: float
     maxrss: int  # bytes
     problems: list = field(default_factory=list)
+    cpu: float = 0.0  # the child's user + system seconds
 
 
 def prepare() -> None:
@@ -516,14 +539,15 @@ def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> R
     status, usage = _wait(pid, seconds)
     took = time.monotonic() - start
     code = None if status is None else (os.waitstatus_to_exitcode(status))
-    return Result(code, out.read_bytes(), err.read_bytes(), took, usage.ru_maxrss * 1024)
+    return Result(code, out.read_bytes(), err.read_bytes(), took, usage.ru_maxrss * 1024,
+                  cpu=usage.ru_utime + usage.ru_stime)
 
 
 def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
     def limits():
         resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
 
-    start = time.monotonic()
+    start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen([sys.executable, "-m", "traceview", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limits,
                             start_new_session=True)
@@ -535,7 +559,8 @@ def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) 
         out, err = proc.communicate()
         code = None
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return Result(code, out, err, time.monotonic() - start, usage.ru_maxrss * 1024)
+    cpu = usage.ru_utime + usage.ru_stime - before.ru_utime - before.ru_stime
+    return Result(code, out, err, time.monotonic() - start, usage.ru_maxrss * 1024, cpu=cpu)
 
 
 def _tree(folder: Path) -> dict:
@@ -546,6 +571,9 @@ def _tree(folder: Path) -> dict:
 def _child_env(box: Path, extra: dict) -> dict:
     keep = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "MPLCONFIGDIR", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
     env = {k: os.environ[k] for k in keep if k in os.environ}
+    # matplotlib keeps a font cache in its config folder (a fresh process builds it in seconds):
+    # one folder for every case, outside the box, so that it is neither rebuilt nor taken for traceview's
+    env.setdefault("MPLCONFIGDIR", str(Path(tempfile.gettempdir()) / "traceview-fuzz-mplconfig"))
     env.update({"HOME": str(box / "home"), "TRACEVIEW_CACHE_DIR": str(box / "cache"), "TRACEVIEW_WORKERS": "1",
                 "XDG_CACHE_HOME": str(box / "home" / ".cache"), "XDG_CONFIG_HOME": str(box / "home" / ".config")})
     env.update(extra)
@@ -588,7 +616,9 @@ def crash_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     problems = []
     both = result.stdout + b"\n" + result.stderr
     if result.code is None:
-        problems.append(("hang", f"no exit within the time limit ({result.seconds:.0f} s)"))
+        problems.append(("hang", f"no exit within the time limit ({result.seconds:.0f} s; {result.cpu:.1f} s of CPU)"))
+    if result.cpu > case.max_cpu:
+        problems.append(("slow", f"{result.cpu:.1f} s of CPU, more than {case.max_cpu:.0f} s (unbounded work?)"))
     elif result.code == 3:
         problems.append(("exit3", last_line(result.stderr)))
     elif result.code not in (0, 1, 2):
@@ -656,7 +686,7 @@ def last_line(data: bytes) -> str:
     return lines[-1][:300] if lines else ""
 
 
-CRASH_KINDS = ("traceback", "hang", "exit3", "bad-exit", "memory", "stray-file", "missing-output", "input-changed")
+CRASH_KINDS = ("traceback", "hang", "slow", "exit3", "bad-exit", "memory", "stray-file", "missing-output", "input-changed")
 INJECTION_KINDS = ("escape-leak", "formula-cell", "raw-html")
 
 
@@ -681,9 +711,26 @@ def load_saved(folder: Path) -> tuple[Case, dict]:
         key = path.name.split(".", 1)[0]
         if key in ("a", "b") and path.is_file():
             files[key] = (names.get(key, path.name), path.read_bytes())
+    for key, (generator, params) in meta.get("generate", {}).items():  # inputs too large to keep as files
+        files[key] = (names.get(key, f"{key}.json"), GENERATORS[generator](**params))
     case = Case(meta.get("seed", 0), meta["command"], meta["args"], {}, meta.get("output"), meta.get("env", {}),
-                bool(meta.get("hostile")))
+                bool(meta.get("hostile")), float(meta.get("max_cpu_seconds", CPU_SECONDS)))
     return case, files
+
+
+def long_names(op_chars: int, kernel_chars: int) -> bytes:
+    """The hand-made trace with one op name and one kernel name of about these many characters."""
+    doc = handmade()
+    for ev in doc["traceEvents"]:
+        if ev.get("cat") == "cpu_op":
+            ev["name"] = ("aten::" * (op_chars // 6 + 1))[:op_chars]
+        elif ev.get("cat") == "kernel":
+            ev["name"] = ("void k<" * (kernel_chars // 7 + 1))[:kernel_chars]
+    return json.dumps(doc).encode()
+
+
+#: generators a saved case may name in ``case.json`` ("generate": {"a": ["long_names", {...}]})
+GENERATORS = {"long_names": long_names}
 
 
 def save_case(folder: Path, case: Case, files: dict, note: str, **extra) -> None:

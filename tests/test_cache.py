@@ -166,14 +166,12 @@ def test_write_failure_does_not_fail(tmp_path, monkeypatch):
     assert not any((tmp_path / "default-cache").iterdir())
 
 
-def test_corrupt_entry_is_a_miss(tmp_path):
+def test_corrupt_entry_is_rebuilt(tmp_path):
     trace = _write_trace(tmp_path / "t.json", _events())
     first = tv.load(trace)
     (entry,) = _entries(tmp_path / "default-cache")
     (entry / "events.arrow").write_bytes(b"garbage")
-    again = tv.load(trace)
-    assert_same(first, again)
-    assert cache_mod.lookup(str(trace), None) is not None  # rewritten
+    _assert_rebuilt(trace, first)
 
 
 def test_without_pyarrow_there_is_no_cache(tmp_path, monkeypatch):
@@ -456,3 +454,267 @@ def test_readme_first_command_does_not_touch_home_cache(tmp_path):
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     assert not (tmp_path / "home" / ".cache").exists()
+
+
+# --------------------------------------------------------------------------
+# issue 22: an entry is keyed on what was read, and verified before it is served
+
+NOTE = "cache entry failed verification"
+
+
+def _same_size_new_content(trace: Path, events) -> None:
+    """Rewrite ``trace`` in place (same inode) with ``events``, same size, mtime and atime put back
+    as ``touch -r`` would; waits (at most ~2 s) until the change time has moved on."""
+    st = os.stat(trace)
+    text = json.dumps({"traceEvents": events}).encode()
+    assert len(text) == st.st_size
+    for _ in range(200):
+        with open(trace, "r+b") as fh:
+            fh.write(text)
+        os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if os.stat(trace).st_ctime_ns != st.st_ctime_ns:
+            break
+        time.sleep(0.01)
+    now = os.stat(trace)
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert now.st_ctime_ns != st.st_ctime_ns
+
+
+def test_touch_r_same_size_edit_is_not_served(tmp_path):
+    """Edited in place, same size, mtime restored: only the change time (and the sampled bytes) differ."""
+    trace = _write_trace(tmp_path / "t.json", _events(3, cat="kernel"))
+    assert len(tv.load(trace).kernels) == 3
+    _same_size_new_content(trace, _events(3, cat="cpu_op"))
+    assert len(tv.load(trace).kernels) == 0
+
+
+def test_touch_r_edit_in_the_middle_of_a_large_trace(tmp_path):
+    """The edit lies outside the sampled head and tail: the change time alone must catch it."""
+    events = _events(4000)
+    trace = _write_trace(tmp_path / "t.json", events)
+    assert os.stat(trace).st_size > 4 * cache_mod._SAMPLE
+    assert len(tv.load(trace).kernels) == 4000
+    events[2000] = {**events[2000], "cat": "cpu_op"}  # the same length of text
+    _same_size_new_content(trace, events)
+    assert len(tv.load(trace).kernels) == 3999
+    assert len(tv.load(trace).kernels) == 3999  # and the rebuilt entry is the new one
+
+
+def test_replaced_with_same_size_and_mtime_is_not_served(tmp_path):
+    """``mv`` of a file with the same size and mtime over the trace: another inode and change time."""
+    trace = _write_trace(tmp_path / "t.json", _events(3, cat="kernel"))
+    assert len(tv.load(trace).kernels) == 3
+    st = os.stat(trace)
+    new = _write_trace(tmp_path / "new.json", _events(3, cat="cpu_op"))
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, trace)
+    assert (os.stat(trace).st_size, os.stat(trace).st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    assert len(tv.load(trace).kernels) == 0
+
+
+@pytest.mark.parametrize("when", ["before the read", "after the read"])
+def test_replaced_during_a_load_is_never_cached(tmp_path, monkeypatch, when):
+    """The trace is swapped for another (same size and mtime) while a load is under way: the result
+    is not stored under either file's identity, one warning says so, the next load reads the new file."""
+    trace = _write_trace(tmp_path / "t.json", _events(3, cat="kernel"))
+    st = os.stat(trace)
+    load_mod = sys.modules["traceview.load"]
+    real = load_mod._load_uncached
+
+    def swap():
+        new = _write_trace(tmp_path / "new.json", _events(3, cat="cpu_op"))
+        os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(new, trace)
+
+    def load_and_swap(*a, **k):  # the real read, with a real swap of the file at a fixed point
+        if when == "before the read":
+            swap()
+        out = real(*a, **k)
+        if when == "after the read":
+            swap()
+        return out
+    monkeypatch.setattr(load_mod, "_load_uncached", load_and_swap)
+    first = tv.load(trace)
+    changed = [w for w in first.warnings if "changed while it was read" in w]
+    assert len(changed) == 1 and changed[0].startswith(f"{trace}: ")
+    assert _entries(tmp_path / "default-cache") == []  # nothing stored
+    monkeypatch.setattr(load_mod, "_load_uncached", real)
+    again = tv.load(trace)
+    assert len(again.kernels) == 0 and not any("changed while" in w for w in again.warnings)
+    assert len(tv.load(trace).kernels) == 0  # the entry now written is the new file's
+
+
+def _warm(tmp_path, src=None):
+    """A trace in tmp_path, its uncached load, and its cache entry (a hit verified)."""
+    trace = tmp_path / (src.name if src else "t.json")
+    if src:
+        shutil.copyfile(src, trace)
+    else:
+        _write_trace(trace, _events(40))
+    uncached = tv.load(trace, cache=False)
+    tv.load(trace)
+    (entry,) = _entries(tmp_path / "default-cache")
+    assert_same(uncached, tv.load(trace))
+    return trace, uncached, entry
+
+
+def _assert_rebuilt(trace, uncached, noted=True):
+    again = tv.load(trace)
+    notes = [w for w in again.warnings if NOTE in w]
+    assert len(notes) == int(noted), again.warnings
+    if noted:
+        assert notes[0].startswith(f"{trace}: ") and notes[0].endswith("; rebuilt from the trace")
+        again.warnings = [w for w in again.warnings if NOTE not in w]
+    assert_same(uncached, again)
+    clean = tv.load(trace)  # the entry was rebuilt: a plain hit, no note
+    assert_same(uncached, clean)
+    assert cache_mod.lookup(str(trace), None) is not None
+
+
+STORED = ["events.arrow", "kernels.arrow", "ops.arrow", "steps.arrow", "entry.json"]
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_bit_flips_are_rebuilt_never_served(tmp_path, name):
+    src = SAMPLES[0] if SAMPLES else None
+    trace, uncached, entry = _warm(tmp_path, src)
+    size = (entry / name).stat().st_size
+    for frac in (0.0, 0.13, 0.5, 0.77, 0.999):
+        data = bytearray((entry / name).read_bytes())
+        at = min(int(frac * size), size - 1)
+        data[at] ^= 1 << (at % 8)
+        (entry / name).write_bytes(bytes(data))
+        _assert_rebuilt(trace, uncached)
+
+
+def test_bit_flips_through_the_cli_never_exit_3(tmp_path):
+    """What the issue measured: the CLI's output after a flip in kernels.arrow is the right one."""
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    src = SAMPLES[0] if SAMPLES else None
+    trace, _, entry = _warm(tmp_path, src)
+    runner = CliRunner()
+    want = runner.invoke(main, ["kernels", str(trace), "--format", "json", "--no-cache"])
+    assert want.exit_code == 0, want.output
+    size = (entry / "kernels.arrow").stat().st_size
+    for at in range(7, size, max(1, size // 12)):
+        data = bytearray((entry / "kernels.arrow").read_bytes())
+        data[at] ^= 0x10
+        (entry / "kernels.arrow").write_bytes(bytes(data))
+        r = runner.invoke(main, ["kernels", str(trace), "--format", "json"])
+        assert r.exit_code == 0, (at, r.output)
+        got = json.loads(r.stdout)
+        notes = [n for n in got["notes"] if NOTE in n]
+        assert len(notes) == 1, (at, got["notes"])
+        got["notes"].remove(notes[0])
+        assert got == json.loads(want.stdout), at
+
+
+@pytest.mark.parametrize("name", STORED)
+@pytest.mark.parametrize("keep", [0, 0.5, -1])
+def test_truncated_entry_files_are_rebuilt(tmp_path, name, keep):
+    trace, uncached, entry = _warm(tmp_path)
+    data = (entry / name).read_bytes()
+    cut = len(data) - 1 if keep == -1 else int(keep * len(data))
+    (entry / name).write_bytes(data[:cut])
+    _assert_rebuilt(trace, uncached)
+
+
+@pytest.mark.parametrize("damage", ["{}", "not json", '{"key": 1}', "\x00" * 64, "missing", "folder"])
+def test_damaged_entry_json_is_rebuilt(tmp_path, damage):
+    trace, uncached, entry = _warm(tmp_path)
+    info = entry / "entry.json"
+    info.unlink()
+    if damage == "folder":
+        info.mkdir()
+    elif damage != "missing":
+        info.write_text(damage)
+    _assert_rebuilt(trace, uncached, noted=damage not in ("missing", "folder"))  # an unfinished entry: a miss
+
+
+@pytest.mark.parametrize("damage", [b"", b"0.0.1 x 1 2 3", None])
+def test_damaged_stamp_is_a_silent_rebuild(tmp_path, damage):
+    """The stamp names the traceview that wrote the entry: damaged, the entry reads as another
+    version's, a miss that the next store replaces."""
+    trace, uncached, entry = _warm(tmp_path)
+    stamp = entry / "stamp"
+    if damage is None:
+        data = bytearray(stamp.read_bytes())
+        data[len(data) // 2] ^= 4
+        damage = bytes(data)
+    stamp.write_bytes(damage)
+    _assert_rebuilt(trace, uncached, noted=False)
+
+
+def test_missing_table_is_an_unfinished_entry(tmp_path):
+    trace, uncached, entry = _warm(tmp_path)
+    (entry / "ops.arrow").unlink()
+    _assert_rebuilt(trace, uncached, noted=False)
+
+
+def test_entry_of_another_traceview_is_a_silent_miss(tmp_path):
+    trace, uncached, entry = _warm(tmp_path)
+    (entry / "stamp").write_text("0.0.1 other-code 1 1.0 1.0")
+    (entry / "events.arrow").write_bytes(b"written by something else")
+    _assert_rebuilt(trace, uncached, noted=False)
+
+
+def test_half_written_entry_is_never_served(tmp_path):
+    """Only a complete entry is renamed into place; a writer's temporary folder is never read."""
+    trace, uncached, entry = _warm(tmp_path)
+    half = entry.with_name(entry.name + ".tmp-writer")
+    os.replace(entry, half)
+    (half / "kernels.arrow").write_bytes(b"")
+    assert cache_mod.lookup(str(trace), None) is None
+    _assert_rebuilt(trace, uncached, noted=False)
+    assert half.exists()  # another writer's folder is left alone until it is old
+
+
+def test_concurrent_cold_loads_agree(tmp_path):
+    """Three processes load one trace into one empty cache at once: same output, no note."""
+    trace = _write_trace(tmp_path / "t.json", _events(200))
+    cmd = [sys.executable, "-m", "traceview", "kernels", str(trace), "--format", "json"]
+    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    assert len({o for o, _ in outs}) == 1 and not any(NOTE in e for _, e in outs)
+    again = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert again.stdout == outs[0][0] and NOTE not in again.stderr
+
+
+def test_reader_of_a_replaced_entry_sees_no_damage(tmp_path):
+    """Stores replace the entry of one trace, alternately with two different contents, while
+    lookups read it: a reader gets one whole entry or a miss, never a mix (a mix would fail
+    verification and be reported as damage)."""
+    import dataclasses
+    import threading
+
+    trace, uncached, entry = _warm(tmp_path)
+    other = tv.load(_write_trace(tmp_path / "other.json", _events(41)), cache=False)
+    versions = [uncached, dataclasses.replace(other, path=str(trace))]
+    seen = cache_mod.identity(str(trace))
+    stop, results = threading.Event(), []
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            cache_mod.store(versions[i % 2], None, seen)
+            i += 1
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(80):
+            notes = []
+            hit = cache_mod.lookup(str(trace), None, seen, notes=notes)
+            results.append((hit, notes))
+    finally:
+        stop.set()
+        t.join()
+    assert [notes for _, notes in results if notes] == []
+    hits = [hit for hit, _ in results if hit is not None]
+    assert hits
+    for hit in hits:
+        assert_same(versions[len(hit.kernels) == 41], hit)

@@ -36,8 +36,13 @@ def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
 def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) -> Trace:
     from . import cache as cache_mod
 
-    if cache is not False and not salvage and rules is None:
-        hit = cache_mod.lookup(path, cache)
+    cached = cache is not False and not salvage and rules is None
+    # The entry is keyed on the file as it was before reading it, and stored only if it is still
+    # that file after: a trace replaced or rewritten meanwhile is never cached under either identity.
+    seen = cache_mod.identity(path) if cached else None
+    notes: list = []
+    if seen is not None:
+        hit = cache_mod.lookup(path, cache, seen, notes=notes)
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
             return hit
@@ -49,8 +54,13 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
         avail = available_memory()
         left = f" ({avail / 2**30:.1f} GiB available now)" if avail is not None else ""
         raise TraceReadError(path, f"ran out of memory while loading{left}") from None
-    if cache is not False and not salvage and rules is None:
-        cache_mod.store(trace, cache)
+    if seen is not None:
+        if cache_mod.identity(path) == seen:
+            cache_mod.store(trace, cache, seen)
+        else:
+            notes.append(f"{path}: the file changed while it was read, so this result may mix its old and "
+                         "new contents; not cached (load it again once nothing is writing it)")
+    trace.warnings.extend(notes)  # after the store: these notes are about this load, never cached
     return trace
 
 

@@ -23,6 +23,10 @@ def cache():
     The cache is capped at $TRACEVIEW_CACHE_MAX_MB mebibytes (default 2048; 0 turns it
     off): after each store, entries of other traceview versions go first, then the least
     recently used.
+
+    An entry is keyed on the trace file as it was read (size, times including the change
+    time, inode, and its first and last 64 KiB) and checksummed: a trace changed since is
+    read again, and an entry that fails its checksum is removed and rebuilt with a warning.
     """
 
 

@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -469,12 +470,26 @@ def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -
         sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding=enc, errors="backslashreplace",
                                       line_buffering=True)
         sys.stdin = open(0, closefd=False)
+        _fresh_warnings()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         code = _run_main(argv)
     finally:
         os._exit(code)
+
+
+def _fresh_warnings() -> None:
+    """The warning filters of a fresh interpreter: pytest records warnings instead of printing them,
+    and a warning printed to stderr (matplotlib's missing glyph, say) is output like any other."""
+    warnings.resetwarnings()
+    for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+        warnings.filterwarnings("ignore", category=category)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+    warnings.showwarning = getattr(warnings, "_showwarning_orig", warnings.showwarning)
+    warnings.formatwarning = getattr(warnings, "_formatwarning_orig", warnings.formatwarning)
+    if hasattr(warnings, "_showwarnmsg_impl"):  # where catch_warnings(record=True) appends instead of printing
+        warnings._showwarnmsg_impl = lambda msg: sys.stderr.write(warnings._formatwarnmsg_impl(msg))
 
 
 def _run_main(argv: list) -> int:

@@ -21,10 +21,11 @@ _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
 def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
-    """Top-level metadata (decoded) and the raw ``traceEvents`` array."""
+    """Top-level metadata (decoded) and the raw ``traceEvents`` array. The array may lie in a
+    blanked copy of ``data`` (see ``fit_events``), not in ``data`` itself."""
     start = data.lstrip()[:1]
     if start == b"[":  # legacy Chrome format: a bare array of events
-        return {}, msgspec.Raw(_fit_array(data))
+        return {}, msgspec.Raw(fit_events(data))
     if start != b"{":
         raise _not_an_object(data, path)
     top = _decode_top(data, path)
@@ -49,8 +50,11 @@ def _not_an_object(data: bytes, path: str) -> TraceReadError:
                                 "not an object or a list")
 
 
-def _fit_array(data: bytes) -> bytes:
-    """A bare array with its unfit events blanked; other problems are left for the decoder to report."""
+def fit_events(data: bytes) -> bytes:
+    """``data``, or a copy of the same length (every offset the same) with the events msgspec
+    refuses on their own blanked (``unfit``): the text ``split_document`` decodes. For a caller
+    that decodes the events but writes back the original bytes (``annotate``). Other problems
+    are left for the decode to report."""
     try:
         _VALIDATOR.decode(data)
     except (msgspec.DecodeError, RecursionError) as exc:

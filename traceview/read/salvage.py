@@ -30,6 +30,7 @@ from .source import StreamCut
 from .unfit import may_hold_unfit, without_unfit_events
 
 _BYTE_RE = re.compile(r"\(byte (\d+)\)")
+_DEEP = "nested too deeply"
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
@@ -43,13 +44,16 @@ def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tupl
     """
     gz = cut.describe(path, len(data)) if cut is not None else None
     stop, problem = _valid_extent(data)
-    if stop is not None and may_hold_unfit(data):  # a lone surrogate is one event's problem: not a cut
-        data = without_unfit_events(data)[0]
-        stop, problem = _valid_extent(data)
-    if stop is None:
+    probe = data
+    if problem == _DEEP or (stop is not None and may_hold_unfit(data)):  # one event's problem is no cut:
+        probe = without_unfit_events(data)[0]  # look for the cut with such events blanked (same length)
+        stop, problem = _valid_extent(probe) if probe is not data else (stop, problem)
+    if stop is None:  # whole (or too deep outside any one event: the reader says so)
         return data, gz
-    raw = data if stop == len(data) else data[:stop]
+    raw = probe if stop == len(probe) else probe[:stop]
     fixed, kept, kept_bytes, avg, kind = _close(raw, path, problem)
+    if probe is not data:  # the kept text as written: the reader blanks those events again
+        fixed = data[:kept_bytes] + fixed[kept_bytes:]
     note = _note(path, problem, kind, kept, len(data) - kept_bytes, avg)
     return fixed, f"{gz}; {note[len(path) + 2:]}" if gz else note
 
@@ -69,7 +73,8 @@ def _note(path: str, problem: str, kind: str, kept: int, lost: int, avg: float |
 
 
 def _valid_extent(data) -> tuple[int | None, str]:
-    """(end of the valid JSON prefix, what went wrong), or (None, "") if ``data`` decodes."""
+    """(end of the valid JSON prefix, what went wrong), or (None, "") if ``data`` decodes, or
+    (None, _DEEP) if it is nested too deeply to tell."""
     try:
         _VALIDATOR.decode(data)
         return None, ""
@@ -82,7 +87,7 @@ def _valid_extent(data) -> tuple[int | None, str]:
         reason = text.split(" (byte")[0].removeprefix("JSON is malformed: ")
         return at, f"invalid JSON at byte {at}: {reason}"
     except RecursionError:
-        return None, ""  # structurally too deep: salvage cannot help, the reader reports it
+        return None, _DEEP  # too deep to decode: salvage cannot help, unless one event is (unfit)
 
 
 def _close(raw: bytes, path: str, problem: str):

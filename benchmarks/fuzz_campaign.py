@@ -178,8 +178,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None, help="First case's seed (default: random).")
     p.add_argument("--keep", type=int, default=3, help="Failures saved per distinct failure (default 3).")
     p.add_argument("--case-seconds", type=float, default=F.CASE_SECONDS, help="Per-case time limit: a hang.")
-    p.add_argument("--mode", choices=("fork", "subprocess"), default="fork",
-                   help="fork (fast, default) or a fresh `python -m traceview` per case.")
+    p.add_argument("--mode", choices=("fork", "inline", "subprocess"), default="fork",
+                   help="fork: from a clean helper process (fast, default); inline: from this process; "
+                        "subprocess: a fresh `python -m traceview` per case.")
     p.add_argument("--no-minimise", dest="minimise", action="store_false", help="Save inputs as they failed.")
     p.add_argument("--replay", type=int, default=None, metavar="SEED", help="Run the case of SEED and show it.")
     p.add_argument("--hostile", action="store_true", help="With --replay: the injection test's case of SEED.")

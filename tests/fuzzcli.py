@@ -8,11 +8,12 @@ picks a real CLI command (summary, kernels [--ops], diff, compare, timeline, ann
 a format (table, markdown, csv, json) and options. The same seed always gives the same case.
 
 Each case runs the real click entry point (``traceview.cli.main``) in a *forked* child of a
-process that has already imported traceview, pandas and matplotlib: a case costs tens of
-milliseconds instead of the ~1.5 s a fresh interpreter needs, yet runs in its own process with
-its own exit status, file descriptors 1 and 2, working folder, environment, address-space
-limit (RLIMIT_AS) and a wall-clock limit (SIGKILL of its process group). ``mode="subprocess"``
-runs ``python -m traceview`` instead (slower, used to check that both agree).
+helper process (``ForkServer``: a fresh interpreter that has already imported traceview, pandas
+and matplotlib, and holds no threads or test state): a case costs its own work instead of the
+~1.5 s a fresh interpreter needs to start, yet runs in its own process with its own exit status,
+file descriptors 1 and 2, working folder, environment, warning filters, address-space limit
+(RLIMIT_AS), CPU-time check and wall-clock limit (SIGKILL of its process group).
+``mode="subprocess"`` runs ``python -m traceview`` instead (slower; a test checks that both agree).
 
 The oracle (``crash_problems`` and ``injection_problems``):
 
@@ -28,6 +29,7 @@ The oracle (``crash_problems`` and ``injection_problems``):
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import csv
 import functools
@@ -558,6 +560,65 @@ def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> R
                   cpu=usage.ru_utime + usage.ru_stime)
 
 
+class ForkServer:
+    """A clean helper process that imported traceview once and forks one child per case.
+
+    Forking the test process itself would copy whatever it holds: threads left by earlier tests
+    (a forked child of a threaded process can deadlock on a lock some other thread held), and
+    pytest's warning capture. The server is a fresh interpreter that only ever runs cases."""
+
+    def __init__(self):
+        self.proc = None
+
+    def run(self, argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
+        request = {"argv": argv, "cwd": str(cwd), "env": env, "box": str(box), "seconds": seconds}
+        for attempt in (1, 2):  # a server that died (it should not) is started again once
+            try:
+                reply = self._ask(request)
+                break
+            except (OSError, ValueError):
+                self.close()
+                if attempt == 2:
+                    raise
+        return Result(reply["code"], (box / "stdout").read_bytes(), (box / "stderr").read_bytes(),
+                      reply["seconds"], reply["maxrss"], cpu=reply["cpu"])
+
+    def _ask(self, request: dict) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+                       OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no BLAS thread pool to fork
+            self.proc = subprocess.Popen([sys.executable, "-c", "import fuzzcli; fuzzcli.serve()"], env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise OSError("the fork server exited")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def serve() -> None:
+    """The fork server's loop: one JSON request a line on stdin, one JSON reply a line on stdout."""
+    prepare()
+    for line in sys.stdin:
+        req = json.loads(line)
+        box = Path(req["box"])
+        r = run_forked(req["argv"], Path(req["cwd"]), req["env"], box, req["seconds"])
+        reply = {"code": r.code, "seconds": r.seconds, "maxrss": r.maxrss, "cpu": r.cpu}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+_SERVER = ForkServer()
+atexit.register(_SERVER.close)
+
+
 def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
     def limits():
         resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
@@ -613,7 +674,7 @@ def run_case(case: Case, workdir: Path, *, mode: str = "fork", seconds: float = 
             paths[key].write_bytes(data)
         before = _tree(box / "in")
         env = _child_env(box, case.env)
-        run = run_forked if mode == "fork" else run_subprocess
+        run = {"fork": _SERVER.run, "inline": run_forked, "subprocess": run_subprocess}[mode]
         result = run(case.argv(paths), box / "cwd", env, box, seconds)
         # the box's random name would make every output unique: blur it (plain ASCII, escapes unaffected)
         result.stdout = result.stdout.replace(str(box).encode(), b"BOX")

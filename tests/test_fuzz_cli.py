@@ -46,7 +46,6 @@ XFAIL: dict[str, str] = {}
 
 @pytest.fixture(scope="module")
 def workdir():
-    F.prepare()
     folder = Path(tempfile.mkdtemp(prefix="traceview-fuzz-cli-"))
     yield folder
     shutil.rmtree(folder, ignore_errors=True)

@@ -7,13 +7,15 @@ traces differ in what they carry:
 1. GPU activity -> runtime launch by ``correlation`` (every Kineto format);
    else through the ``ac2g`` flow pair whose end sits on the activity.
    A ``cudaGraphLaunch`` shares its correlation with all its kernels, so one
-   launch links to many activities.
+   launch links to many activities; an id that several launches carry (ids
+   reused across merged processes, a damaged trace) links nothing, counted.
 2. launch -> CPU op by nesting: the innermost ``cpu_op`` on the launch's thread
    whose span contains it. Nesting is computed for all CPU spans at once with a
    sweep over sorted start/end keys (no Python loop over events).
    Where that finds no op, the activity's ``External id`` names the op directly
    (some 2022-23 Kineto builds wrote the correlation into the launch's External
-   id instead, which is why nesting comes first).
+   id instead, which is why nesting comes first); an External id that several
+   ops carry names none of them, counted.
 3. -> step: the ``ProfilerStep#N`` around the launch (on any thread of the
    process, so that backward-thread launches count for the step); failing that,
    the step whose span holds the launch's (or op's) start in the same process.
@@ -97,13 +99,10 @@ def _parents(depth: np.ndarray) -> np.ndarray:
     return np.where(ok, found % (n + 1), -1)
 
 
-def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
-    """events row of the runtime call that launched each GPU activity, -1 if none."""
-    runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
-    rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
-                       "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime]})
-    rt = rt.dropna(subset=["corr"]).sort_values("driver", kind="stable").drop_duplicates("corr")
-    by_corr = pd.Series(rt["row"].to_numpy(), index=rt["corr"].astype("int64").to_numpy())
+def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarray, int]:
+    """events row of the runtime call that launched each GPU activity, -1 if none; and how many
+    activities were left unlinked because their correlation id names several launches."""
+    by_corr, ambiguous = _launch_rows_by_correlation(events)
     out = np.full(len(kernels), -1, dtype=np.int64)
     corr = kernels["correlation"]
     has = corr.notna().to_numpy()
@@ -113,7 +112,31 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
     missing = out < 0
     if missing.any() and len(flows):
         out[missing] = _launch_by_flow(kernels[missing], events, flows)
-    return out
+    unsure = has & (out < 0)
+    unsure[has] &= corr[has].astype("int64").isin(ambiguous).to_numpy()
+    return out, int(unsure.sum())
+
+
+def _launch_rows_by_correlation(events: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
+    """correlation id -> events row of its runtime launch, and the ids that name several launches.
+
+    A runtime call and the driver call under it may share an id (the runtime call is the launch).
+    Two runtime calls with one id (ids reused across processes merged into one file, a damaged
+    trace) leave the id ambiguous: which launch an activity came from cannot be told, so such
+    ids link nothing (the flow events, when present, may still tell) rather than all to the first.
+    A graph launch is one call with many activities, which is not ambiguous."""
+    runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
+    rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
+                       "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime]})
+    rt = rt.dropna(subset=["corr"])
+    rt["corr"] = rt["corr"].astype("int64")
+    rt = rt.sort_values("driver", kind="stable")
+    first = rt.drop_duplicates("corr")  # per id: its runtime calls if any, else its driver calls
+    best = rt.merge(first[["corr", "driver"]], on=["corr", "driver"])
+    counts = best["corr"].value_counts()
+    ambiguous = counts.index[counts.to_numpy() > 1].to_numpy()
+    first = first[~first["corr"].isin(ambiguous)]
+    return pd.Series(first["row"].to_numpy(), index=first["corr"].to_numpy()), ambiguous
 
 
 def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
@@ -122,8 +145,9 @@ def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataF
     starts = flows[flows["ph"].astype(str) == "s"]
     k = kernels[key].astype({"pid": str, "tid": str}).reset_index(drop=True)
     k["i"] = np.arange(len(k))
-    e = ends[key + ["id"]].astype({"pid": str, "tid": str, "id": str}).drop_duplicates(key)
-    s = starts[key + ["id"]].astype({"pid": str, "tid": str, "id": str}).drop_duplicates("id")
+    # a flow id with two starts, or two flows ending on one activity: which is meant cannot be told
+    e = _unique_by(ends[key + ["id"]].astype({"pid": str, "tid": str, "id": str}), key)
+    s = _unique_by(starts[key + ["id"]].astype({"pid": str, "tid": str, "id": str}), ["id"])
     rt = events[events["role"] == "runtime"][key].astype({"pid": str, "tid": str})
     rt = rt.assign(row=rt.index.to_numpy()).drop_duplicates(key)
     m = k.merge(e, on=key).merge(s, on="id", suffixes=("", "_s"))
@@ -131,6 +155,12 @@ def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataF
     out = np.full(len(k), -1, dtype=np.int64)
     out[m["i"].to_numpy()] = m["row"].to_numpy()
     return out
+
+
+def _unique_by(frame: pd.DataFrame, key: list) -> pd.DataFrame:
+    """The rows whose ``key`` no other (different) row shares; exact copies count as one."""
+    frame = frame.drop_duplicates()
+    return frame[~frame.duplicated(key, keep=False).to_numpy()]
 
 
 def ancestry(rows: np.ndarray, nesting: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
@@ -183,34 +213,43 @@ ARROW = " → "  # joins the op names of a chain, outermost first
 
 
 def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame,
-         op_args: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+         op_args: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict, list]:
     """Link the GPU activities and build the op table.
 
     Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
-    ``op_event`` and ``launch_name``; the op table; and the linked shares.
+    ``op_event`` and ``launch_name``; the op table; the linked shares; and notes on what
+    could not be linked because an id named several events.
     """
     nesting = nest(events)
-    launch = launches(activities, events, flows)
-    activities = link_activities(activities, launch, events, nesting, steps)
+    launch, by_corr = launches(activities, events, flows)
+    activities, by_ext = link_activities(activities, launch, events, nesting, steps)
     ops = ops_table(events, nesting, steps, activities, op_args)
     n = len(activities)
     shares = {"linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
               "linked_to_launch": float((activities["launch"] >= 0).mean()) if n else 1.0}
-    return activities, ops, shares
+    notes = [f"{by_corr} GPU activit{'y' if by_corr == 1 else 'ies'} left without a launch: each one's "
+             "correlation id names several runtime launches"] if by_corr else []
+    if by_ext:
+        notes.append(f"{by_ext} GPU activit{'y' if by_ext == 1 else 'ies'} left without an op: each one's "
+                     "External id names several CPU ops")
+    return activities, ops, shares, notes
 
 
 # ------------------------------------------------------------------ GPU activity -> op, step
 
 
-def link_activities(kernels, launch, events, nesting, steps) -> pd.DataFrame:
+def link_activities(kernels, launch, events, nesting, steps) -> tuple[pd.DataFrame, int]:
+    """The activities with their op, step and launch columns, and how many found no op because
+    their External id names several CPU ops."""
     anc = ancestry(launch, nesting, events)
     op_row = anc["op_row"].to_numpy().copy()
-    by_ext = _op_rows_by_external_id(events)
+    by_ext, ambiguous = _op_rows_by_external_id(events)
     need = op_row < 0
-    if need.any() and len(by_ext):
-        ext = kernels["external_id"][need]
-        found = by_ext.reindex(ext.fillna(-1).astype("int64").to_numpy()).fillna(-1).astype("int64").to_numpy()
-        op_row[np.flatnonzero(need)] = found
+    unsure = 0
+    if need.any() and (len(by_ext) or len(ambiguous)):
+        ext = kernels["external_id"][need].fillna(-1).astype("int64").to_numpy()
+        op_row[np.flatnonzero(need)] = by_ext.reindex(ext).fillna(-1).astype("int64").to_numpy()
+        unsure = int(np.isin(ext, ambiguous).sum())
     step = anc["step"].to_numpy().copy()
     has_launch = launch >= 0
     if (step < 0).any() and len(steps):
@@ -228,7 +267,7 @@ def link_activities(kernels, launch, events, nesting, steps) -> pd.DataFrame:
     kernels["launch"] = launch
     kernels["op_event"] = op_row
     kernels["launch_name"] = _names_at(names, launch)
-    return kernels
+    return kernels, unsure
 
 
 def _nullable(step: np.ndarray) -> pd.arrays.IntegerArray:
@@ -236,11 +275,13 @@ def _nullable(step: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(step >= 0, step, 0), step < 0)
 
 
-def _op_rows_by_external_id(events) -> pd.Series:
+def _op_rows_by_external_id(events) -> tuple[pd.Series, np.ndarray]:
+    """External id -> events row of its CPU op, and the ids that several CPU ops carry (ids
+    reused across merged processes, a damaged trace): those name no op rather than the first."""
     ext = events["external_id"][(events["role"] == "cpu_op").to_numpy()].dropna()
-    ext = ext[~ext.index.duplicated()]
     s = pd.Series(ext.index.to_numpy(), index=ext.astype("int64").to_numpy())
-    return s[~s.index.duplicated()]
+    shared = s.index.duplicated(keep=False)
+    return s[~shared], np.unique(s.index.to_numpy()[shared])
 
 
 def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:

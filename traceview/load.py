@@ -69,8 +69,9 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     built = build_events(raw.columns, raw.meta)
     warnings = list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
     steps = step_table(built.events)
-    activities, ops, shares = link(built.events, built.flows, steps, gpu_activities(built.events),
-                                   built.op_args)
+    activities, ops, shares, link_notes = link(built.events, built.flows, steps, gpu_activities(built.events),
+                                               built.op_args)
+    warnings += [f"{path}: {n}" for n in link_notes]
     activities = annotate(activities, rules=rules)
     stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}
     return Trace(path=path, events=built.events, kernels=activities, ops=ops, steps=steps,

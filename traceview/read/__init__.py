@@ -7,10 +7,14 @@ on several cores for large traces: ``parallel``). Everything a user can get wron
 raises ``TraceReadError`` with a one-line message; readable JSON that is not a
 profiler trace raises its subclass ``NotATraceError``.
 
+An event that msgspec refuses on its own (a lone surrogate escape, nesting a thousand
+deep) is blanked by ``unfit`` and dropped with a count, not the whole trace.
+
 Imports go one way, with no loop: this package imports its modules; ``parallel``
 uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``,
-``codes`` and ``times``; ``chunks`` and ``events`` use ``document``; ``salvage``
-uses ``source``. No module imports another's private (``_x``) names.
+``codes`` and ``times``; ``chunks`` and ``events`` use ``document``; ``document``
+uses ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and
+``source``. No module imports another's private (``_x``) names.
 """
 from __future__ import annotations
 

@@ -65,3 +65,45 @@ def test_annotate_cli_one_line_errors(tmp_path):
     r = CliRunner().invoke(main, ["annotate", str(sample), "-o", str(tmp_path / "ok.json")])
     assert r.exit_code == 0, r.output
     assert tv.load(tmp_path / "ok.json", cache=False).events.equals(tv.load(sample).events)
+
+
+def test_annotate_reads_compression_by_magic_bytes(tmp_path):
+    """gzip or not is read from the file's first bytes, whatever its name (as every command
+    does); the output's name picks the output's compression."""
+    import synth
+
+    packed = Path(synth.make(tmp_path, "sdpa_math", name="made"))
+    cases = {"gzip_named_plain.json": packed.read_bytes(),
+             "plain_named_gzip.json.gz": gzip.decompress(packed.read_bytes())}
+    for name, data in cases.items():
+        src = tmp_path / name
+        src.write_bytes(data)
+        for out in (tmp_path / f"out_{name}.json", tmp_path / f"out_{name}.json.gz"):
+            r = CliRunner().invoke(main, ["annotate", str(src), "-o", str(out), "--no-cache"])
+            assert r.exit_code == 0, (name, r.output)
+            assert (out.read_bytes()[:2] == b"\x1f\x8b") == out.name.endswith(".gz")
+            t, back = tv.load(src, cache=False), tv.load(out, cache=False)
+            assert back.events.equals(t.events) and len(t.kernels) > 0
+            assert back.kernels["category"].astype(str).tolist() == t.kernels["category"].astype(str).tolist()
+
+
+def test_annotate_copies_events_the_load_skipped(tmp_path):
+    """A complete event the load skips (here: no ts) no longer makes annotate refuse the
+    whole trace: it is copied as it is and counted; every loaded activity is annotated."""
+    import synth
+
+    doc = synth.attention_trace("sdpa_math")
+    kernel = next(e for e in doc["traceEvents"] if e["cat"] == "kernel")
+    no_start = {k: v for k, v in kernel.items() if k != "ts"}  # same name as a kernel, no start
+    doc["traceEvents"].insert(doc["traceEvents"].index(kernel), no_start)
+    src = synth.write(tmp_path / "skips.json.gz", doc)
+    out = tmp_path / "out.json"
+    r = CliRunner().invoke(main, ["annotate", src, "-o", str(out), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    assert "1 complete events the load skipped are copied unannotated" in r.stderr
+    t = tv.load(src, cache=False)
+    assert tv.load(out, cache=False).events.equals(t.events)
+    events = json.loads(out.read_text())["traceEvents"]
+    assert no_start in events  # unannotated, as it was
+    tagged = [e for e in events if PREFIX + "category" in e.get("args", {})]
+    assert len(tagged) == len(t.kernels) and all("ts" in e for e in tagged)

@@ -133,3 +133,55 @@ def test_long_trace_labels_do_not_overlap():
     fig.canvas.draw()
     boxes = [lbl.get_window_extent() for lbl in fig.axes[0].get_xticklabels()]
     assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])
+
+
+#: op names that matplotlib would read as markup: mathtext, a macro it does not know, a
+#: label it leaves out of legends
+HOSTILE = [r"$\frac{A}{B}$", r"$\undefinedmacro{x}$", "_hidden_op", "aten::mm"]
+
+
+@pytest.fixture
+def hostile_trace(tmp_path) -> Path:
+    """A CPU-only trace whose ops (legend entries) and file name (titles, tick labels) are markup."""
+    b = synth.Builder()
+    for n in range(3):
+        b.step(n, [synth.op(name) for name in HOSTILE])
+    return Path(synth.write(tmp_path / r"$\frac{A}{B}$.json.gz", synth.kineto(b.events)))
+
+
+def _drawn_literally(fig, text) -> bool:
+    """``text`` takes the room of its characters drawn as plain text (mathtext draws
+    ``$\\frac{A}{B}$`` as a narrow fraction; an unknown macro fails to draw at all)."""
+    renderer = fig.canvas.get_renderer()
+    ref = fig.text(0, 0, text.get_text(), fontproperties=text.get_fontproperties(), parse_math=False, usetex=False)
+    try:
+        return ref.get_window_extent(renderer).width == pytest.approx(text.get_window_extent(renderer).width)
+    finally:
+        ref.remove()
+
+
+def test_plot_text_is_literal(hostile_trace):
+    import matplotlib.text
+    from traceview.render.plot import breakdown_figure, timeline_figure
+
+    t = tv.load(hostile_trace, cache=False)
+    figures = [breakdown_figure(breakdown([t], labels=[r"$x^2$ \alpha_1"])), timeline_figure(timeline(t))[0]]
+    for fig in figures:
+        fig.canvas.draw()
+        legend = fig.axes[0].get_legend()
+        assert sorted(x.get_text() for x in legend.get_texts()) == sorted(HOSTILE)  # _hidden_op too
+        texts = [x for x in fig.findobj(matplotlib.text.Text) if "$" in x.get_text() and x.get_visible()]
+        assert len(texts) >= 3  # legend entries, the title, a tick label
+        assert all(_drawn_literally(fig, x) for x in texts), [x.get_text() for x in texts]
+        assert any(x.get_text() == r"$\frac{A}{B}$" for x in texts)
+
+
+def test_cli_plots_of_markup_names(hostile_trace, tmp_path):
+    """Before: exit 3 (ValueError from mathtext) on every picture of this trace."""
+    runner = CliRunner()
+    for argv in (["compare", str(hostile_trace), "--plot", str(tmp_path / "c.png")],
+                 ["timeline", str(hostile_trace), "--plot", str(tmp_path / "t.svg")],
+                 ["report", str(hostile_trace), "-o", str(tmp_path / "r.html")]):
+        res = runner.invoke(main, [*argv, "--no-cache"])
+        assert res.exit_code == 0, (argv, res.output)
+    assert is_png(tmp_path / "c.png") and is_svg(tmp_path / "t.svg")

@@ -31,7 +31,7 @@ def annotate(trace, output, salvage, max_size, no_cache, rules):
         sys.exit(EXIT_USAGE)
     t = loader(salvage, max_size, no_cache, rules)(trace)
     reread = {key: value for key, value in load_kwargs(salvage, max_size, no_cache, None).items()
-              if key in ("max_bytes", "salvage")}  # re-read the text under the load's caps
+              if key in ("max_bytes", "max_ratio", "salvage")}  # re-read the text under the load's caps
     counts = write_annotated(t, annotations(t), output, **reread)
     if counts["not_loaded"]:
         click.echo(f"warning: {trace}: {counts['not_loaded']} complete events the load skipped are copied "

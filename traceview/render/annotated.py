@@ -14,6 +14,7 @@ an existing file untouched, and the input is never opened for writing.
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +31,10 @@ from ..read.document import fit_events
 from ..read.document import raw_items
 from ..read.events import decode_events
 from ..read.salvage import salvage_prefix
+from ..read.source import DEFAULT_MAX_RATIO
 
 COUNTER = "GPU time by category in this step (us, traceview)"
-CHUNK_EVENTS = 1 << 17  # events decoded at a time: bounds the Python objects alive at once
+CHUNK_EVENTS = 1 << 14  # events decoded at a time: bounds the Python objects alive at once
 FLUSH_BYTES = 1 << 22  # output gathered before each write (gzip compresses better, fewer calls)
 _OBJECT = msgspec.json.Decoder(dict[str, msgspec.Raw])  # an event, each value kept as written
 _ENCODE = msgspec.json.Encoder()
@@ -56,36 +58,42 @@ def check_output(trace_path, out) -> Path:
     return out
 
 
-def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES, salvage: bool = False) -> dict:
+def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                    max_ratio: float | None = DEFAULT_MAX_RATIO, salvage: bool = False) -> dict:
     """Write ``trace`` with ``report`` (``analyses.annotate.annotations``) to ``out``
-    (``.json`` or ``.json.gz``: the output's suffix picks its compression). ``max_bytes`` and
-    ``salvage`` as for the load. Returns counts: activities annotated, counter events,
-    activities left unannotated because their ``args`` is not an object (``skipped``), and
-    complete events of the file that the load skipped, copied as they are (``not_loaded``)."""
+    (``.json`` or ``.json.gz``: the output's suffix picks its compression). ``max_bytes``,
+    ``max_ratio`` and ``salvage`` as for the load. Returns counts: activities annotated,
+    counter events, activities left unannotated because their ``args`` is not an object
+    (``skipped``), and complete events of the file that the load skipped, copied as they
+    are (``not_loaded``)."""
     out = check_output(trace.path, out)
-    data = _reread(trace.path, max_bytes, salvage)
+    data = _reread(trace.path, max_bytes, max_ratio, salvage)
     text = fit_events(data)  # what the load decoded: events msgspec refuses blanked, offsets the same
     _, events_raw = split_document(text, trace.path)
     at = _address(events_raw) - _address(text)  # the events array's place in the document
     plan = _Plan.of(trace, report)
-    with atomic_path(out) as tmp, open(tmp, "wb") as raw_fh:
-        fh = gzip.GzipFile(filename=out.name, mode="wb", fileobj=raw_fh, compresslevel=6) \
-            if out.name.endswith(".gz") else raw_fh
+    with atomic_path(out) as tmp, open(tmp, "wb") as raw_fh, _compressed(raw_fh, out) as fh:
         sink = _Sink(fh)
         view = memoryview(data)
         sink.write(view[:at])
         _write_events(sink, memoryview(events_raw), plan, trace.path, view[at:at + len(events_raw)])
         sink.write(view[at + len(events_raw):])
         sink.flush()
-        if fh is not raw_fh:
-            fh.close()
     return {"activities": plan.annotated, "counter_events": plan.counter_events, "skipped": plan.skipped,
             "not_loaded": plan.not_loaded}
 
 
-def _reread(path: str, max_bytes: int, salvage: bool) -> bytes:
+def _compressed(fh, out: Path):
+    """gzip when the output's name ends in .gz (the name in its header is the output's, not
+    the temporary file's); else ``fh`` itself."""
+    if out.name.endswith(".gz"):
+        return gzip.GzipFile(filename=out.name, mode="wb", fileobj=fh, compresslevel=6)
+    return contextlib.nullcontext(fh)
+
+
+def _reread(path: str, max_bytes: int, max_ratio: float | None, salvage: bool) -> bytes:
     """The trace's JSON text as the load read it (magic bytes decide gzip, same caps)."""
-    text = read_source(path, max_bytes=max_bytes, salvage=salvage)
+    text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
     if not salvage:
         return text.data
     data, _ = salvage_prefix(text.data, path, text.cut)  # the note was shown by the load
@@ -95,14 +103,14 @@ def _reread(path: str, max_bytes: int, salvage: bool) -> bytes:
 @dataclass
 class _Plan:
     """What to write into which event: ``row_of[i]`` is the activities row of the loaded
-    event ``i`` (-1: none), plus the values per row. ``names`` (the loaded events' names) is
-    set when the load skipped complete events (no usable ts, exact duplicates, ...): the file's
-    events are then matched to the loaded ones in order by name, and the skipped ones are
-    copied unannotated (counted)."""
+    event ``i`` (-1: none), plus the values per row. ``names`` (the loaded events' name codes
+    and a name -> code map) is set when the load skipped complete events (no usable ts, exact
+    duplicates, ...): the file's events are then matched to the loaded ones in order by name,
+    and the skipped ones are copied unannotated (counted)."""
 
     path: str
     n_events: int
-    names: np.ndarray | None
+    names: tuple | None
     row_of: np.ndarray
     values: list  # per activities row: the four traceview.* values
     per_step: pd.DataFrame
@@ -131,9 +139,9 @@ class _Plan:
         step = k["step"].fillna(-1).astype(np.int64).to_numpy() if len(k) else np.empty(0, np.int64)
         nan = np.full(len(rows), np.nan)
         read = trace.stats.get("phases", {}).get("X") if isinstance(trace.stats, dict) else None
-        names = trace.events["name"].astype(str).to_numpy()  # only as needed: it is one string per event
-        return cls(trace.path, n, None if read == n else names, row_of, values, report["per_step"], step,
-                   nan, nan.copy(), checks=names[rows])
+        codes, names = _name_codes(trace.events["name"])
+        return cls(trace.path, n, None if read == n else (codes, {name: i for i, name in enumerate(names)}),
+                   row_of, values, report["per_step"], step, nan, nan.copy(), checks=names[codes[rows]])
 
     @property
     def not_loaded(self) -> int:
@@ -148,9 +156,12 @@ class _Plan:
             self.matched = min(self.seen_x, self.n_events)
             return np.arange(first, self.seen_x)
         out = np.full(len(x_events), -1, np.int64)
-        j, n, names = self.matched, self.n_events, self.names
-        for i, event in enumerate(x_events):  # in order: the loaded events are a subsequence of the file's
-            if j < n and str(event.name) == names[j]:
+        j, n, (codes, code_of) = self.matched, self.n_events, self.names
+        # in order: the loaded events are a subsequence of the file's. A skipped event with no
+        # start is never a loaded one; one skipped for another reason (an exact duplicate, a
+        # corrupt time) may take the annotations of a same-named neighbour, which is alike
+        for i, event in enumerate(x_events):
+            if j < n and event.ts is not None and code_of.get(str(event.name), -2) == codes[j]:
                 out[i] = j
                 j += 1
         self.matched = j
@@ -274,6 +285,14 @@ def _step_starts(plan: _Plan) -> dict:
     """Step -> the earliest start (us) of its activities."""
     frame = pd.DataFrame({"step": plan.step_of, "ts": plan.ts_us}).dropna()
     return frame.groupby("step")["ts"].min().to_dict()
+
+
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's name as a code into the distinct names (as str): no string per event."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    distinct = [str(c) for c in cat.cat.categories] + ["nan"]  # a missing name (code -1) reads as "nan"
+    codes = cat.cat.codes.to_numpy()
+    return np.where(codes < 0, len(distinct) - 1, codes), np.asarray(distinct, dtype=object)
 
 
 def _flag(value):

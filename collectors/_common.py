@@ -115,8 +115,11 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def gzip_file(src: str, dst: str) -> None:
-    """gzip ``src`` into ``dst`` with mtime=0 (the gzip header carries no clock)."""
-    with open(src, "rb") as fin, open(dst, "wb") as raw:
+    """gzip ``src`` into ``dst`` with mtime=0 (the gzip header carries no clock); ``dst``
+    appears only once complete (traceview.atomic: no partial trace on Ctrl-C or a full disk)."""
+    from traceview.atomic import atomic_path
+
+    with open(src, "rb") as fin, atomic_path(dst) as tmp, open(tmp, "wb") as raw:
         with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as fout:
             shutil.copyfileobj(fin, fout)
 
@@ -129,12 +132,10 @@ def synchronize(device: str) -> None:
 
 
 def write_manifest(out_dir: str, manifest: dict[str, Any]) -> str:
+    from traceview.atomic import write_text
+
     path = os.path.join(out_dir, "manifest.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(manifest, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_text(path, json.dumps(manifest, indent=2) + "\n")
     return path
 
 

@@ -228,3 +228,23 @@ def test_atomic_open_on_error_and_interrupt(tmp_path):
                 raise exc
         assert target.read_text() == "old"
         assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
+
+
+def test_collector_trace_copy_is_whole_or_absent(tmp_path):
+    """``traceview collect`` gzips each exported trace into its folder: on a full disk the
+    folder holds no cut trace (and no temporary file)."""
+    src = tmp_path / "exported.json"
+    src.write_bytes(os.urandom(200_000))  # does not compress: the copy passes the size limit
+    out = tmp_path / "out"
+    out.mkdir()
+    code = ("import sys; from collectors._common import gzip_file\n"
+            "try:\n    gzip_file(sys.argv[1], sys.argv[2])\nexcept OSError as e:\n    sys.exit(str(e))")
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
+
+    r = subprocess.run([sys.executable, "-c", code, str(src), str(out / "trace.json.gz")], capture_output=True,
+                       text=True, preexec_fn=limit, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "File too large" in r.stderr, r.stderr
+    assert list(out.iterdir()) == []

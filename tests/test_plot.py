@@ -185,3 +185,27 @@ def test_cli_plots_of_markup_names(hostile_trace, tmp_path):
         res = runner.invoke(main, [*argv, "--no-cache"])
         assert res.exit_code == 0, (argv, res.output)
     assert is_png(tmp_path / "c.png") and is_svg(tmp_path / "t.svg")
+
+
+def test_plot_text_shows_controls_escaped(tmp_path):
+    """An ESC or BEL in an op or file name is drawn escaped (as every text output shows it):
+    no font has those glyphs, and matplotlib's missing-glyph warning printed them raw."""
+    import subprocess
+
+    import matplotlib.text
+    from traceview.render.plot import breakdown_figure, timeline_figure
+    from traceview.render.safe import UNSAFE
+
+    b = synth.Builder()
+    for n in range(2):
+        b.step(n, [synth.op("evil\x1b]0;T\x07op"), synth.op("aten::mm")])
+    path = Path(synth.write(tmp_path / "a\x1b[2J\nb.json.gz", synth.kineto(b.events)))
+    t = tv.load(path, cache=False)
+    for fig in (breakdown_figure(breakdown([t])), timeline_figure(timeline(t))[0]):
+        fig.canvas.draw()
+        texts = [x.get_text() for x in fig.findobj(matplotlib.text.Text)]
+        assert not [x for x in texts if UNSAFE.search(x.replace("\n", ""))]  # wrapping adds real newlines only
+        assert "evil\\x1b]0;T\\x07op" in texts
+    r = subprocess.run([sys.executable, "-m", "traceview", "timeline", str(path), "--plot", str(tmp_path / "t.svg"),
+                        "--no-cache"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "\x1b" not in r.stderr.replace(str(path), ""), r.stderr

@@ -9,6 +9,8 @@ Every text comes from the trace (kernel, op, thread and file names) and is drawn
 it is: figures are built and saved with matplotlib's mathtext and TeX off (``$\\frac{A}{B}$``
 stays those characters, a bad macro cannot fail the save), and legends are given
 their labels after creation (matplotlib leaves out labels that start with ``_``).
+Control and bidi characters are drawn escaped (``render.safe.visible``, as in every text
+output): no font has them, and matplotlib's missing-glyph warning would print them raw.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ import pandas as pd
 
 from ..atomic import atomic_open, write_text
 from ..errors import TraceviewError
+from .safe import visible
 
 SUFFIXES = (".png", ".svg", ".html")
 PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -79,7 +82,7 @@ def _legend(ax, handles: list, labels: list, **kwargs):
     drops those, so the legend is made with placeholders and the texts set afterwards)."""
     legend = ax.legend(handles, ["x"] * len(handles), **kwargs)
     for text, label in zip(legend.get_texts(), labels):
-        text.set_text(str(label))
+        text.set_text(visible(label))
     return legend
 
 
@@ -113,8 +116,9 @@ def svg_text(fig) -> str:
 
 
 def wrap_label(text: str, width: int = 22, lines: int = 3) -> str:
-    """A tick label on at most ``lines`` lines of ``width`` characters (middle cut past that)."""
-    text = str(text)
+    """A tick label on at most ``lines`` lines of ``width`` characters (middle cut past that);
+    control characters escaped first, so a newline in the name is shown, not obeyed."""
+    text = visible(text)
     limit = width * lines
     if len(text) > limit:
         text = text[:limit // 2 - 1] + "…" + text[-(limit - limit // 2):]
@@ -131,7 +135,7 @@ def _save(fig, path: Path, title: str) -> str:
     if suffix == ".html":
         svg = svg_text(fig)
         write_text(path, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                         f"<title>{html.escape(title)}</title></head>\n<body>\n{svg}\n</body></html>\n")
+                         f"<title>{html.escape(visible(title))}</title></head>\n<body>\n{svg}\n</body></html>\n")
         return str(path)
     plt = pyplot()
     try:
@@ -163,7 +167,7 @@ def breakdown_figure(report, title: str | None = None):
     frame = long.pivot(index="trace", columns="group", values="time_per_step_ns")
     frame = frame.loc[list(dict.fromkeys(long["trace"])), list(dict.fromkeys(long["group"]))]
     fig, ax, tops, bars = _stacked_bars(plt, frame, gpu)
-    ax.set_title(title or report.title)
+    ax.set_title(visible(title or report.title))
     ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
     ax.spines[["top", "right"]].set_visible(False)
     if len(frame.columns):
@@ -224,12 +228,12 @@ def roofline_figure(report):
         peak = report.info.get("peaks_tflops", {}).get(key)
         if peak and bw:
             ax.plot(x, np.minimum(peak, bw * x / 1e3), lw=1, color="#555555")
-            ax.annotate(f"{key} {peak:.4g} TFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize=7)
+            ax.annotate(visible(f"{key} {peak:.4g} TFLOP/s"), (x[-1], peak), ha="right", va="bottom", fontsize=7)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(report.title, fontsize=9)
+    ax.set_title(visible(report.title), fontsize=9)
     if len(t):
         _legend(ax, points, cats, loc="upper left", fontsize=8, frameon=False, title="category")
     return fig
@@ -265,7 +269,7 @@ def timeline_figure(report):
                             left=t["start_ns"].to_numpy()[m] / scale, height=0.7 if gpu else 0.8, color=colors[g],
                             edgecolor="white" if not gpu else "none", linewidth=0.3))
     ax.set_yticks([row[lane] for lane in lanes])
-    ax.set_yticklabels(lanes, fontsize=8)
+    ax.set_yticklabels([visible(lane) for lane in lanes], fontsize=8)
     ax.invert_yaxis()
     first = "GPU activity" if gpu else "CPU op"
     ax.set_xlabel(f"time since the step's first {first} ({unit})" + ("" if gpu else "; nested ops below their parent"))

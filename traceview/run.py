@@ -10,13 +10,20 @@ Which rank a trace is comes from its own metadata, never from its file name:
   run says so (``rule``).
 
 Two traces with the same rank are refused (an error naming both files); ranks
-below the world size with no trace are reported as missing. ``load_run`` loads
+below the world size with no trace are reported as missing, always as ranges
+(``RankRanges``): a trace may claim any rank or world size, and ``world_size`` 10**9
+with two traces present is two ranges, never a list of a billion ranks. A rank must
+be an int in 0..``MAX_RANK`` (torch.distributed ranks are C ints), a world size
+too; a world size far beyond the ranks present is used as given, with a note. ``load_run`` loads
 every rank in this process; ``traceview.scale`` runs the per-rank work where the
 files are and only gathers results, with the same rules (``plan``).
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -27,15 +34,77 @@ from .load import load
 
 RULE_META = "distributedInfo.rank"
 RULE_ORDER = "no trace has distributedInfo: ranks are the files in sorted path order"
+MAX_RANK = 2**31 - 1     # torch.distributed ranks and world sizes are C ints
+FAR_WORLD = 2**17        # more ranks than any job has had: such a world size gets a note ...
+FAR_FACTOR = 1000        # ... when it is also this many times the ranks present
+
+
+def _count(value, low: int) -> int | None:
+    """``value`` when it is an int (not a bool) in low..MAX_RANK, else None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_RANK
+    return int(value) if ok else None
 
 
 def rank_info(meta: dict) -> tuple[int, int | None] | None:
-    """(rank, world_size) from a trace's ``distributedInfo``, or None."""
+    """(rank, world_size) from a trace's ``distributedInfo``, or None (no rank in 0..MAX_RANK);
+    a world size outside 1..MAX_RANK is None."""
     info = meta.get("distributedInfo") if isinstance(meta, dict) else None
-    if not isinstance(info, dict) or not isinstance(info.get("rank"), int) or isinstance(info.get("rank"), bool):
-        return None
-    ws = info.get("world_size")
-    return int(info["rank"]), int(ws) if isinstance(ws, int) and ws > 0 else None
+    rank = _count(info.get("rank"), 0) if isinstance(info, dict) else None
+    return None if rank is None else (rank, _count(info.get("world_size"), 1))
+
+
+class RankRanges(Sequence):
+    """Sorted distinct ranks held as ranges, never one int per rank: memory grows with the
+    number of gaps, not with the world size. Iterates, counts and compares (also with a
+    list) like the list of ranks it stands for; ``str`` is ``rank_list``'s text."""
+
+    __hash__ = None
+
+    def __init__(self, ranges=()):
+        self.ranges = tuple(r for r in ranges if len(r))  # step 1, ascending, disjoint
+        self._starts = [r.start for r in self.ranges]
+        self._ends = list(itertools.accumulate(len(r) for r in self.ranges))  # cumulative lengths
+
+    @classmethod
+    def gaps(cls, present, world: int) -> RankRanges:
+        """The ranks in 0..world-1 that are not in ``present``."""
+        out, nxt = [], 0
+        for r in sorted(set(present)):
+            out.append(range(nxt, min(r, world)))
+            nxt = max(nxt, r + 1)
+        return cls([*out, range(nxt, world)])
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            raise TypeError("RankRanges can't be sliced; iterate, or use .ranges")
+        i = i + len(self) if i < 0 else i
+        if not 0 <= i < len(self):
+            raise IndexError("rank index out of range")
+        k = bisect.bisect_right(self._ends, i)
+        return self.ranges[k][i - (self._ends[k - 1] if k else 0)]
+
+    def __iter__(self):
+        return itertools.chain.from_iterable(self.ranges)
+
+    def __contains__(self, rank) -> bool:
+        k = bisect.bisect_right(self._starts, rank) - 1
+        return k >= 0 and rank in self.ranges[k]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, RankRanges):
+            return self.ranges == other.ranges
+        if isinstance(other, (list, tuple)):  # bounded by the other side's length
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __str__(self) -> str:
+        return ", ".join(str(r.start) if len(r) == 1 else f"{r.start}-{r[-1]}" for r in self.ranges)
+
+    def __repr__(self) -> str:
+        return f"RankRanges({str(self) or 'none'})"
 
 
 @dataclass
@@ -45,7 +114,7 @@ class Plan:
     ranks: dict            # rank -> path, by rank
     world_size: int
     rule: str
-    missing: list = field(default_factory=list)
+    missing: RankRanges = field(default_factory=RankRanges)
     notes: list = field(default_factory=list)
 
 
@@ -56,8 +125,9 @@ def plan(found: list[tuple[str, tuple | None]]) -> Plan:
     known = [(p, i) for p, i in found if i is not None]
     if not known:
         ordered = sorted(p for p, _ in found)
-        return Plan(dict(enumerate(ordered)), len(ordered), RULE_ORDER, [], [f"rank rule: {RULE_ORDER}"])
-    notes = [f"{p}: no distributedInfo; not a rank of this run, left out" for p, i in found if i is None]
+        return Plan(dict(enumerate(ordered)), len(ordered), RULE_ORDER, RankRanges(), [f"rank rule: {RULE_ORDER}"])
+    notes = [f"{p}: no distributedInfo rank in 0..{MAX_RANK}; not a rank of this run, left out"
+             for p, i in found if i is None]
     ranks: dict = {}
     for p, (r, _) in sorted(known):
         if r in ranks:
@@ -67,14 +137,20 @@ def plan(found: list[tuple[str, tuple | None]]) -> Plan:
     if len(sizes) > 1:
         notes.append(f"traces disagree on world_size ({', '.join(map(str, sorted(sizes)))}); using the largest")
     world = max(sizes | {max(ranks) + 1})
-    missing = [r for r in range(world) if r not in ranks]
+    if world > FAR_WORLD and world > FAR_FACTOR * len(ranks):
+        notes.append(f"world size {world:,} is far beyond the {len(ranks)} rank(s) present (highest "
+                     f"{max(ranks)}): check the traces' distributedInfo; missing ranks are counted as ranges")
+    missing = RankRanges.gaps(ranks, world)
     if missing:
-        notes.append(f"missing ranks: {rank_list(missing)} of world size {world}")
+        notes.append(f"missing ranks: {missing} of world size {world:,}")
     return Plan(dict(sorted(ranks.items())), world, RULE_META, missing, notes)
 
 
-def rank_list(ranks: list) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+def rank_list(ranks) -> str:
+    """Sorted ranks as ranges: ``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (a ``RankRanges``: its
+    ranges, without visiting each rank)."""
+    if isinstance(ranks, RankRanges):
+        return str(ranks)
     parts, start = [], None
     for i, r in enumerate(ranks):
         start = r if start is None else start
@@ -110,7 +186,7 @@ class Run:
     traces: dict           # rank -> Trace
     world_size: int
     rule: str
-    missing: list = field(default_factory=list)
+    missing: RankRanges = field(default_factory=RankRanges)
     notes: list = field(default_factory=list)
     skipped: list = field(default_factory=list)  # "PATH: why" for files left out
 

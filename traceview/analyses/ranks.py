@@ -75,7 +75,7 @@ def findings(tables: dict, plan) -> list[str]:
                    f"{hi.overlap_pct:.2f} % (rank {hi['rank']}) of its time")
     out += idle_findings(tables)
     if plan.missing:
-        out.append(f"{len(plan.missing)} of {plan.world_size} ranks have no trace: {rank_list(plan.missing)}")
+        out.append(f"{len(plan.missing):,} of {plan.world_size:,} ranks have no trace: {rank_list(plan.missing)}")
     return out
 
 

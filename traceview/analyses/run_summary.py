@@ -112,5 +112,5 @@ def findings(per_rank: pd.DataFrame, run) -> list[str]:
     if idle:
         out.append(f"no GPU activity in the selection on rank(s) {rank_list(idle)}")
     if run.missing:
-        out.append(f"{len(run.missing)} of {run.world_size} ranks have no trace: {rank_list(run.missing)}")
+        out.append(f"{len(run.missing):,} of {run.world_size:,} ranks have no trace: {rank_list(run.missing)}")
     return out

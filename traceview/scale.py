@@ -6,7 +6,10 @@ trace, compute its ``RankWork``) and builds the run's report from what comes bac
 - serially in this process (the default);
 - ``workers=N``: on a local Dask cluster of N worker processes started here and
   stopped after;
-- ``scheduler="tcp://host:port"``: on an existing Dask cluster.
+- ``scheduler="tcp://host:port"``: on an existing Dask cluster. The address is checked
+  before connecting (``check_address``); connecting is bounded by ``TRACEVIEW_DASK_TIMEOUT``
+  seconds (default: Dask's ``distributed.comm.timeouts.connect``, 30 s), and a peer that is
+  not a Dask scheduler (never answers, answers garbage) is an error naming the address.
 
 Workers read the trace files themselves, by path: **every worker must see the files
 at the same path** (a shared filesystem); each uses its own traceview cache. Only
@@ -18,7 +21,11 @@ it, or, with ``skip_bad``, left out and named in the report's notes.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import math
+import os
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +34,13 @@ from .analyses.ranks import ranks_report
 from .errors import NotATraceError, TraceviewError
 from .load import load
 from .run import plan, run_files
+
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # Dask's network transports
+TIMEOUT_ENV = "TRACEVIEW_DASK_TIMEOUT"
+
+
+class AddressError(TraceviewError):
+    """A scheduler address that is not one (the CLI's usage error)."""
 
 
 @dataclass
@@ -103,10 +117,12 @@ def dask_client(workers: int | None, scheduler: str | None):
     except ImportError:
         raise TraceviewError("--workers/--scheduler need Dask: pip install 'traceview[dask]'") from None
     if scheduler is not None:
+        address, timeout = check_address(scheduler), connect_timeout()
+        probe(address, timeout)
         try:
-            client = Client(scheduler)  # times out after distributed.comm.timeouts.connect
-        except (OSError, TimeoutError) as exc:
-            raise TraceviewError(f"{scheduler}: can't reach the Dask scheduler ({exc})") from None
+            client = Client(address, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - whatever the peer did, it is no scheduler we can use
+            raise TraceviewError(f"{address!r}: can't use the Dask scheduler ({said(exc)})") from None
         with client:
             yield client
         return
@@ -115,3 +131,93 @@ def dask_client(workers: int | None, scheduler: str | None):
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       host="127.0.0.1", silence_logs=50) as cluster, Client(cluster) as client:
         yield client
+
+
+def check_address(address) -> str:
+    """A scheduler address as Dask takes it (``host:port`` gets ``tcp://``); AddressError when it is
+    none: checked before any connection, so that a typo is a usage error and not a wait."""
+    text = address.strip() if isinstance(address, str) else ""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    host, colon, port = rest.rpartition(":")
+    expected = "expected tcp://HOST:PORT (or tls, ws, wss, ucx) with PORT 1..65535"
+    if scheme not in SCHEMES:
+        raise AddressError(f"{address!r}: not a Dask scheduler address: unknown scheme {scheme!r}; {expected}")
+    if not colon or not host.strip("[]") or any(c.isspace() or c in "/?#@" for c in host) \
+            or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise AddressError(f"{address!r}: not a Dask scheduler address; {expected}")
+    return f"{scheme}://{rest}"
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for the scheduler: ``TRACEVIEW_DASK_TIMEOUT``, else Dask's connect timeout."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        import dask.config
+        from dask.utils import parse_timedelta
+
+        return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise TraceviewError(f"{TIMEOUT_ENV}={raw!r}: not a number of seconds above 0")
+    return seconds
+
+
+def probe(address: str, timeout: float) -> None:
+    """One Dask handshake with ``address``, all of it within ``timeout``: Dask's own connect waits
+    for the peer's handshake without a limit (a peer that accepts and never answers hangs it for
+    good) and believes the frame sizes it reads (garbage asks for exabytes). Runs on a thread of
+    its own, so it works where an event loop is running already (a notebook)."""
+    from distributed.comm import connect
+
+    async def once():
+        # Dask gives up on the TCP connection at ``timeout`` (saying why: refused, no such host);
+        # the margin lets its reason through, and bounds the handshake that it leaves unbounded
+        comm = await asyncio.wait_for(connect(address, timeout=timeout), timeout + 1)
+        await comm.close()
+
+    failure: list = []
+
+    def run():
+        try:
+            asyncio.run(once())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="traceview-dask-probe", daemon=True)
+    worker.start()
+    worker.join(timeout + 5)  # wait_for ends it sooner; the margin is for a stuck loop
+    exc = failure[0] if failure else None
+    if worker.is_alive() or isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        raise TraceviewError(f"{address!r}: no answer from a Dask scheduler within {timeout + 1:g} s "
+                             f"({TIMEOUT_ENV} sets the wait)")
+    if isinstance(exc, OSError):  # refused, unresolvable, closed (Dask's CommClosedError is one)
+        raise TraceviewError(f"{address!r}: can't reach the Dask scheduler ({said(exc)})")
+    if isinstance(exc, Exception):  # garbage read as frame sizes (MemoryError), or as messages
+        raise TraceviewError(f"{address!r}: not a Dask scheduler: it answered something else than Dask's "
+                             f"handshake ({type(exc).__name__})")
+    if exc is not None:
+        raise exc
+
+
+def said(exc: BaseException) -> str:
+    """An exception and its root cause (refused, no such host), each in a few printable words:
+    their text may come from the peer."""
+    root, link = exc, exc
+    for _ in range(20):  # a chain, not a cycle
+        link = link.__cause__ or link.__context__
+        if link is None:
+            break
+        if not isinstance(link, (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)):
+            root = link  # a retry cut short by Dask's own timer says nothing
+    return one_line(exc) if root is exc else f"{one_line(exc)}; {one_line(root)}"
+
+
+def one_line(exc: BaseException) -> str:
+    text = (str(exc).splitlines() or [""])[0][:200]
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

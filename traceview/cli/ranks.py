@@ -19,15 +19,33 @@ def progress_line():
     return tick
 
 
+def _check_scheduler(_ctx, _param, value):
+    """A malformed address is a usage error, told before any trace is read or connection tried."""
+    from ..errors import TraceviewError
+    from ..scale import AddressError, check_address, connect_timeout
+
+    if value is None:
+        return None
+    try:
+        connect_timeout()
+    except TraceviewError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        return check_address(value)
+    except AddressError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @format_option
 @load_options
 @recursive_option
-@click.option("--workers", type=int, default=None, metavar="N",
+@click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
               help="Spread the ranks over a local Dask cluster of N worker processes.")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
-              help="Use an existing Dask cluster (tcp://host:port); its workers must see the files at these paths.")
+@click.option("--scheduler", default=None, metavar="ADDRESS", callback=_check_scheduler,
+              help="Use an existing Dask cluster (tcp://host:port); its workers must see the files at these paths. "
+                   "Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).")
 @click.option("--skip-bad", is_flag=True, help="Leave out rank files that can't be read (named in the notes).")
 @friendly
 def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, scheduler, skip_bad):

@@ -14,7 +14,7 @@ from .common import (devices_option, emit, format_option, friendly, load_many, l
 @select_options
 @load_options
 @recursive_option
-@click.option("--top", type=int, default=10, show_default=True, help="How many top kernels to list.")
+@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list.")
 @run_option
 @friendly
 def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, recursive,

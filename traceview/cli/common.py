@@ -17,6 +17,7 @@ from ..render.safe import visible
 
 EXIT_UNREADABLE = 1
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
 
 
 def load_many(paths, load, recursive: bool = False) -> list:
@@ -35,7 +36,7 @@ def load_options(f):
     """Options every command that reads traces takes."""
     opts = [
         click.option("--salvage", is_flag=True, help="Load a truncated trace up to the cut, with a warning."),
-        click.option("--max-size", type=int, default=None, metavar="MIB",
+        click.option("--max-size", type=click.IntRange(min=1), default=None, metavar="MIB",
                      help="Refuse traces that decompress to more than MIB mebibytes (default 16384)."),
         click.option("--max-ratio", type=click.IntRange(min=1), default=None, metavar="N", expose_value=False,
                      callback=_set_max_ratio,
@@ -145,7 +146,8 @@ def loader(salvage, max_size, no_cache, rules):
 
 
 def friendly(f):
-    """User-caused failures print one line and exit 1; bugs print one line and exit 3."""
+    """User-caused failures print one line and exit 1; bugs print one line and exit 3; Ctrl-C
+    prints one line and exits 130 (128 + SIGINT, as shells do), not click's "Aborted!" and 1."""
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
@@ -153,7 +155,11 @@ def friendly(f):
         except TraceviewError as exc:
             click.echo(f"traceview: error: {exc}", err=True)
             sys.exit(EXIT_UNREADABLE)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+        except KeyboardInterrupt:
+            lead = "\n" if sys.stderr.isatty() else ""  # a terminal shows ^C where the cursor was
+            click.echo(f"{lead}traceview: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
         except BrokenPipeError:
             sys.exit(0)

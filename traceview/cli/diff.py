@@ -13,7 +13,7 @@ from .common import (devices_option, emit, format_option, friendly, load_many, l
 plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                            help="Also draw GPU time per step by category per trace as stacked bars "
                                 "(CPU-only traces: CPU self time by op) into FILE (.png, .svg or .html).")
-top_option = click.option("--top", type=int, default=20, show_default=True,
+top_option = click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
                           help="Rows to keep in the per-kernel and per-op tables (0: all).")
 
 

@@ -15,7 +15,7 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 @load_options
 @click.option("--analysis", type=click.Choice(ANALYSES), default="temporal", show_default=True,
               help="Which HTA analysis: temporal breakdown, idle time, kernel breakdown, launch statistics.")
-@click.option("--rank", type=int, default=None,
+@click.option("--rank", type=click.IntRange(min=0), default=None,
               help="Rank to file the trace under (default: distributedInfo.rank in the trace, else 0).")
 @click.option("--drop-last-step", is_flag=True, help="Drop the last ProfilerStep, as HTA does by default.")
 @click.option("--no-ns-rounding", is_flag=True,

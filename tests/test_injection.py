@@ -109,8 +109,6 @@ def test_warnings_name_files_escaped(traces):
     assert "evil\\x1b]0;file\\x07\\u202e.json.gz" in res.stdout or "run\\x1b]0;t\\x07\\r" in res.stdout
 
 
-@pytest.mark.xfail(reason="render/plot.py draws trace text unescaped (issue #22 item 7, not this module's): "
-                          "matplotlib's missing-glyph warning then quotes the raw ESC/BEL on stderr")
 def test_timeline_stderr(traces):
     """The timeline's picture is drawn by matplotlib, which warns on stderr about each glyph
     it lacks, quoting it: a real process, so that Python's warnings reach stderr."""

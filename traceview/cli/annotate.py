@@ -5,6 +5,7 @@ import sys
 
 import click
 
+from ..render.safe import visible
 from .common import friendly, load_kwargs, load_options, loader
 from .group import main
 
@@ -27,17 +28,17 @@ def annotate(trace, output, salvage, max_size, no_cache, rules):
     try:  # before the (slow) load: a wrong OUT is known now
         check_output(trace, output)
     except SameFileError as exc:  # the input would be replaced: a usage error, not a bad trace
-        click.echo(f"traceview: error: {exc}", err=True)
+        click.echo(f"traceview: error: {visible(str(exc))}", err=True)
         sys.exit(EXIT_USAGE)
     t = loader(salvage, max_size, no_cache, rules)(trace)
     reread = {key: value for key, value in load_kwargs(salvage, max_size, no_cache, None).items()
               if key in ("max_bytes", "max_ratio", "salvage")}  # re-read the text under the load's caps
     counts = write_annotated(t, annotations(t), output, **reread)
     if counts["not_loaded"]:
-        click.echo(f"warning: {trace}: {counts['not_loaded']} complete events the load skipped are copied "
+        click.echo(f"warning: {visible(trace)}: {counts['not_loaded']} complete events the load skipped are copied "
                    "unannotated", err=True)
     if counts["skipped"]:
-        click.echo(f"warning: {trace}: {counts['skipped']} GPU activities have args that are not an object: "
+        click.echo(f"warning: {visible(trace)}: {counts['skipped']} GPU activities have args that are not an object: "
                    "left unannotated", err=True)
-    click.echo(f"wrote {output}: {counts['activities']} GPU activities annotated, "
+    click.echo(f"wrote {visible(output)}: {counts['activities']} GPU activities annotated, "
                f"{counts['counter_events']} counter samples", err=True)

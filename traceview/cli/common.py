@@ -153,7 +153,7 @@ def friendly(f):
         try:
             return f(*args, **kwargs)
         except TraceviewError as exc:
-            click.echo(f"traceview: error: {exc}", err=True)
+            click.echo(f"traceview: error: {visible(str(exc))}", err=True)  # names come from traces
             sys.exit(EXIT_UNREADABLE)
         except KeyboardInterrupt:
             lead = "\n" if sys.stderr.isatty() else ""  # a terminal shows ^C where the cursor was
@@ -166,7 +166,7 @@ def friendly(f):
         except Exception as exc:  # a bug, not the user's fault: say so in one line
             if os.environ.get("TRACEVIEW_DEBUG"):
                 raise
-            click.echo(f"traceview: internal error: {type(exc).__name__}: {exc} "
+            click.echo(f"traceview: internal error: {type(exc).__name__}: {visible(str(exc))} "
                        "(set TRACEVIEW_DEBUG=1 for the traceback)", err=True)
             sys.exit(EXIT_INTERNAL)
     return wrapper

@@ -225,13 +225,14 @@ def test_launches_on_a_second_thread_count_for_the_step(tmp_path):
 
 
 @pytest.mark.parametrize("doc", [{"traceEvents": []}, []])
-def test_empty_event_list_loads_empty_frames(tmp_path, doc):
-    t = tv.load(write(tmp_path, doc), cache=False)
-    assert len(t.kernels) == 0 and len(t.ops) == 0 and len(t.events) == 0
+def test_empty_event_list_is_not_a_trace(tmp_path, doc):
+    # issue 21: an empty capture used to load as empty frames and an all-zero summary
+    with pytest.raises(tv.NotATraceError, match="no trace events"):
+        tv.load(write(tmp_path, doc), cache=False)
 
 
 def test_label_from_collector_metadata_else_file_stem(tmp_path):
     doc = {"traceview": {"variant": "sdpa_math"}, "traceEvents": modern_events()}
     assert tv.load(write(tmp_path, doc, name="x.json"), cache=False).label == "sdpa_math"
-    assert tv.load(write(tmp_path, {"traceEvents": []}, name="run1.pt.trace.json.gz", gz=True),
+    assert tv.load(write(tmp_path, {"traceEvents": modern_events()}, name="run1.pt.trace.json.gz", gz=True),
                    cache=False).label == "run1"

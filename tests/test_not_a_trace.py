@@ -72,9 +72,9 @@ def test_damaged_trace_is_not_not_a_trace(tmp_path, data):
 
 
 @pytest.mark.parametrize("doc", [{"traceEvents": []}, [], {"traceEvents": [], "schemaVersion": 1}])
-def test_empty_capture_is_an_empty_trace(tmp_path, doc):
-    trace = tv.load(_write(tmp_path, doc), cache=False)
-    assert len(trace.events) == 0 and len(trace.kernels) == 0
+def test_empty_capture_is_not_a_trace(tmp_path, doc):
+    with pytest.raises(NotATraceError, match="no trace events"):
+        tv.load(_write(tmp_path, doc), cache=False)
 
 
 def test_one_real_event_among_junk_is_a_trace(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 from .classify import annotate
-from .errors import TraceReadError
+from .errors import NotATraceError, TraceReadError
 from .link import link
 from .model import Trace, build_events, gpu_activities, step_table
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
@@ -66,6 +66,8 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
 
 def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules) -> Trace:
     raw = read(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
+    if not raw.n_events:  # an all-zero summary would read as a measurement; there is nothing to analyse
+        raise NotATraceError(path, "no trace events (an empty capture): nothing to analyse")
     built = build_events(raw.columns, raw.meta)
     warnings = list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
     steps = step_table(built.events)

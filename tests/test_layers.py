@@ -26,7 +26,7 @@ LAYERS = [
     ("analyses", ["analyses"]),
     ("render", ["render"]),
     ("api", ["api", "scale"]),
-    ("cli", ["cli", "__init__", "__main__"]),
+    ("cli", ["cli", "_entry", "__init__", "__main__"]),
 ]
 
 

@@ -54,3 +54,44 @@ def test_empty_trace_in_a_folder_is_skipped_with_a_warning(tmp_path):
     assert "skipped" in proc.stderr and "empty.json" in proc.stderr and "no trace events" in proc.stderr
     with pytest.raises(tv.NotATraceError):
         tv.load(folder / "empty.json", cache=False)
+
+
+# ---------------------------------------------------------------- 2. where a gzip file is damaged
+
+DLRM = CORPUS / "param" / "dlrm_kineto__worker0_step_12.1694128201545.pt.trace.json.gz"
+
+
+def _damaged(tmp_path, data: bytes, at: int, fill: bytes, n: int):
+    bad = bytearray(data)
+    bad[at:at + n] = fill * n
+    path = tmp_path / "damaged.json.gz"
+    path.write_bytes(bytes(bad))
+    return path
+
+
+def test_corrupt_gzip_names_the_compressed_byte_of_the_damage(tmp_path):
+    """Was: "near compressed byte 0" for damage at byte 20,000 (the whole first read step)."""
+    if not DLRM.is_file():
+        pytest.skip(SKIP_REASON)
+    path = _damaged(tmp_path, DLRM.read_bytes(), 20_000, b"\xff", 100)  # zlib: invalid block type there
+    proc = _cli("summary", path, "--no-cache")
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    at = int(proc.stderr.split("near compressed byte ")[1].split()[0])
+    assert 20_000 - 64 <= at <= 20_000, proc.stderr
+    salvaged = _cli("summary", path, "--no-cache", "--salvage")  # the text before the damage is kept
+    assert salvaged.returncode == 0 and "corrupt at compressed byte" in salvaged.stderr, salvaged.stderr
+
+
+def test_corrupt_gzip_caught_by_its_checksum_says_the_damage_is_before(tmp_path):
+    import gzip
+    import random
+
+    rng = random.Random(1)
+    events = [{"ph": "X", "name": f"k{rng.getrandbits(64):x}", "ts": i, "dur": 5, "pid": 1, "tid": 1}
+              for i in range(5000)]
+    data = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    path = _damaged(tmp_path, data, 20_000, b"\x00", 100)  # decodes, to wrong text: only the CRC sees it
+    proc = _cli("summary", path, "--no-cache")
+    assert proc.returncode == 1, proc.stderr
+    assert "checksum" in proc.stderr and "somewhere before it" in proc.stderr
+    assert "compressed byte 0 " not in proc.stderr and str(path) in proc.stderr

@@ -24,6 +24,7 @@ RATIO_FLOOR = 64 << 20  # less output than this is never refused for its ratio: 
 INFLATE_STEP = 16 << 20  # most output one decompress call makes, so every check runs often
 GUARD_STEP = 256 << 20  # output between two looks at available memory
 READ_CHUNK = 1 << 22
+LOCATE_STEP = 64  # compressed bytes per replay call when locating damage: the reported offset's precision
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,14 @@ class _Inflater:
         """Inflate one step of ``chunk``; return what is left of it."""
         room = min(self.cap + 1 - len(self.out), INFLATE_STEP)
         before = len(self.out)
-        self.out += self.decomp.decompress(chunk, room)  # zlib.error: corrupt
+        saved = self.decomp.copy()  # the state before this step, to find the damage if zlib refuses it
+        try:
+            self.out += self.decomp.decompress(chunk, room)
+        except zlib.error:  # corrupt: report where, not where the step began; keep the text before it
+            at, text = _damage_offset(saved, chunk)
+            self.consumed += at
+            self.out += text[:room]
+            raise
         left = self.decomp.unused_data if self.decomp.eof else self.decomp.unconsumed_tail
         self.consumed += len(chunk) - len(left)  # bytes after a member's end are the next member's
         self.full = len(self.out) - before == room
@@ -174,6 +182,35 @@ class _Inflater:
         return chunk
 
 
+def _corrupt(zlib_message: str, at: int) -> str:
+    """Most damage inside deflate data still decodes, to wrong text, until the checksum at the
+    member's end: then only the end is known, and saying "near" it would point at the wrong place."""
+    why = zlib_message.split(": ", 1)[-1]  # "Error -3 while decompressing data: invalid block type"
+    if why in ("incorrect data check", "incorrect length check"):
+        return (f"corrupt gzip data: the checksum that ends the stream at compressed byte {at} does not "
+                "match the data, so the damage lies somewhere before it")
+    return f"corrupt gzip data near compressed byte {at} ({why})"
+
+
+def _damage_offset(decomp, chunk: bytes) -> tuple[int, bytes]:
+    """How far into ``chunk`` zlib finds the damage it refused: it does not say, and one step may
+    span megabytes, so the step is replayed from the state before it in ``LOCATE_STEP`` slices
+    (bounded per call as in the real step). Exact to a slice. Returns the offset and the text
+    inflated before it, which --salvage keeps: no more than the failed step would have made."""
+    text = bytearray()
+    for at in range(0, len(chunk), LOCATE_STEP):
+        try:
+            left = chunk[at:at + LOCATE_STEP]
+            while left and not decomp.eof:
+                text += decomp.decompress(left, INFLATE_STEP)
+                left = decomp.unconsumed_tail
+        except zlib.error:
+            return at, text
+        if decomp.eof:  # cannot happen for the step that failed; never report past it
+            break
+    return 0, b""
+
+
 def over_ratio(max_ratio: float, out: int, consumed: int) -> str:
     """The one wording of "expands too much", for the reader and for a cached trace alike."""
     return (f"expands more than {max_ratio:g}x ({_human(out)} of text from {_human(consumed)} of gzip data; "
@@ -183,10 +220,10 @@ def over_ratio(max_ratio: float, out: int, consumed: int) -> str:
 def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> Decompressed:
     try:
         _inflate_all(fh, head, inflater)
-    except zlib.error:
+    except zlib.error as exc:
         if salvage and inflater.out:
             return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "corrupt"))
-        raise TraceReadError(path, f"corrupt gzip data near compressed byte {inflater.consumed}") from None
+        raise TraceReadError(path, _corrupt(str(exc), inflater.consumed)) from None
     if not inflater.decomp.eof:
         if salvage and inflater.out:
             return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "cut"))

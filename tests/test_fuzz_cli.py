@@ -41,10 +41,7 @@ FIRST_SEED = int(os.environ.get("TRACEVIEW_FUZZ_SEED") or random.randrange(2**32
 
 # Regression cases that still fail, each until the fix named in its reason lands (issue 22).
 # Only cases that crash today are listed; remove the entry once the fix is in.
-XFAIL: dict[str, str] = {
-    "exit3-huge-rank": "issue 22: rank 1e9 builds a list of missing ranks (MemoryError, exit 3) until item 5 lands",
-    "exit3-max-size-negative": "issue 22: --max-size -1 exits 3 (ValueError in zlib) until the usage check lands",
-}
+XFAIL: dict[str, str] = {}  # case folder name -> reason, for a crash found but not yet fixed
 
 
 @pytest.fixture(scope="module")

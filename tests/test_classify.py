@@ -20,6 +20,7 @@ from traceview.classify import (
     load_rules,
     unclassified,
 )
+from traceview.classify import _load_words
 from traceview.errors import RuleError
 
 RULES = default_rules()
@@ -277,19 +278,32 @@ category = "copy"
     assert classify("Memset (Device)", rules).category == "copy"
 
 
-BAD = {
-    "bad regex": ("[[rule]]\nid = 'x'\npattern = '(unclosed'\ncategory = 'gemm'\n", "bad regex"),
-    "unknown field": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ncolour = 'red'\n", "unknown field 'colour'"),
-    "bad category": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'matmul'\n", "bad category 'matmul'"),
-    "bad precision": ("[[rule]]\nid = 'x'\npattern = 'a'\nprecision = 'fp12'\n", "bad precision"),
-    "bad tensor_core": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 'yes'\n", "bad tensor_core"),
-    "missing pattern": ("[[rule]]\nid = 'x'\ncategory = 'gemm'\n", "missing 'pattern'"),
-    "missing id": ("[[rule]]\npattern = 'a'\ncategory = 'gemm'\n", "missing 'id'"),
-    "sets nothing": ("[[rule]]\nid = 'x'\npattern = 'a'\n", "sets no field"),
+BAD = {  # each problem is named by its key path (msgspec's, 0-based) and the rule's id
+    "bad regex": ("[[rule]]\nid = 'x'\npattern = '(unclosed'\ncategory = 'gemm'\n", "rule[0].pattern: bad regex"),
+    "unknown field": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ncolour = 'red'\n",
+                      "rule[0]: unknown field 'colour' (rule 'x')"),
+    "bad category": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'matmul'\n", "rule[0].category: bad category 'matmul'"),
+    "bad precision": ("[[rule]]\nid = 'x'\npattern = 'a'\nprecision = 'fp12'\n", "rule[0].precision: bad precision"),
+    "bad tensor_core": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 'yes'\n",
+                        "rule[0].tensor_core: bad value 'yes'"),
+    "number tensor_core": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 1\n",
+                           "rule[0].tensor_core: expected boolean or string, got integer"),
+    "bad pass": ("[[rule]]\nid = 'x'\npattern = 'a'\npass = 'up'\n", "rule[0].pass: bad value 'up'"),
+    "missing pattern": ("[[rule]]\nid = 'x'\ncategory = 'gemm'\n", "rule[0]: missing 'pattern' (rule 'x')"),
+    "missing id": ("[[rule]]\npattern = 'a'\ncategory = 'gemm'\n", "rule[0]: missing 'id'"),
+    "empty id": ("[[rule]]\nid = ''\npattern = 'a'\ncategory = 'gemm'\n", "rule[0].id: must not be empty"),
+    "second rule": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\n"
+                    "[[rule]]\nid = 'y'\npattern = 'b'\nlibrary = 'l'\nexamples = ['n', 2]\n",
+                    "rule[1].examples[1]: expected string, got integer (rule 'y')"),
+    "sets nothing": ("[[rule]]\nid = 'x'\npattern = 'a'\n", "rule[0]: sets no field"),
     "duplicate id": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\n" * 2, "duplicate rule id"),
-    "unknown top key": ("verison = 2\n", "unknown top-level key"),
-    "not toml": ("[[rule]\nid = ", "not valid TOML"),
-    "bad applies_to": ("[[rule]]\nid = 'x'\npattern = 'a'\nlibrary = 'l'\napplies_to = ['nope']\n", "applies_to"),
+    "unknown top key": ("verison = 2\n", "unknown top-level key 'verison'"),
+    "version a string": ("version = '1'\n", "version: expected integer, got string"),
+    "rule not a table": ("rule = 3\n", "rule: expected array, got integer"),
+    "categories not strings": ("categories = [1]\n", "categories[0]: expected string, got integer"),
+    "not toml": ("[[rule]\nid = ", "not a valid TOML rule file"),
+    "bad applies_to": ("[[rule]]\nid = 'x'\npattern = 'a'\nlibrary = 'l'\napplies_to = ['nope']\n",
+                       "rule[0].applies_to: bad category 'nope'"),
 }
 
 
@@ -301,6 +315,36 @@ def test_malformed_rule_file_raises(tmp_path, case):
         load_rules(path)
     msg = str(info.value)
     assert str(path) in msg and problem in msg and "\n" not in msg
+
+
+WORDS_OK = "tensor_core_words = ['mma']\n[[word]]\nwords = ['matmul']\ncategory = 'gemm'\nsource = 's'\n"
+BAD_WORDS = {
+    "capital word": (WORDS_OK.replace("'matmul'", "'MatMul'"), "word[0].words[0]: expected string matching"),
+    "unknown field": (WORDS_OK + "colour = 'red'\n", "word[0]: unknown field 'colour'"),
+    "no words": (WORDS_OK.replace("['matmul']", "[]"), "word[0].words: must not be empty"),
+    "bad category": (WORDS_OK.replace("'gemm'", "'matmul'"), "word[0].category: bad category 'matmul'"),
+    "no tensor_core_words": (WORDS_OK.split("\n", 1)[1], "missing 'tensor_core_words'"),
+    "twice": (WORDS_OK + WORDS_OK.split("\n", 1)[1], "word 'matmul' appears twice"),
+}
+
+
+def test_the_name_tier_table_is_checked(tmp_path):
+    """kernel_words.toml goes through the same Structs: a broken edit fails in one line naming the key."""
+    cats = default_rules().categories
+    assert _load_words(_write(tmp_path, WORDS_OK, "w.toml"), cats).lookup["matmul"][0] == 0
+    for case, (text, problem) in BAD_WORDS.items():
+        path = _write(tmp_path, text, f"w_{case.replace(' ', '_')}.toml")
+        with pytest.raises(RuleError) as info:
+            _load_words(path, cats)
+        msg = str(info.value)
+        assert str(path) in msg and problem in msg and "\n" not in msg, (case, msg)
+
+
+def test_a_user_file_may_declare_categories_and_precisions(tmp_path):
+    path = _write(tmp_path, "categories = ['mine']\nprecisions = ['fp6']\n[[rule]]\nid = 'x'\npattern = '^x'\n"
+                            "category = 'mine'\nprecision = 'fp6'\ntensor_core = 'none'\npass = 'bwd'\n")
+    k = classify("x_kernel", rules=path)
+    assert (k.category, k.precision, k.tensor_core, k.pass_, k.rule) == ("mine", "fp6", None, "bwd", "x")
 
 
 def test_missing_rule_file_raises(tmp_path):

@@ -69,11 +69,16 @@ def test_malformed_toml_is_one_line_naming_the_file(tmp_path, command):
 
 def test_unknown_field_and_bad_values_are_one_line_errors(tmp_path):
     trace = tmp_path / "never-read.json"
-    for text, words in ((GOOD.replace("memory_gbps", "bandwidth"), ["unknown field 'bandwidth'", "Imaginary X1"]),
+    second = GOOD + "[[device]]\nname = 'Imaginary X2'\nmatch = 'X2'\nmemory_gbps = 1\n"  # lacks its source
+    for text, words in ((GOOD.replace("memory_gbps", "bandwidth"),
+                         ["device[0]: unknown field 'bandwidth'", "Imaginary X1", "memory_gbps"]),
                         (GOOD + "colour = 'red'\n", ["unknown field 'colour'"]),
-                        (GOOD.replace("bf16 = 500.0", "bf16 = 'fast'"), ["'tensor' must map precisions"]),
-                        (GOOD.replace("'Imaginary X1'", "'(unclosed'"), ["'match' is not a regular expression"]),
-                        ("[gpu]\nname = 'x'\n", ["unknown top-level key 'gpu'"])):
+                        (GOOD.replace("bf16 = 500.0", "bf16 = 'fast'"), ["device[0].tensor", "expected number"]),
+                        (GOOD.replace("'Imaginary X1'", "'(unclosed'"), ["device[0].match: not a regular expression"]),
+                        ("[gpu]\nname = 'x'\n", ["unknown top-level key 'gpu'"]),
+                        (GOOD.replace("2000", "true"), ["device[0].memory_gbps: expected number, got boolean"]),
+                        (GOOD.replace("2000", "2000\nsms = 0"), ["device[0].sms", ">= 1"]),
+                        (second, ["device[1]: missing 'source'", "Imaginary X2"])):
         f = tmp_path / f"d{abs(hash(text))}.toml"
         f.write_text(text)
         one_line_error(run("kernels", trace, "--devices", f), str(f), *words)

@@ -16,7 +16,7 @@ PKG = Path(__file__).resolve().parents[1] / "traceview"
 
 #: lowest first; a module's layer is the first prefix that matches its dotted name
 LAYERS = [
-    ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "devices"]),
+    ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "schema", "devices"]),
     ("read", ["read"]),
     ("model", ["model"]),
     ("link", ["link"]),

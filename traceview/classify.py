@@ -16,16 +16,15 @@ import re
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Annotated, Iterable, Literal, Mapping
 
 import numpy as np
 import pandas as pd
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+import msgspec
+from msgspec import UNSET, UnsetType
 
+from traceview import schema
 from traceview.errors import RuleError
 from traceview.limits import name_view
 
@@ -40,8 +39,6 @@ COLUMNS = ("category", "tensor_core", "attention_backend", "library", "precision
 CONFIDENCES = ("rule", "name")
 WORD_PREFIX = "name-word:"
 _FIELDS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass")
-_RULE_KEYS = {"id", "pattern", "source", "note", "examples", "applies_to", *_FIELDS}
-_TOP_KEYS = {"version", "categories", "precisions", "rule"}
 _PASSES = ("fwd", "bwd")
 _NONE = "none"  # a field set to "none" is pinned to None: traits may not fill it
 _PINNED = object()
@@ -186,47 +183,56 @@ def rules_from(path=None) -> RuleSet:
 
 
 def _load(path: Path, base: RuleSet | None) -> RuleSet:
-    doc = _read_toml(path)
+    doc = schema.read(path, "rule file", RuleError)
     try:
         return _parse(doc, base, str(path))
-    except ValueError as e:
+    except schema.Invalid as e:
         raise RuleError(f"{path}: {e}") from None
 
 
-def _read_toml(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RuleError(f"{path}: cannot read rule file ({e.strerror or e})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise RuleError(f"{path}: not valid TOML ({e})") from None
+_Text = Annotated[str, schema.NonEmpty]
+
+
+class _RuleSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """One [[rule]] as written. UNSET: the rule leaves the field to traits; "none" pins it to None."""
+
+    id: _Text
+    pattern: _Text
+    category: str | UnsetType = UNSET
+    tensor_core: bool | Literal["none"] | UnsetType = UNSET
+    attention_backend: _Text | UnsetType = UNSET
+    library: _Text | UnsetType = UNSET
+    precision: str | UnsetType = UNSET
+    pass_: Literal["fwd", "bwd", "none"] | UnsetType = msgspec.field(default=UNSET, name="pass")
+    applies_to: list[str] | None = None
+    source: str = ""
+    note: str = ""
+    examples: list[str] = []
+
+
+class _RuleFile(msgspec.Struct, forbid_unknown_fields=True):
+    version: int | UnsetType = UNSET  # a user file may leave it out
+    categories: list[str] = []
+    precisions: list[str] = []
+    rule: list[_RuleSpec] = []
+
+
+_RULE_HINTS = {"tensor_core": 'allowed: true, false, "none"', "pass": 'allowed: "fwd", "bwd", "none"'}
 
 
 def _parse(doc: dict, base: RuleSet | None, origin: str) -> RuleSet:
-    unknown = set(doc) - _TOP_KEYS
-    if unknown:
-        raise ValueError(f"unknown top-level key {sorted(unknown)[0]!r}")
-    version = doc.get("version", base.version if base else None)
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ValueError("'version' must be an integer")
-    own_cats = _str_list(doc, "categories")
-    categories = _union(base.categories[:-1] if base else (), own_cats, ("other",))
-    precisions = _union(base.precisions if base else (), _str_list(doc, "precisions"))
-    raw = doc.get("rule", [])
-    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
-        raise ValueError("'rule' must be an array of tables ([[rule]])")
-    rules = tuple(_parse_rule(r, i, categories, precisions, origin) for i, r in enumerate(raw))
+    spec = schema.convert(doc, _RuleFile, _RULE_HINTS)
+    version = base.version if spec.version is UNSET and base else spec.version
+    if version is UNSET:
+        raise schema.problem("version", "missing (an integer)")
+    categories = _union(base.categories[:-1] if base else (), spec.categories, ("other",))
+    precisions = _union(base.precisions if base else (), spec.precisions)
+    rules = tuple(_parse_rule(r, i, doc["rule"][i], categories, precisions, origin)
+                  for i, r in enumerate(spec.rule))
     dup = _first_duplicate(r.id for r in rules)
     if dup:
-        raise ValueError(f"duplicate rule id {dup!r}")
+        raise schema.problem("rule", f"duplicate rule id {dup!r}")
     return RuleSet(rules=rules, version=version, categories=categories, precisions=precisions)
-
-
-def _str_list(doc, key) -> tuple:
-    val = doc.get(key, [])
-    if not isinstance(val, list) or not all(isinstance(x, str) for x in val):
-        raise ValueError(f"{key!r} must be a list of strings")
-    return tuple(val)
 
 
 def _first_duplicate(ids):
@@ -238,103 +244,87 @@ def _first_duplicate(ids):
     return None
 
 
-def _parse_rule(raw: dict, index: int, categories, precisions, origin) -> Rule:
-    rid = raw.get("id")
-    if not isinstance(rid, str) or not rid:
-        raise ValueError(f"rule #{index + 1}: missing 'id'")
-    where = f"rule {rid!r}"
-    if rid.startswith(WORD_PREFIX):
-        raise ValueError(f"{where}: ids starting with {WORD_PREFIX!r} are kept for the name tier")
-    unknown = set(raw) - _RULE_KEYS
-    if unknown:
-        raise ValueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
-    pattern = raw.get("pattern")
-    if not isinstance(pattern, str) or not pattern:
-        raise ValueError(f"{where}: missing 'pattern'")
+def _parse_rule(spec: _RuleSpec, index: int, raw: dict, categories, precisions, origin) -> Rule:
+    """What a type cannot say: the id is not the name tier's, the regex compiles, the rule sets
+    a field, its category and precision are declared ones."""
+    def bad(key, text):
+        path, label = schema.where("rule", index, raw, key)
+        return schema.problem(path, text, label)
+    if spec.id.startswith(WORD_PREFIX):
+        raise bad("id", f"ids starting with {WORD_PREFIX!r} are kept for the name tier")
     try:
-        compiled = re.compile(pattern)
+        compiled = re.compile(spec.pattern)
     except re.error as e:
-        raise ValueError(f"{where}: bad regex {pattern!r} ({e})") from None
-    fields = {k: _check_field(where, k, raw[k], categories, precisions) for k in _FIELDS if k in raw}
+        raise bad("pattern", f"bad regex {spec.pattern!r} ({e})") from None
+    given = {k: getattr(spec, "pass_" if k == "pass" else k) for k in _FIELDS}
+    fields = {k: _PINNED if v == _NONE and k != "category" else v for k, v in given.items() if v is not UNSET}
     if not fields:
-        raise ValueError(f"{where}: sets no field")
-    applies = raw.get("applies_to")
-    if applies is not None:
-        applies = frozenset(_check_list(where, "applies_to", applies, categories))
-    examples = raw.get("examples", [])
-    if not isinstance(examples, list) or not all(isinstance(x, str) for x in examples):
-        raise ValueError(f"{where}: 'examples' must be a list of strings")
-    return Rule(rid, compiled, types.MappingProxyType(fields), applies, str(raw.get("source", "")), tuple(examples), origin)
+        raise bad("", f"sets no field (one of {', '.join(_FIELDS)})")
+    for key, known in (("category", categories), ("precision", precisions)):
+        value = fields.get(key, _PINNED)
+        if value is not _PINNED and (value not in known or value == "other"):
+            raise bad(key, f"bad {key} {value!r}, not one of {_declared(known, key)}")
+    unknown = [c for c in spec.applies_to or () if c not in categories]
+    if unknown:
+        raise bad("applies_to", f"bad category {unknown[0]!r}, not one of {_declared(categories, 'category')}")
+    applies = frozenset(spec.applies_to) if spec.applies_to is not None else None
+    return Rule(spec.id, compiled, types.MappingProxyType(fields), applies, spec.source, tuple(spec.examples), origin)
 
 
-def _check_list(where, key, val, allowed):
-    if not isinstance(val, list) or not all(v in allowed for v in val):
-        raise ValueError(f"{where}: {key!r} must list known categories, got {val!r}")
-    return val
-
-
-def _check_field(where, key, val, categories, precisions):
-    if val == _NONE and key != "category":
-        return _PINNED
-    allowed = {"category": categories, "precision": precisions, "pass": _PASSES}.get(key)
-    if key == "tensor_core":
-        ok = isinstance(val, bool)
-    elif allowed is not None:
-        ok = val in allowed and val != "other"
-    else:
-        ok = isinstance(val, str) and bool(val)
-    if not ok:
-        raise ValueError(f"{where}: bad {key} {val!r}")
-    return val
+def _declared(known, key) -> str:
+    """The allowed values, for an error line; a rule file may declare more."""
+    plural = "categories" if key == "category" else "precisions"
+    return f"the {plural} declared ({', '.join(k for k in known if k != 'other')}; a rule file adds to '{plural}')"
 
 
 # ------------------------------------------------------------------ the name tier: loading
 
-_WORD_TOP_KEYS = {"version", "tensor_core_words", "word"}
-_WORD_KEYS = {"words", "category", "attention_backend", "source", "note", "examples"}
-_WORD = re.compile(r"^[a-z]+$")  # tokens are lower-case letters only (see name_tokens)
+_Word = Annotated[str, msgspec.Meta(pattern=r"^[a-z]+$")]  # tokens are lower-case letters (name_tokens)
+_Words = Annotated[list[_Word], msgspec.Meta(min_length=1)]
+
+
+class _WordSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """One [[word]] of kernel_words.toml."""
+
+    words: _Words
+    category: str
+    source: _Text
+    attention_backend: _Text | UnsetType = UNSET
+    note: str = ""
+    examples: list[str] = []
+
+
+class _WordFile(msgspec.Struct, forbid_unknown_fields=True):
+    tensor_core_words: _Words
+    version: int = 1
+    word: list[_WordSpec] = []
 
 
 def _load_words(path: Path, categories) -> WordTable:
-    doc = _read_toml(path)
+    doc = schema.read(path, "rule file", RuleError)
     try:
         return _parse_words(doc, categories)
-    except ValueError as e:
+    except schema.Invalid as e:
         raise RuleError(f"{path}: {e}") from None
 
 
 def _parse_words(doc: dict, categories) -> WordTable:
-    unknown = set(doc) - _WORD_TOP_KEYS
-    if unknown:
-        raise ValueError(f"unknown top-level key {sorted(unknown)[0]!r}")
-    entries = tuple(_parse_word(raw, i, categories) for i, raw in enumerate(doc.get("word", [])))
+    spec = schema.convert(doc, _WordFile)
+    entries = tuple(_parse_word(w, i, doc["word"][i], categories) for i, w in enumerate(spec.word))
     dup = _first_duplicate(w for e in entries for w in e.words)
     if dup:
-        raise ValueError(f"word {dup!r} appears twice")
-    tc = _words_list(doc.get("tensor_core_words", []), "tensor_core_words")
-    return WordTable(entries, frozenset(tc))
+        raise schema.problem("word", f"word {dup!r} appears twice")
+    return WordTable(entries, frozenset(spec.tensor_core_words))
 
 
-def _parse_word(raw: dict, index: int, categories) -> WordEntry:
-    where = f"word entry #{index + 1}"
-    unknown = set(raw) - _WORD_KEYS
-    if unknown:
-        raise ValueError(f"{where}: unknown field {sorted(unknown)[0]!r}")
-    words = _words_list(raw.get("words"), f"{where}: 'words'")
-    if raw.get("category") not in categories or raw["category"] == "other":
-        raise ValueError(f"{where}: bad category {raw.get('category')!r}")
-    if not raw.get("source"):
-        raise ValueError(f"{where}: missing 'source'")
-    fields = [("category", raw["category"])]
-    if "attention_backend" in raw:
-        fields.append(("attention_backend", str(raw["attention_backend"])))
-    return WordEntry(words, tuple(fields), str(raw["source"]), tuple(raw.get("examples", ())))
-
-
-def _words_list(val, what) -> tuple:
-    if not isinstance(val, list) or not val or not all(isinstance(w, str) and _WORD.match(w) for w in val):
-        raise ValueError(f"{what} must be a non-empty list of lower-case words (letters only)")
-    return tuple(val)
+def _parse_word(spec: _WordSpec, index: int, raw: dict, categories) -> WordEntry:
+    if spec.category not in categories or spec.category == "other":
+        path, label = schema.where("word", index, raw, "category")
+        raise schema.problem(path, f"bad category {spec.category!r}, not one of {_declared(categories, 'category')}")
+    fields = [("category", spec.category)]
+    if spec.attention_backend is not UNSET:
+        fields.append(("attention_backend", spec.attention_backend))
+    return WordEntry(tuple(spec.words), tuple(fields), spec.source, tuple(spec.examples))
 
 
 # ------------------------------------------------------------------ the name tier: matching

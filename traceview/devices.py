@@ -7,29 +7,29 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+import msgspec
 
+from . import schema
 from .errors import TraceviewError
 
 DEVICES_PATH = Path(__file__).parent / "rules" / "devices.toml"
 PATHS = ("tensor", "vector")
+_Peak = Annotated[float, msgspec.Meta(gt=0)]
 
 
-@dataclass(frozen=True)
-class Device:
-    name: str
-    match: str
-    sms: int | None
-    tensor: dict           # precision -> dense TFLOP/s on tensor/matrix cores
-    vector: dict           # precision -> TFLOP/s on CUDA cores / vector ALUs
-    memory_gbps: float
-    source: str
+class Device(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One [[device]] of a device table, as msgspec checked it (types, required and unknown keys)."""
+
+    name: Annotated[str, schema.NonEmpty]
+    match: Annotated[str, schema.NonEmpty]  # a regex, searched case-insensitively
+    memory_gbps: _Peak
+    source: Annotated[str, schema.NonEmpty]
+    sms: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tensor: dict[str, _Peak] = {}  # precision -> dense TFLOP/s on tensor/matrix cores
+    vector: dict[str, _Peak] = {}  # precision -> TFLOP/s on CUDA cores / vector ALUs
     note: str = ""
 
     def peak_tflops(self, path: str, precision: str) -> float | None:
@@ -44,49 +44,29 @@ class Device:
         return self.sms is None or sms is None or int(sms) == self.sms
 
 
-FIELDS = ("name", "match", "sms", "tensor", "vector", "memory_gbps", "source", "note")
-REQUIRED = ("name", "match", "memory_gbps", "source")
+class _Table(msgspec.Struct, forbid_unknown_fields=True):
+    version: int = 1
+    device: list[Device] = []
+
+
+FIELDS = tuple(f.name for f in msgspec.structs.fields(Device))
+_HINTS = {"device": f"a device has {', '.join(FIELDS)}",
+          **{p: "precision = TFLOP/s, e.g. { bf16 = 989.0 }" for p in PATHS}}
 
 
 def _parse(doc: dict, origin: str) -> tuple[Device, ...]:
-    unknown = sorted(set(doc) - {"version", "device"})
-    if unknown:
-        raise TraceviewError(f"{origin}: unknown top-level key {unknown[0]!r} (a device table has "
-                             "'version' and [[device]] entries)")
-    if not isinstance(doc.get("device", []), list):
-        raise TraceviewError(f"{origin}: 'device' must be a list of tables ([[device]])")
-    return tuple(_device(raw, f"{origin}: device #{i + 1}") for i, raw in enumerate(doc.get("device", [])))
-
-
-def _device(raw, where: str) -> Device:
-    """One [[device]] entry, checked: known fields, required ones, numbers where numbers go, a valid regex."""
-    if not isinstance(raw, dict):
-        raise TraceviewError(f"{where}: not a table")
-    where = f"{where} ({raw['name']})" if isinstance(raw.get("name"), str) else where
-    unknown = sorted(set(raw) - set(FIELDS))
-    if unknown:
-        raise TraceviewError(f"{where}: unknown field {unknown[0]!r} (known: {', '.join(FIELDS)})")
-    missing = [k for k in REQUIRED if k not in raw]
-    if missing:
-        raise TraceviewError(f"{where}: lacks {', '.join(missing)}")
-    for path in PATHS:
-        peaks = raw.get(path, {})
-        if not isinstance(peaks, dict) or not all(_number(v) for v in peaks.values()):
-            raise TraceviewError(f"{where}: '{path}' must map precisions to TFLOP/s numbers, "
-                                 "e.g. { bf16 = 989.0 }")
-    if not _number(raw["memory_gbps"]) or ("sms" in raw and not isinstance(raw["sms"], int)):
-        raise TraceviewError(f"{where}: 'memory_gbps' must be a number and 'sms' an integer")
+    """The devices of a table; the one thing a type cannot say (``match`` is a regex) checked here."""
     try:
-        re.compile(raw["match"])
-    except (re.error, TypeError) as e:
-        raise TraceviewError(f"{where}: 'match' is not a regular expression ({e})") from None
-    return Device(name=str(raw["name"]), match=raw["match"], sms=raw.get("sms"),
-                  tensor=dict(raw.get("tensor", {})), vector=dict(raw.get("vector", {})),
-                  memory_gbps=float(raw["memory_gbps"]), source=str(raw["source"]), note=str(raw.get("note", "")))
-
-
-def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+        table = schema.convert(doc, _Table, _HINTS)
+        for i, d in enumerate(table.device):
+            try:
+                re.compile(d.match)
+            except re.error as e:
+                path, label = schema.where("device", i, doc["device"][i], "match")
+                raise schema.problem(path, f"not a regular expression ({e})", label) from None
+    except schema.Invalid as e:
+        raise TraceviewError(f"{origin}: {e}") from None
+    return tuple(table.device)
 
 
 @functools.lru_cache(maxsize=8)
@@ -94,15 +74,10 @@ def load_devices(path: str | None = None) -> tuple[Device, ...]:
     """The built-in table, with the devices of ``path`` (a TOML file) first: a user's device
     replaces a built-in one of the same name and is tried before the rest. A file that can't
     be read, isn't TOML, or has an unknown or malformed field raises a one-line TraceviewError."""
-    base = _parse(tomllib.loads(DEVICES_PATH.read_text(encoding="utf-8")), str(DEVICES_PATH))
+    base = _parse(schema.read(DEVICES_PATH, "device table"), str(DEVICES_PATH))
     if path is None:
         return base
-    try:
-        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise TraceviewError(f"{path}: cannot read the device table: {e.strerror or e}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise TraceviewError(f"{path}: not a valid TOML device table: {e}") from None
+    doc = schema.read(path, "device table")
     user = _parse(doc, str(path))
     names = {d.name for d in user}
     return user + tuple(d for d in base if d.name not in names)

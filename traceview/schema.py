@@ -1,0 +1,113 @@
+"""Checked data files: a TOML table read into ``msgspec.Struct``s, each failure one line.
+
+The kernel rules (``rules/kernels.toml``, ``rules/kernel_words.toml``, a user's ``--rules``) and
+the device table (``rules/devices.toml``, a user's ``--devices``) are described by Structs with
+``forbid_unknown_fields=True``: msgspec checks types, required and unknown keys and says where.
+This module reads the file and puts msgspec's answer in the user's words (TOML's type names,
+the key path, the entry's id or name), so the modules that own the Structs keep only the checks
+a type cannot say (a regex compiles, a category is declared).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import msgspec
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from .errors import TraceviewError
+
+#: a required string that may not be empty
+NonEmpty = msgspec.Meta(min_length=1)
+
+
+class Invalid(ValueError):
+    """A checked file's content is wrong; the message names the key, not yet the file."""
+
+
+def read(path, what: str, error: type[TraceviewError] = TraceviewError) -> dict:
+    """The TOML document at ``path``; a missing, unreadable or malformed file raises ``error``
+    naming the file and ``what`` it should have been."""
+    try:
+        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise error(f"{path}: cannot read the {what}: {e.strerror or e}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not a valid TOML {what}: {_one_line(str(e))}") from None
+
+
+def convert(doc: dict, kind, hints: dict | None = None):
+    """``doc`` as a ``kind`` Struct. Raises Invalid: ``key.path: problem (entry; hint)``, where
+    the entry is the ``id`` or ``name`` of the array-of-tables item the key is in and the hint
+    is ``hints[last key]`` (what the key holds, for a type msgspec names too tersely)."""
+    try:
+        return msgspec.convert(doc, type=kind)
+    except msgspec.ValidationError as e:
+        raise Invalid(_explain(str(e), doc, hints or {})) from None
+
+
+def where(array: str, index: int, entry: dict | None, key: str = "") -> tuple[str, str]:
+    """(key path, entry label) for the item ``array[index]``: ``("rule[3].category", "rule 'x'")``."""
+    path = f"{array}[{index}]" + (f".{key}" if key else "")
+    label = next((entry[k] for k in ("id", "name") if isinstance((entry or {}).get(k), str) and entry[k]), "")
+    return path, (f"{array} {label!r}" if label else "")
+
+
+def problem(path: str, text: str, *notes: str) -> Invalid:
+    """The one-line Invalid for ``path``: ``path: text (note; note)``."""
+    notes = tuple(n for n in notes if n)
+    return Invalid((f"{path}: " if path else "") + text + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+_AT = re.compile(r"^(?P<text>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
+_ITEM = re.compile(r"^\.?(?P<array>[A-Za-z_]\w*)\[(?P<index>\d+)\]")
+_TYPE_WORDS = {"object": "table", "str": "string", "int": "integer", "float": "number",
+               "bool": "boolean", "array": "array"}
+_PHRASES = (
+    (re.compile(r"^Object contains unknown field `([^`]*)`$"), r"unknown field '\1'"),
+    (re.compile(r"^Object missing required field `([^`]*)`$"), r"missing '\1'"),
+    (re.compile(r"^Expected `str` of length >= 1$"), "must not be empty"),
+    (re.compile(r"^Expected `array` of length >= 1$"), "must not be empty"),
+    (re.compile(r"^Invalid enum value (.*)$"), r"bad value \1"),
+)
+
+
+def _explain(message: str, doc: dict, hints: dict) -> str:
+    m = _AT.match(message)
+    text, path = (m["text"], m["path"]) if m else (message, "")
+    text = _words(text)
+    if "[...]" in path:  # a value of a table whose keys are free (a precision): msgspec names no key
+        path, text = path.replace("[...]", ""), f"a value: {text}"
+    path = path.lstrip(".")
+    if not path and text.startswith("unknown field"):
+        text = text.replace("unknown field", "unknown top-level key", 1)
+    item = _ITEM.match(path)
+    label = ""
+    if item and isinstance(doc.get(item["array"]), list) and int(item["index"]) < len(doc[item["array"]]):
+        entry = doc[item["array"]][int(item["index"])]
+        label = where(item["array"], int(item["index"]), entry if isinstance(entry, dict) else None)[1]
+    last = re.findall(r"[A-Za-z_]\w*", path)
+    return str(problem(path, text, label, hints.get(last[-1], "") if last else ""))
+
+
+def _words(text: str) -> str:
+    """msgspec's sentence in TOML's words: ``Expected `bool | str`, got `int``` ->
+    ``expected boolean or string, got integer``."""
+    for pattern, repl in _PHRASES:
+        if pattern.match(text):
+            return pattern.sub(repl, text)
+    m = re.match(r"^Expected `([^`]*)`(.*?)(?:, got `([^`]*)`)?$", text)
+    if not m:
+        return _one_line(text)
+    kinds = [t.strip() for t in m[1].split("|") if t.strip() != "null"]  # TOML has no null: leave the key out
+    want = " or ".join(_TYPE_WORDS.get(t, t) for t in kinds)
+    got = f", got {_TYPE_WORDS.get(m[3], m[3])}" if m[3] else ""
+    return f"expected {want}{m[2]}{got}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

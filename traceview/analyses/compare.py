@@ -87,10 +87,13 @@ def _category_table(labels, sides) -> pd.DataFrame:
     for label, s in zip(labels, sides):
         ct = category_times(s)
         total = ct["time_ns"].sum()
-        for cat, r in ct.sort_values("time_ns", ascending=False).iterrows():
-            rows.append({"trace": label, "category": cat, "count": r["count"], "time_ns": r["time_ns"],
-                         "pct_time": 100.0 * r["time_ns"] / total if total else 0.0})
-    return pd.DataFrame(rows, columns=["trace", "category", "count", "time_ns", "pct_time"])
+        ct = ct.sort_values("time_ns", ascending=False, kind="stable")
+        rows.append(pd.DataFrame({"trace": label, "category": ct.index.to_numpy(dtype=object), "count": ct["count"].to_numpy(),
+                                  "time_ns": ct["time_ns"].to_numpy(),
+                                  "pct_time": 100.0 * ct["time_ns"].to_numpy() / total if total else 0.0}))
+    cols = ["trace", "category", "count", "time_ns", "pct_time"]
+    rows = [f for f in rows if len(f)]  # an empty frame's dtypes would turn the counts into objects
+    return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame({c: [] for c in cols})
 
 
 def _op_table(labels, sides) -> pd.DataFrame:

@@ -76,8 +76,8 @@ def gemm_stats(r: Region) -> dict:
     gemm_ns, gpu_ns = metrics.gemm_time_ns(r), metrics.gpu_time_ns(r)
     families = metrics.gemm_families(r)
     return {"gemm_time_ns": gemm_ns / r.regions,
-            "gemm_kernels": int((r.activities["category"].astype(str) == "gemm").sum()) / r.regions
-            if r.has_gpu else 0.0,
+            "gemm_kernels": r.per_region_count(int((r.activities["category"].astype(str) == "gemm").sum())
+                                               if r.has_gpu else 0),
             "gemm_pct": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
             "tensor_core_pct": metrics.tensor_core_pct(r), "families": families,
             "dominant_family": next(iter(families), None)}
@@ -128,7 +128,12 @@ def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
 
 
 def _merge(a: pd.DataFrame, b: pd.DataFrame, key: str) -> pd.DataFrame:
-    m = a.add_prefix("a_").join(b.add_prefix("b_"), how="outer").fillna(0.0)
+    """Both sides by ``key``, a row missing on one side counting 0 there. An outer join turns
+    integer columns into floats (NaN for the missing side): those come back as int64."""
+    m = a.add_prefix("a_").join(b.add_prefix("b_"), how="outer").fillna(0)
+    whole = [p + c for c in a.columns if c in b.columns and a[c].dtype.kind in "iu" and b[c].dtype.kind in "iu"
+             for p in ("a_", "b_")]
+    m = m.astype({c: np.int64 for c in whole})
     m.index.name = key
     return m.reset_index()
 
@@ -217,7 +222,7 @@ def _attention_table(A: Region, B: Region, aa: dict, ab: dict) -> pd.DataFrame:
                              "time_ns": v["time_ns"], "kernel": short_kernel_name(v["kernel"]), "sdpa_op": sdpa})
         else:
             backend = ("unfused: " + ", ".join(st["sdpa_backends"])) if st["sdpa_backends"] else "none"
-            rows.append({"side": name, "trace": side.label, "backend": backend, "kernels": 0.0,
+            rows.append({"side": name, "trace": side.label, "backend": backend, "kernels": 0,
                          "time_ns": 0.0, "kernel": "-", "sdpa_op": sdpa})
     return pd.DataFrame(rows)
 

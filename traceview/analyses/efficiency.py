@@ -180,7 +180,8 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
     that time (the TFLOP/s peak: its compute kernels' time-weighted peak). Largest GPU time first."""
     a = r.activities
     if not len(a) or not len(r.trace.ops):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("op", "input_dims") else float) for c in OP_COLUMNS})
+        return pd.DataFrame({c: pd.Series(dtype=object if c in ("op", "input_dims") else "int64" if c == "count"
+                                             else float) for c in OP_COLUMNS})
     per = _owned(r.trace, a, devices)
     w, ops = trace_work(r.trace), r.trace.ops.iloc[per.index]
     dims = ops["input_dims"].astype(object).fillna("").to_numpy()
@@ -195,7 +196,7 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
     device = trace_device(r.trace, devices)
     bw = _bandwidth(device)
     gpu_ns = s["gpu_ns"].where(s["gpu_ns"] > 0)
-    out = pd.DataFrame({"count": s["count"] / r.regions, "flops": s["flops"] / r.regions,
+    out = pd.DataFrame({"count": r.per_region_count(s["count"]), "flops": s["flops"] / r.regions,
                         "bytes_moved": s["bytes_moved"] / r.regions, "gpu_time_ns": s["gpu_ns"] / r.regions,
                         "tflops": s["flops"] / gpu_ns / 1e3, "gbps": s["bytes_moved"] / gpu_ns,
                         "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,

@@ -58,7 +58,7 @@ def by_kernel(r: Region) -> pd.DataFrame:
         "kind": k["kind"].astype(str).to_numpy(), "chain": launch_chains(r),
     })
     g = f.groupby("key", sort=False)
-    out = pd.DataFrame({"count": g.size() / r.regions, "time_ns": g["dur"].sum() / r.regions})
+    out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g["dur"].sum() / r.regions})
     out["category"] = g["category"].agg(_mode)
     out["kind"] = g["kind"].first()
     out["example"] = g["name"].agg(_mode)
@@ -75,29 +75,30 @@ def _mode(s: pd.Series):
 
 def category_times(r: Region) -> pd.DataFrame:
     """Per kernel category: count and GPU time per step."""
-    return _count_and_time(r.activities, "category", r.regions)
+    return _count_and_time(r.activities, "category", r)
 
 
-def _count_and_time(frame: pd.DataFrame, column: str, regions: int) -> pd.DataFrame:
+def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame:
+    """Count (int64 when whole per step, see ``Region.per_region_count``) and time per step."""
     if not len(frame):
-        return pd.DataFrame({"count": pd.Series(dtype=float), "time_ns": pd.Series(dtype=float)})
+        return pd.DataFrame({"count": pd.Series(dtype="int64"), "time_ns": pd.Series(dtype=float)})
     g = frame.groupby(frame[column].astype(str).to_numpy())["dur_ns"]
-    return pd.DataFrame({"count": g.size() / regions, "time_ns": g.sum().clip(lower=0) / regions})
+    return pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g.sum().clip(lower=0) / r.regions})
 
 
 def op_table(r: Region) -> pd.DataFrame:
     """Per CPU op name: count and inclusive CPU time per step."""
-    return _count_and_time(r.ops, "name", r.regions)
+    return _count_and_time(r.ops, "name", r)
 
 
 def chain_table(r: Region) -> pd.DataFrame:
     """Per op chain: the op at its end, count and time per step."""
     o = r.ops
     if not len(o):
-        return pd.DataFrame({"op": pd.Series(dtype=object), "count": pd.Series(dtype=float),
+        return pd.DataFrame({"op": pd.Series(dtype=object), "count": pd.Series(dtype="int64"),
                              "time_ns": pd.Series(dtype=float)})
     g = o.groupby(o["chain"].astype(str).to_numpy())
-    return pd.DataFrame({"op": g["name"].first().astype(str), "count": g.size() / r.regions,
+    return pd.DataFrame({"op": g["name"].first().astype(str), "count": r.per_region_count(g.size()),
                          "time_ns": g["dur_ns"].sum().clip(lower=0) / r.regions})
 
 

@@ -117,7 +117,7 @@ def attention(r: Region) -> dict:
     if len(att):
         be = att["attention_backend"].astype(object).where(att["attention_backend"].notna(), "fused (unknown)")
         for b, grp in att.groupby(be.astype(str).to_numpy(), sort=False):
-            backends[b] = {"count": _per(r, len(grp)), "time_ns": _per(r, _time(grp)),
+            backends[b] = {"count": r.per_region_count(len(grp)), "time_ns": _per(r, _time(grp)),
                            "kernel": grp["name"].astype(str).value_counts().index[0],
                            "distinct": grp["name"].nunique()}
     sdpa_ops = domain().sdpa_ops

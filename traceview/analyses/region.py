@@ -43,6 +43,16 @@ class Selection:
         return ", ".join(parts) or "all"
 
 
+def per_region_count(counts, regions: int):
+    """See :meth:`Region.per_region_count`."""
+    values = np.asarray(counts)
+    if values.dtype.kind in "iu" and (regions == 1 or not (values % regions).any()):
+        out = values // regions
+    else:
+        out = values / regions
+    return pd.Series(out, index=counts.index, name=counts.name) if isinstance(counts, pd.Series) else out
+
+
 @dataclass
 class Region:
     """One trace narrowed to a selection."""
@@ -68,6 +78,12 @@ class Region:
     @property
     def per_word(self) -> str:
         return PER_WORD[self.region_kind]
+
+    def per_region_count(self, counts) -> pd.Series | np.ndarray:
+        """Counts (a Series or array of ints) divided by the number of regions: int64 when every
+        count divides exactly (always with one region), so that a count reads and is stored
+        as an integer; float only when some average per step is fractional (1.5 kernels)."""
+        return per_region_count(counts, self.regions)
 
 
 def region(trace, sel: Selection | None = None) -> Region:

@@ -4,6 +4,8 @@ Shared by diff and compare so that both say "2.5x", "1.20 ms" and "a, b and c" a
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..units import human_ns
@@ -17,10 +19,15 @@ def ratio(a: float, b: float) -> float:
 
 
 def num(x: float) -> str:
+    """The one way a count or an average reads, in sentences and table cells alike
+    (``render.cells``): ``61``, ``1,204``, ``61.5``, ``0.33``; integers exactly (never through a
+    float). Identifiers (a step number, a rank) are not counts and never come here."""
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return f"{int(x):,}"
     x = float(x)
     if abs(x - round(x)) < 0.005:
-        return f"{int(round(x))}"
-    return f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}"
+        return f"{int(round(x)):,}"
+    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 
 def times(r: float) -> str:

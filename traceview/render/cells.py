@@ -13,7 +13,7 @@ import numbers
 import pandas as pd
 
 from .. import units
-from ..analyses.words import times
+from ..analyses.words import num, times
 from .safe import visible
 
 
@@ -39,14 +39,8 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def number(x: float) -> str:
-    """A count or an average: ``61``, ``1,204``, ``61.5``, ``0.33``; integers exactly."""
-    if is_integer(x):
-        return f"{int(x):,}"
-    x = float(x)
-    if abs(x - round(x)) < 0.005:
-        return f"{int(round(x)):,}"
-    return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
+#: a count or an average: the same formatter as the findings' sentences (``analyses.words.num``)
+number = num
 
 
 def ratio_text(r: float) -> str:

@@ -1,0 +1,120 @@
+"""Names that say what they hold (issue 21 item 4): counts are integers in every Report table
+and every JSON/CSV output, one formatter for counts in sentences and cells alike."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from corpus import CORPUS, SKIP_REASON
+from traceview.analyses.words import num
+from traceview.render.cells import cell
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+PAIRS = [("kineto/docs_traces__before_fix_trace.json.gz", "kineto/docs_traces__after_fix_trace.json.gz"),
+         ("hta/trace_diff__control__control.json.gz", "hta/trace_diff__test__test.json.gz")]
+#: columns whose name says they hold a count: ``count``, ``*_count``, ``kernels``, ``*_kernels``,
+#: ``regions``. ``*_per_step`` metrics are averages by definition (docs/metrics.md) and may be
+#: fractional; ``ratio_count`` is a ratio.
+COUNT = re.compile(r"^(?!ratio_|pct_)(count|[a-z]+_count|kernels|[a-z]+_kernels|regions|instances|other_chains)$",
+                   re.I)
+
+
+def _traceview(*args: str, tmp_path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "traceview", *args, "--format", "json"], capture_output=True,
+                         text=True, env={"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+                         cwd=ROOT, timeout=600)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _documents(doc) -> list[dict]:
+    docs = doc if isinstance(doc, list) else [doc]
+    return [r for d in docs for r in (d.get("reports", [d]) if isinstance(d, dict) else [d])]
+
+
+def _count_columns(doc) -> dict[str, list]:
+    """Count column -> its values. In a per-step table (averages over regions, see
+    docs/json-schema.md) a column with a value that is not whole (1.5 kernels per step) is left
+    out: a column of averages is the one place a count may hold a fraction."""
+    found = {}
+    for report in _documents(doc):
+        per_step = set(report["info"].get("per_step_tables", ()))
+        for name, rows in report["tables"].items():
+            for col in (rows[0] if rows else {}):
+                values = [row[col] for row in rows]
+                averages = name in per_step and any(isinstance(v, float) and not v.is_integer() for v in values)
+                if COUNT.match(col) and not averages:
+                    found[f"{report['kind']}.{name}.{col}"] = values
+    return found
+
+
+def _commands(a: str, b: str, tmp_path: Path) -> list[tuple]:
+    return [("summary", a), ("kernels", a), ("kernels", a, "--ops"), ("diff", a, b), ("compare", a, b),
+            ("timeline", a, "--plot", str(tmp_path / "t.png"))]
+
+
+def _check(commands, tmp_path: Path) -> set[str]:
+    seen = set()
+    for cmd in commands:
+        for col, values in _count_columns(_traceview(*cmd, tmp_path=tmp_path)).items():
+            seen.add(col)
+            bad = [v for v in values if v is not None and not isinstance(v, int)]
+            assert not bad, f"{' '.join(cmd[:1])}: {col} holds {bad[:3]}"
+    return seen
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+@pytest.mark.parametrize("pair", PAIRS, ids=[p[0].split("/")[0] for p in PAIRS])
+def test_counts_are_json_integers_on_corpus_pairs(pair, tmp_path):
+    pytest.importorskip("matplotlib")
+    a, b = (str(CORPUS / p) for p in pair)
+    seen = _check(_commands(a, b, tmp_path), tmp_path)
+    assert "diff.by_category.a_count" in seen and "summary.by_category.count" in seen
+
+
+def test_counts_are_json_integers_on_sample_traces(tmp_path):
+    pytest.importorskip("matplotlib")
+    a, b = str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa_flash.json.gz")
+    seen = _check(_commands(a, b, tmp_path) + [("compare", str(SAMPLES))], tmp_path)
+    assert "diff.cpu_ops.a_count" in seen
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+def test_report_tables_hold_counts_as_integer_dtypes():
+    """The DataFrames themselves, not only their JSON: an outer merge or a division by one
+    region used to leave ``a_count`` as 117.0."""
+    from traceview.api import compare, diff, kernels
+    from traceview.load import load
+
+    a, b = (load(CORPUS / p, cache=False) for p in PAIRS[0])
+    reports = [diff(a, b), compare([a, b]), kernels(a, ops=True)]
+    for r in reports:
+        for name, df in r.tables.items():
+            for col in df.columns:
+                if not COUNT.match(str(col)) or not len(df):
+                    continue
+                assert df[col].dtype.kind in "iuf", f"{r.kind}.{name}.{col} is {df[col].dtype}"
+                if df[col].dtype.kind in "iu" or not (df[col] % 1).any():  # a fractional average per step stays float
+                    assert df[col].dtype.kind in "iu", f"{r.kind}.{name}.{col} is {df[col].dtype}"
+
+
+def test_per_step_counts_stay_fractional_only_when_they_are():
+    from traceview.analyses.region import per_region_count
+
+    assert per_region_count(np.array([6, 12]), 3).dtype == np.int64
+    assert per_region_count(np.array([6, 13]), 3).dtype == np.float64
+    assert per_region_count(7, 1) == 7 and isinstance(per_region_count(7, 1), np.integer)
+
+
+def test_one_formatter_for_counts_in_sentences_and_cells():
+    for x in (1204, np.int64(1204), 1204.0, 61.5, 0.333, 12345678.25, 2**62 + 1):
+        assert num(x) == cell("count", x)
+    assert num(1204) == "1,204" and num(2**62 + 1) == f"{2**62 + 1:,}"
+    assert cell("step", 1009) == "1009" and cell("rank", 1204) == "1204"  # identifiers: no separators

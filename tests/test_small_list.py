@@ -9,13 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-import traceview as tv
+from traceview.errors import NotATraceError
+from traceview.load import load  # the function: once traceview.cli is imported, tv.load is the module
 
 from corpus import CORPUS, SKIP_REASON
 
+REPO = Path(__file__).resolve().parents[1]
 KINETO = CORPUS / "kineto"
 SMALL = ["docs_traces__after_fix_trace.json.gz", "docs_traces__before_fix_trace.json.gz"]
 
@@ -52,8 +55,8 @@ def test_empty_trace_in_a_folder_is_skipped_with_a_warning(tmp_path):
     proc = _cli("compare", folder, "--no-cache")
     assert proc.returncode == 0, proc.stderr
     assert "skipped" in proc.stderr and "empty.json" in proc.stderr and "no trace events" in proc.stderr
-    with pytest.raises(tv.NotATraceError):
-        tv.load(folder / "empty.json", cache=False)
+    with pytest.raises(NotATraceError):
+        load(folder / "empty.json", cache=False)
 
 
 # ---------------------------------------------------------------- 2. where a gzip file is damaged
@@ -95,3 +98,41 @@ def test_corrupt_gzip_caught_by_its_checksum_says_the_damage_is_before(tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "checksum" in proc.stderr and "somewhere before it" in proc.stderr
     assert "compressed byte 0 " not in proc.stderr and str(path) in proc.stderr
+
+
+# ---------------------------------------------------------------- 3. traces only in subfolders
+
+def test_folder_with_traces_only_in_subfolders_names_recursive(tmp_path):
+    top = tmp_path / "runs"
+    _small_traces(top / "a")
+    _small_traces(top / "b")
+    proc = _cli("compare", top, "--no-cache")
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "subfolders hold 4 trace file(s)" in proc.stderr and "-r/--recursive" in proc.stderr
+    (top / "notes.json").write_text('{"x": 1}')  # a non-trace at the top: the same hint
+    proc = _cli("compare", top, "--no-cache")
+    assert proc.returncode == 1 and "-r/--recursive" in proc.stderr, proc.stderr
+    assert _cli("compare", top, "-r", "--no-cache").returncode == 0
+
+
+def test_readme_names_recursive():
+    text = (REPO / "README.md").read_text()
+    assert "--recursive" in text and "`-r`" in text
+
+
+# ---------------------------------------------------------------- 4. the collectors' manifest.json
+
+SAMPLE = REPO / "sample_traces"
+
+
+def test_collector_manifest_draws_no_warning(tmp_path):
+    folder = tmp_path / "collected"
+    folder.mkdir()
+    for f in ["manifest.json", "sdpa_math.json.gz", "naive.json.gz"]:
+        shutil.copy(SAMPLE / f, folder / f)
+    proc = _cli("compare", folder, "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    assert "manifest" not in proc.stderr and "skipped" not in proc.stderr, proc.stderr
+    (folder / "manifest.json").write_text('{"what": "someone else\'s file"}')  # not ours: still named
+    proc = _cli("compare", folder, "--no-cache")
+    assert proc.returncode == 0 and "skipped" in proc.stderr and "manifest.json" in proc.stderr

@@ -130,6 +130,29 @@ def test_default_folder_order(tmp_path, monkeypatch):
     assert cache_mod.cache_dir(False) is None
 
 
+def test_a_blank_xdg_cache_home_is_unset(tmp_path, monkeypatch):
+    # XDG: an empty value means unset; taken as a path, " " made a relative folder in the cwd
+    monkeypatch.delenv("TRACEVIEW_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", " ")
+    assert cache_mod.cache_dir(None) == tmp_path / "home" / ".cache" / "traceview"
+
+
+def test_default_folder_is_the_platforms_cache_folder(tmp_path):
+    """platformdirs picks the folder: on macOS ~/Library/Caches/traceview. A real interpreter whose
+    platformdirs was imported as on macOS (it chooses its platform on import); the rest runs as is."""
+    script = ("import sys; real = sys.platform; sys.platform = 'darwin'; import platformdirs; "
+              "sys.platform = real; from traceview import cache; print(cache.cache_dir(None))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEVIEW_", "XDG_"))}
+    env["HOME"] = str(tmp_path / "home")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert Path(res.stdout.strip()) == tmp_path / "home" / "Library" / "Caches" / "traceview"
+    env["TRACEVIEW_CACHE_DIR"] = str(tmp_path / "mine")  # still wins
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert Path(res.stdout.strip()) == tmp_path / "mine"
+
+
 def test_never_writes_next_to_the_trace(tmp_path):
     folder = tmp_path / "traces"
     folder.mkdir()

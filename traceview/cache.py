@@ -1,9 +1,10 @@
 """Columnar cache of loaded traces: the second load of an unchanged trace reads Parquet.
 
 ``load(path)`` (``cache=None``, the default) looks in the default folder:
-``$TRACEVIEW_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/traceview``, else
-``~/.cache/traceview`` -- never next to the trace. ``cache="/some/dir"`` uses that
-folder, ``cache=False`` bypasses the cache.
+``$TRACEVIEW_CACHE_DIR`` if set, else the platform's user cache folder (``platformdirs``):
+``$XDG_CACHE_HOME/traceview`` or ``~/.cache/traceview`` on Linux, ``~/Library/Caches/traceview``
+on macOS, ``%LOCALAPPDATA%\\traceview\\Cache`` on Windows -- never next to the trace.
+``cache="/some/dir"`` uses that folder, ``cache=False`` bypasses the cache.
 
 One entry per trace path (a folder named by a hash of the absolute path) holds the
 four DataFrames as Arrow IPC (Feather v2) files plus ``entry.json`` (meta, warnings, stats, dtypes,
@@ -66,6 +67,7 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pandas as pd
+import platformdirs
 
 from ._version import __version__
 from .errors import TraceviewError
@@ -93,9 +95,9 @@ def cache_dir(cache=None) -> Path | None:
         env = os.environ.get("TRACEVIEW_CACHE_DIR")
         if env:
             return Path(env).expanduser()
-        xdg = os.environ.get("XDG_CACHE_HOME")
-        base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-        return base / "traceview"
+        # the platform's user cache folder: $XDG_CACHE_HOME or ~/.cache on Linux,
+        # ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows (no vendor level: appauthor=False)
+        return Path(platformdirs.user_cache_dir("traceview", appauthor=False))
     return Path(os.fspath(cache)).expanduser()
 
 

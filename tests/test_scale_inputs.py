@@ -319,20 +319,3 @@ def test_ctrl_c_while_loading_a_sizeable_trace(tmp_path):
     res = _interrupt([*TRACEVIEW, "summary", "--no-cache", str(big)], _reading(big))
     _assert_interrupted(res)
 
-
-@posix_only
-@pytest.mark.parametrize("delay", [0.05, 0.3])
-def test_ctrl_c_during_start_up(delay):
-    """Ctrl-C while the command is still importing pandas (the first second): one line and 130,
-    not a traceback (before: KeyboardInterrupt's traceback from the import). The installed
-    ``traceview`` script's entry point is the one checked."""
-    script = Path(sys.executable).with_name("traceview")
-    if not script.exists():
-        pytest.skip(f"no traceview script beside {sys.executable}")
-
-    def started(proc):
-        time.sleep(delay)
-        return proc.poll() is None
-
-    res = _interrupt([str(script), "summary", "--no-cache", str(ROOT / "sample_traces")], started)
-    _assert_interrupted(res)

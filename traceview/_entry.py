@@ -1,7 +1,9 @@
-"""The ``traceview`` command's entry point: catches Ctrl-C during start-up too.
+"""The ``traceview`` command's entry point.
 
-Importing the commands imports pandas and numpy (about a second); a Ctrl-C in that time
-would otherwise print a traceback. Once the commands run, ``cli.common.friendly`` handles it.
+Once the commands run, ``cli.common.friendly`` turns Ctrl-C into one line and exit 130; this
+also covers the import of the commands themselves. Ctrl-C in the first moment, while
+``import traceview`` (pandas, numpy) runs before this module is reached, still ends with
+Python's own KeyboardInterrupt report.
 """
 from __future__ import annotations
 

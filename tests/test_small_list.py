@@ -136,3 +136,22 @@ def test_collector_manifest_draws_no_warning(tmp_path):
     (folder / "manifest.json").write_text('{"what": "someone else\'s file"}')  # not ours: still named
     proc = _cli("compare", folder, "--no-cache")
     assert proc.returncode == 0 and "skipped" in proc.stderr and "manifest.json" in proc.stderr
+
+
+# ---------------------------------------------------------------- 5. the README on kernels --unclassified
+
+def test_readme_describes_the_unclassified_tables_the_command_prints(tmp_path):
+    events = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 10 + 100 * i, "dur": 50,
+               "args": {"device": 0, "stream": 7, "correlation": i}}
+              for i, n in enumerate(["zzz_qqq", "my_custom_gemm_thing"])]  # no rule; a name-word guess
+    path = tmp_path / "unc.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    proc = _cli("kernels", "--unclassified", path, "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    printed = [line[1:-1] for line in proc.stdout.splitlines() if line.startswith("[") and line.endswith("]")]
+    text = (REPO / "README.md").read_text()
+    para = text[text.index("`traceview kernels --unclassified TRACE` lists"):]
+    para = para[:para.index("\n\n")]
+    assert "one table" not in para
+    assert printed == ["unclassified", "name_guesses"]
+    assert all(f"`{t}`" in para for t in printed) and f"{len(printed)} tables" in para.replace("two", "2")

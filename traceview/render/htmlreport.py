@@ -1,4 +1,4 @@
-"""Self-contained HTML: one Report (``--format html``) or a set of them (``traceview report``).
+"""Self-contained HTML pages: their parts (``--format html``, :mod:`.html`) and ``traceview report``.
 
 Everything is inline (CSS, one script, figures as SVG), so the file opens offline and
 can be attached to a pull request; a Content-Security-Policy forbids every request and
@@ -98,11 +98,6 @@ def report_html(report, level: int = 2, info: bool = True) -> str:
 def figure_html(svg: str, caption: str) -> str:
     """An SVG that matplotlib drew (its text as paths) with an escaped caption."""
     return f"<figure>{svg}<figcaption>{esc(caption)}</figcaption></figure>"
-
-
-def render_html_page(report) -> str:
-    """``--format html``: one Report as a whole page."""
-    return page(report.title, report_html(report, level=1))
 
 
 def render_report_set(rs, title: str) -> str:

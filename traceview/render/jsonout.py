@@ -1,11 +1,28 @@
-"""JSON with a stable schema (documented in docs/json-schema.md); raw numbers (:mod:`.raw`)."""
+"""JSON with a stable schema (documented in docs/json-schema.md); raw numbers (:mod:`.raw`).
+
+One report is one Report document; several (``summary A B``) are one document too, of
+schema ``traceview.reports`` with the Report documents, in order, under ``reports``."""
 from __future__ import annotations
 
 import json
 
-from ..report import report_to_dict
+from ..report import SCHEMA_VERSION, report_to_dict
 from .raw import raw_report
+
+EXTENSIONS = (".json",)
+BINARY = False
 
 
 def render_json(report) -> str:
-    return json.dumps(report_to_dict(raw_report(report)), indent=2) + "\n"
+    return _dump(report_to_dict(raw_report(report)))
+
+
+def render_reports(reports, *, rich=None, width=None) -> str:
+    if len(reports) == 1:
+        return render_json(reports[0])
+    return _dump({"schema": "traceview.reports", "schema_version": SCHEMA_VERSION,
+                  "reports": [report_to_dict(raw_report(r)) for r in reports]})
+
+
+def _dump(doc: dict) -> str:
+    return json.dumps(doc, indent=2) + "\n"

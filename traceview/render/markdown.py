@@ -13,6 +13,14 @@ import html
 from .cells import display_frame, heading, info_lines
 from .safe import visible_report
 
+EXTENSIONS = (".md", ".markdown")
+BINARY = False
+
+
+def render_reports(reports, *, rich=None, width=None) -> str:
+    """Several reports one after another, each its own ``##`` section."""
+    return "".join(render_markdown(r) for r in reports)
+
 
 def render_markdown(report) -> str:
     report = visible_report(report)

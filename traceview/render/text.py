@@ -12,6 +12,14 @@ from .cells import display_frame, heading, info_lines
 from .fit import layout, middle, terminal_width, wrap
 from .safe import visible_report
 
+EXTENSIONS = (".txt",)
+BINARY = False
+
+
+def render_reports(reports, *, rich: bool | None = None, width: int | None = -1) -> str:
+    """Several reports one after another."""
+    return "".join(render_text(r, rich=rich, width=width) for r in reports)
+
 
 def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> str:
     """``width``: -1 (default) from the terminal, None or 0 unlimited, else that many columns."""

@@ -155,3 +155,31 @@ def test_readme_describes_the_unclassified_tables_the_command_prints(tmp_path):
     assert "one table" not in para
     assert printed == ["unclassified", "name_guesses"]
     assert all(f"`{t}`" in para for t in printed) and f"{len(printed)} tables" in para.replace("two", "2")
+
+
+# ---------------------------------------------------------------- 7. a file column that tells ranks apart
+
+def test_shortened_column_keeps_what_tells_values_apart():
+    from traceview.render.fit import column, middle
+
+    files = [f"dlrm_kineto__worker{r}_step_12.16941282015{40 + r}.pt.trace.json.gz" for r in range(8)]
+    for width in (12, 14, 19, 25, 30):
+        cells = column(files + ["8 files"], width)
+        assert len(set(cells)) == 9 and all(len(c) <= width for c in cells), (width, cells)
+        assert all(f"{r}_" in cells[r] for r in range(8)), cells  # the worker number survives
+    names = ["cutlass_80_tensorop_s1688gemm_128x128", "ampere_sgemm_32x128_nt_align4"]
+    assert column(names, 20) == [middle(n, 20) for n in names]  # no clash: the plain middle cut
+
+
+def test_ranks_table_tells_the_rank_files_apart(tmp_path):
+    param = CORPUS / "param"
+    files = sorted(param.glob("dlrm_kineto__worker*.json.gz"))
+    if len(files) < 2:
+        pytest.skip(SKIP_REASON)
+    env = {**os.environ, "COLUMNS": "100", "TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "traceview", "ranks", *map(str, files)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout[proc.stdout.index("[ranks]"):].splitlines()[3:3 + len(files)]
+    cells = [line.split()[1] for line in lines]
+    assert len(set(cells)) == len(files), cells

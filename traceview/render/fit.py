@@ -42,6 +42,56 @@ def middle(text: str, width: int) -> str:
     return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
+def column(values: list[str], width: int) -> list[str]:
+    """One column's cells in ``width``: each shortened in the middle, unless that makes different
+    values read the same (every rank file ``dlrm_kine….json.gz``); then the text the column's
+    values share at both ends gives way first, so the part that tells them apart survives."""
+    short = {v: middle(v, width) for v in values}
+    clashes: dict[str, list[str]] = {}
+    for v, cut in short.items():
+        clashes.setdefault(cut, []).append(v)
+    for group in clashes.values():  # values that read the same (the column's "8 files" does not)
+        if len(group) > 1:
+            head, tail = _shared_ends(group)
+            short.update((v, _keep_core(v, width, head, tail)) for v in group)
+    return [short[v] for v in values]
+
+
+def fit_rows(rows: list[list[str]], block: list[tuple[int, int]]) -> list[list[str]]:
+    """The rows with the cells of ``block``'s columns fitted to their widths by ``column``."""
+    out = [list(r) for r in rows]
+    for i, w in block:
+        for r, cell in zip(out, column([r[i] for r in rows], w)):
+            r[i] = cell
+    return out
+
+
+def _shared_ends(values: list[str]) -> tuple[int, int]:
+    """How many leading and trailing characters all ``values`` share (not overlapping)."""
+    head = len(os.path.commonprefix(values))
+    tail = len(os.path.commonprefix([v[::-1] for v in values]))
+    return head, min(tail, min(map(len, values)) - head)
+
+
+def _keep_core(text: str, width: int, head: int, tail: int) -> str:
+    """``text`` in ``width`` keeping its middle ``text[head:-tail]`` whole where it fits, with what
+    room is left split between the ends; else the ends of that middle, where the values differ."""
+    if len(text) <= width:
+        return text
+    core, start, end = text[head:len(text) - tail], text[:head], text[len(text) - tail:]
+    dots = bool(start) + bool(end)
+    room = width - len(core) - dots
+    if room < 0:
+        inner = max(width - dots, 1)
+        return (ELLIPSIS if start else "") + middle(core, inner) + (ELLIPSIS if end else "")
+    n_end = min(len(end), room // 2)
+    n_start = min(len(start), room - n_end)
+    n_end = min(len(end), room - n_start)
+    left = start[:n_start] + (ELLIPSIS if n_start < len(start) else "")
+    right = (ELLIPSIS if n_end < len(end) else "") + (end[len(end) - n_end:] if n_end else "")
+    return left + core + right
+
+
 def wrap(text: str, width: int | None, first: str = "", rest: str = "") -> list[str]:
     if width is None:
         return [first + text]

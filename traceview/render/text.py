@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from .cells import display_frame, heading, info_lines
-from .fit import layout, middle, terminal_width, wrap
+from .fit import fit_rows, layout, middle, terminal_width, wrap
 from .safe import visible_report
 
 EXTENSIONS = (".txt",)
@@ -73,7 +73,8 @@ def _plain_table(df, width) -> str:
         def line(cells):
             return "  ".join(middle(cells[i], w).rjust(w) if numeric[i] else middle(cells[i], w).ljust(w)
                              for i, w in block).rstrip()
-        blocks.append("\n".join([line(header), "  ".join("-" * w for _, w in block)] + [line(r) for r in rows]))
+        blocks.append("\n".join([line(header), "  ".join("-" * w for _, w in block)]
+                                 + [line(r) for r in fit_rows(rows, block)]))
     return "\n\n".join(blocks)
 
 
@@ -103,7 +104,7 @@ def _render_rich(report, width) -> str:
             for i, w in block:
                 table.add_column(escape(middle(header[i], w)), justify="right" if numeric[i] else "left",
                                  no_wrap=True, min_width=w, max_width=w)
-            for r in rows:
+            for r in fit_rows(rows, block):
                 table.add_row(*(escape(middle(r[i], w)) for i, w in block))
             console.print(table)
     for n in report.notes:

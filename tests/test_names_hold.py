@@ -118,3 +118,46 @@ def test_one_formatter_for_counts_in_sentences_and_cells():
         assert num(x) == cell("count", x)
     assert num(1204) == "1,204" and num(2**62 + 1) == f"{2**62 + 1:,}"
     assert cell("step", 1009) == "1009" and cell("rank", 1204) == "1204"  # identifiers: no separators
+
+
+def _ops_trace(path: Path, dims: list) -> Path:
+    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
+               "args": {"External id": i + 1, **({"Input Dims": d} if d is not ... else {}),
+                        "Input type": ["float", "float"]}} for i, d in enumerate(dims)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_input_dims_are_lists_and_survive_the_cache(tmp_path, monkeypatch):
+    """``t.ops.input_dims`` holds the parsed lists (it held pretty-printed JSON text); rows with
+    the same shapes share one list; a value that is not a list stays as the trace wrote it;
+    a cached load gives the same lists back."""
+    from traceview.load import load
+
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
+    dims = [[[2, 3], [3, 4]], [[2, 3], [3, 4]], [[[1, 2], [3]], []], "not shapes", 5, ...]
+    path = _ops_trace(tmp_path / "t.json", dims)
+    fresh = load(path, cache=False)
+    got = fresh.ops["input_dims"].tolist()
+    assert got == [[[2, 3], [3, 4]], [[2, 3], [3, 4]], [[[1, 2], [3]], []], '"not shapes"', "5", None]
+    assert got[0] is got[1]  # parsed once per distinct text
+    load(path, cache=str(tmp_path / "cache"))
+    assert any((tmp_path / "cache").iterdir())  # an entry was stored: the next load reads it
+    cached = load(path, cache=str(tmp_path / "cache"))
+    assert cached.ops["input_dims"].tolist() == got
+
+
+def test_input_dims_lists_keep_the_flops_and_the_ops_table():
+    """The FLOP formulas read the lists (sample_traces was recorded with shapes)."""
+    from traceview.analyses.work import op_work
+    from traceview.load import load
+
+    t = load(SAMPLES / "naive.json.gz", cache=False)
+    dims = t.ops["input_dims"].dropna()
+    assert len(dims) and all(isinstance(d, list) for d in dims)
+    w = op_work(t.ops)
+    mm = (t.ops["name"].astype(str) == "aten::bmm").to_numpy() | (t.ops["name"].astype(str) == "aten::mm").to_numpy()
+    assert mm.any() and w["flops"][mm].notna().all()
+    for d, f in zip(t.ops["input_dims"][mm], w["flops"][mm]):
+        (*batch, m, k), (*_, k2, n) = d[0], d[1]
+        assert k == k2 and f == 2 * int(np.prod(batch or [1])) * m * k * n

@@ -457,9 +457,11 @@ def _write(folder: Path, trace, key: dict) -> None:
     import pyarrow as pa
     import pyarrow.feather as feather
 
+    from .model import lists_as_text
+
     dtypes, files = {}, {}
     for name in _TABLES:
-        frame = getattr(trace, name)
+        frame = lists_as_text(getattr(trace, name))  # ops.input_dims' lists: JSON text, parsed again by Trace
         dtypes[name] = _describe(frame)
         plain = frame.copy(deep=False)
         for col, dtype in frame.dtypes.items():  # categoricals as their codes; categories in entry.json

@@ -14,6 +14,7 @@ unknown one, and duration events without a category.
 """
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -25,8 +26,10 @@ from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
 from .read.events import TEXT_ARGS
 
-#: the op args kept per CPU op, as raw JSON text: ``Input Dims``, ``Input type``, ``Concrete Inputs``
+#: the op args kept per CPU op: ``Input Dims``, ``Input type``, ``Concrete Inputs`` (raw JSON text)
 OP_ARGS = TEXT_ARGS
+#: the op args a Trace holds parsed, as Python lists (``ops.input_dims``: ``[[2, 3], [3, 4], []]``)
+LIST_ARGS = ("input_dims",)
 
 # cat (as written, lower-cased) -> role
 ROLES = {
@@ -58,6 +61,12 @@ class Trace:
     warnings: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
     devices: str | None = None  # the user's device table (TOML) beside the built-in one; see traceview.devices
+
+    def __post_init__(self):
+        # link and the cache hand over the op args as JSON text (a categorical): parse ``LIST_ARGS``
+        for name in LIST_ARGS:
+            if name in self.ops.columns and isinstance(self.ops[name].dtype, pd.CategoricalDtype):
+                self.ops[name] = parsed_lists(self.ops[name])
 
     @property
     def label(self) -> str:
@@ -286,6 +295,56 @@ def arg_texts_at(texts, rows: np.ndarray) -> pd.Categorical:
                             for d in (texts[i] for i in rows)])
     sub = texts.take(rows)
     return categorical(Codes(sub.codes, [bytes(u).decode("utf-8", "replace") for u in sub.uniques]))
+
+
+def parsed_lists(texts: pd.Series) -> np.ndarray:
+    """A categorical of JSON texts as an object array of Python lists, each distinct text parsed
+    once (rows with the same text share one list). A text that is not a JSON list stays the
+    text, so nothing the trace wrote is lost; a missing one is None."""
+    cats = texts.cat.categories
+    lookup = np.empty(len(cats) + 1, dtype=object)
+    lookup[:] = [_as_list(str(c)) for c in cats] + [None]
+    codes = texts.cat.codes.to_numpy()
+    return lookup[np.where(codes < 0, len(cats), codes)]
+
+
+def _as_list(text: str):
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, list) else text
+
+
+def list_codes(values) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (-1: missing) and the distinct values of an object column of lists, by identity:
+    rows that share one list object (as ``parsed_lists`` makes them) share a code, without
+    hashing or comparing the lists row by row."""
+    arr = np.asarray(values, dtype=object)
+    if not len(arr):
+        return np.empty(0, dtype=np.int64), arr
+    ids = np.fromiter(map(id, arr), dtype=np.int64, count=len(arr))
+    codes, distinct = pd.factorize(ids)  # a hash table: ~10x faster than np.unique's sort here
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(arr) - 1, -1, -1)  # the last write per code is its first row
+    uniques = arr[first]
+    missing = np.array([u is None for u in uniques], dtype=bool)
+    return np.where(missing[codes], -1, codes).astype(np.int64), uniques
+
+
+def lists_as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``LIST_ARGS`` columns of lists back as categoricals of JSON text (one
+    ``json.dumps`` per distinct list): how the cache stores them (Arrow has no type for lists
+    nested to varying depth)."""
+    cols = [c for c in LIST_ARGS if c in frame.columns and frame[c].dtype == object]
+    if not cols:
+        return frame
+    out = frame.copy(deep=False)
+    for c in cols:
+        codes, uniques = list_codes(out[c].to_numpy())
+        texts = [v if isinstance(v, str) else json.dumps(v) for v in uniques]
+        out[c] = categorical(Codes(codes, texts))
+    return out
 
 
 def _shift(ts: np.ndarray, base: int) -> np.ndarray:

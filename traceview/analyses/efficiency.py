@@ -21,10 +21,13 @@ take the TF32 peak. Bytes-only kernels are measured against memory bandwidth.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
 from ..devices import trace_device
+from ..model import list_codes
 from .region import Region
 from .work import counted_owner, has_shapes, memo, trace_work
 
@@ -184,10 +187,7 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
                                              else float) for c in OP_COLUMNS})
     per = _owned(r.trace, a, devices)
     w, ops = trace_work(r.trace), r.trace.ops.iloc[per.index]
-    dims = ops["input_dims"].astype(object).fillna("").to_numpy()
-    distinct = pd.unique(dims)
-    compact = dict(zip(distinct, ("".join(str(d).split()) or "-" for d in distinct)))  # once per distinct shape
-    f = pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": pd.Series(dims).map(compact).to_numpy(),
+    f = pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": _compact_dims(ops["input_dims"]),
                       "flops": w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
                       "bytes_moved": w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
                       "gpu_ns": per["gpu_ns"].to_numpy().astype(float), "peak_ns": per["peak_ns"].to_numpy()})
@@ -203,6 +203,15 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
                         "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw}, index=s.index)
     out = out.reset_index().sort_values("gpu_time_ns", ascending=False, kind="stable")
     return out[list(OP_COLUMNS)].reset_index(drop=True)
+
+
+def _compact_dims(dims: pd.Series) -> np.ndarray:
+    """Each op's shapes as one compact text (``[[8,16],[16,4]]``, ``-`` without shapes), written
+    once per distinct list: the table groups by it and shows it."""
+    codes, uniques = list_codes(dims.to_numpy())
+    texts = np.array([("".join(v.split()) or "-") if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+                      for v in uniques] + ["-"], dtype=object)
+    return texts[np.where(codes < 0, len(uniques), codes)]
 
 
 # ------------------------------------------------------------------ region metrics

@@ -27,6 +27,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ..model import list_codes
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -78,9 +80,10 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
         out["causal"] = pd.array([None] * len(ops), dtype="boolean")
         out["counted"] = np.zeros(len(ops), dtype=bool)
         return out
-    codes = np.stack([ops[c].cat.codes.to_numpy().astype(np.int64) for c in _ARG_COLUMNS], axis=1)
+    coded = [_codes(ops[c]) for c in _ARG_COLUMNS]
+    codes = np.stack([c for c, _ in coded], axis=1)
     keys, inverse = np.unique(codes, axis=0, return_inverse=True)
-    cats = [ops[c].cat.categories for c in _ARG_COLUMNS]
+    cats = [u for _, u in coded]
     known = rules()["ops"]
     rows = [_work_of(*(cat[k] if k >= 0 else None for cat, k in zip(cats, key)))
             if key[0] >= 0 and str(cats[0][key[0]]) in known else _NONE for key in keys.tolist()]
@@ -97,6 +100,14 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 _NONE = (None, None, None, None, None)
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, object]:
+    """Codes (-1: missing) and distinct values of an arg column: a categorical of text, or
+    ``input_dims``' lists (rows sharing one list share a code, see ``model.list_codes``)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), col.cat.categories
+    return list_codes(col.to_numpy())
 
 
 # ------------------------------------------------------------------ counting once
@@ -188,6 +199,8 @@ class _Args:
 def _decode(text):
     if text is None:
         return []
+    if isinstance(text, list):  # ``input_dims``, parsed when the trace was loaded
+        return text
     try:
         got = msgspec.json.decode(str(text))
     except msgspec.DecodeError:

@@ -161,3 +161,20 @@ def test_input_dims_lists_keep_the_flops_and_the_ops_table():
     for d, f in zip(t.ops["input_dims"][mm], w["flops"][mm]):
         (*batch, m, k), (*_, k2, n) = d[0], d[1]
         assert k == k2 and f == 2 * int(np.prod(batch or [1])) * m * k * n
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+def test_step_column_marks_activities_outside_every_step():
+    """``t.kernels.step`` is <NA> exactly for the activities the per-step numbers leave out
+    (docs/metrics.md); ``t.ops.step`` the same for ops; no sentinel number."""
+    from traceview.api import summary
+    from traceview.load import load
+
+    t = load(CORPUS / "hta/negative_queue_length_values_check__rank0.json.gz", cache=False)
+    k = t.kernels
+    assert str(k["step"].dtype) == "Int64" and str(t.ops["step"].dtype) == "Int64"
+    outside = int(k["step"].isna().sum())
+    assert 0 < outside < len(k)
+    assert set(k["step"].dropna().astype(int)) <= set(t.steps["step"].astype(int))
+    assert summary(t).info["left_out_gpu_activities"] == outside
+    assert not (t.ops["step"].dropna() < 0).any()

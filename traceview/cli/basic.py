@@ -17,7 +17,7 @@ from .common import (devices_option, emit, format_option, friendly, load_many, l
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list.")
 @run_option
 @friendly
-def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, recursive,
+def summary(traces, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, recursive,
             top, run):
     """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels.
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
@@ -32,19 +32,13 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
         from .common import load_kwargs
 
         return emit(summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel,
-                                **load_kwargs(salvage, max_size, no_cache, rules)), fmt)
+                                **load_kwargs(salvage, max_size, no_cache, rules)), out)
     loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
     hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
     if hint:
         click.echo(f"note: {visible(hint)}", err=True)
     reports = [summarise(t, sel, top=top) for t in loaded]
-    if fmt == "html" and len(reports) > 1:
-        from ..render.htmlreport import render_html_reports
-
-        click.echo(render_html_reports(reports, f"Summary of {len(reports)} traces"), nl=False)
-        return
-    for r in reports:
-        emit(r, fmt)
+    emit(reports, out)  # several traces: one document (one JSON, one CSV, one HTML page)
 
 
 @main.command()
@@ -60,14 +54,14 @@ def summary(traces, fmt, step, annotation, device, stream, kind, salvage, max_si
                                           "per step, TFLOP/s, GB/s and percent of peak (needs shapes).")
 @devices_option
 @friendly
-def kernels(trace, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified,
+def kernels(trace, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified,
             plot, ops):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
     from ..analyses.kernels import kernel_stats, unclassified_report
 
     t = loader(salvage, max_size, no_cache, rules)(trace)
     sel = selection(step, annotation, device, stream, kind)
-    emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel, ops=ops), fmt)
+    emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel, ops=ops), out)
     if plot is not None:
         from ..analyses.efficiency import roofline
         from ..render.plot import plot_roofline

@@ -4,15 +4,18 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import click
 
 from ..analyses.region import KINDS, Selection
 from ..discover import load_all
+from ..atomic import OutputError
 from ..errors import TraceviewError
 from ..load import load as load_trace
 from ..read import DEFAULT_MAX_RATIO
-from ..render import FORMATS, render
+from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
 
 EXIT_UNREADABLE = 1
@@ -79,17 +82,53 @@ recursive_option = click.option("--recursive", "-r", is_flag=True,
                                 help="Also look for traces in the subfolders of a folder.")
 
 
-def _set_wide(ctx, _param, value):
-    ctx.meta["traceview.wide"] = value
+@dataclass(frozen=True)
+class Output:
+    """Where and how a command's reports go, from ``--format``, ``--wide`` and ``-o/--output``."""
+    fmt: str = "table"
+    wide: bool = False  # tables: whole names, not fitted to the terminal
+    path: str | None = None  # a file instead of stdout
+
+
+def _output(fmt, wide, path) -> Output:
+    """``--format`` given: it is the format, and a file name ending in another format's
+    extension is a usage error (``-o x.csv --format json`` is a slip); not given: the
+    format the file name's extension says (an unknown one is a usage error), else table.
+    A file in a missing folder is refused here, before any trace is read."""
+    named = format_for_path(path) if path is not None else None
+    if fmt is None and path is not None and named is None:
+        raise click.BadParameter(f"{visible(path)}: no format ends in {visible(Path(path).suffix or 'nothing')}; "
+                                 f"name a file ending in {', '.join(_EXTENSIONS)} or give --format",
+                                 param_hint="'-o' / '--output'")
+    if fmt is not None and named is not None and named != fmt:
+        raise click.BadParameter(f"{visible(path)} names a {named} file but --format is {fmt}",
+                                 param_hint="'-o' / '--output'")
+    if path is not None and not Path(path).parent.is_dir():
+        raise OutputError(path, f"folder {Path(path).parent} does not exist")
+    return Output(fmt or named or "table", wide, path)
+
+
+_EXTENSIONS = [e for f in OUTPUTS.values() for e in f.extensions]
 
 
 def format_option(f):
-    """``--format`` and ``--wide`` (whole names in tables, not fitted to the terminal)."""
-    f = click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide, is_eager=True,
-                     help="Table format: print whole names, not fitted to the terminal's width.")(f)
-    return click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-                        help="Output format (table fits the terminal: COLUMNS, else its width; "
-                             "markdown, json, csv and html are never shortened).")(f)
+    """``--format``, ``--wide`` and ``-o/--output``, given to the command as one ``out`` (:class:`Output`)."""
+    @functools.wraps(f)
+    def wrapper(*args, fmt, wide, output, **kwargs):
+        return f(*args, out=friendly(_output)(fmt, wide, output), **kwargs)
+
+    opts = [
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
+                     help="Output format (table fits the terminal: COLUMNS, else its width; markdown, json, "
+                          "csv and html are never shortened). With -o: the file name's extension, else table."),
+        click.option("--wide", is_flag=True, help="Table format: print whole names, not fitted to the terminal's width."),
+        click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                     help="Write the output to FILE (whole or not at all) instead of stdout; a table in a file is "
+                          "never shortened."),
+    ]
+    for opt in reversed(opts):
+        wrapper = opt(wrapper)
+    return wrapper
 
 
 def _set_devices(ctx, _param, value):
@@ -172,9 +211,12 @@ def friendly(f):
     return wrapper
 
 
-def emit(report, fmt):
-    ctx = click.get_current_context(silent=True)
-    wide = bool(ctx and ctx.meta.get("traceview.wide"))
-    click.echo(render(report, fmt, width=None if wide else -1), nl=False)
-
-
+def emit(reports, out: Output | str):
+    """One report or a list of them as one document (several: one JSON document, one CSV,
+    one HTML page) to ``out.path``, written atomically, else to stdout."""
+    if isinstance(out, str):
+        out = Output(out)
+    if out.path is not None:
+        click.echo(f"wrote {visible(str(write(reports, out.fmt, out.path)))}", err=True)
+        return
+    click.echo(render(reports, out.fmt, width=None if out.wide else -1), nl=False)

@@ -45,7 +45,7 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @plot_option
 @devices_option
 @friendly
-def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvage, max_size, no_cache, rules, top,
+def diff(a, b, out, step, annotation, device, stream, kind, annotation_b, salvage, max_size, no_cache, rules, top,
          plot):
     """What changed from trace A to trace B, per step: kernels and GPU time, categories,
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
@@ -57,7 +57,7 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
         from ..api import diff_runs
         from .common import load_kwargs
 
-        return emit(diff_runs(a, b, **load_kwargs(salvage, max_size, no_cache, rules)), fmt)
+        return emit(diff_runs(a, b, **load_kwargs(salvage, max_size, no_cache, rules)), out)
 
     _check_plot(plot)
     load = loader(salvage, max_size, no_cache, rules)
@@ -68,7 +68,7 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
     if plot:
         la, lb = report.info["a_label"], report.info["b_label"]
         _write_plot([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b or sel])
-    emit(report, fmt)
+    emit(report, out)
 
 
 @main.command()
@@ -83,7 +83,7 @@ def diff(a, b, fmt, step, annotation, device, stream, kind, annotation_b, salvag
 @devices_option
 @run_option
 @friendly
-def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
+def compare(traces, baseline, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
             recursive, plot, run):
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
     the baseline, tensor-core share of GEMM time, attention backend, top categories. With --run,
@@ -92,14 +92,14 @@ def compare(traces, baseline, fmt, step, annotation, device, stream, kind, salva
 
     if run:
         return emit(compare_runs(traces, baseline, selection(step, annotation, device, stream, kind), plot,
-                                 recursive=recursive, load_kw=(salvage, max_size, no_cache, rules)), fmt)
+                                 recursive=recursive, load_kw=(salvage, max_size, no_cache, rules)), out)
     _check_plot(plot)
     loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
     sel = selection(step, annotation, device, stream, kind)
     report = run_compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
     if plot:
         _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
-    emit(report, fmt)
+    emit(report, out)
 
 
 def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
@@ -124,7 +124,7 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
 @select_options
 @load_options
 @friendly
-def timeline(trace, plot, fmt, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules):
+def timeline(trace, plot, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules):
     """Draw one step (--step; default the first) on a time axis: GPU activities in a lane per
     stream, coloured by kernel category (CPU-only traces: CPU ops in a lane per thread).
     Prints the step's activities (start, duration, lane, category) in --format."""
@@ -137,5 +137,5 @@ def timeline(trace, plot, fmt, step, annotation, device, stream, kind, salvage, 
     busy = (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
             if "gpu_busy_pct" in report.info else "")
     click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
-    if fmt != "table":
-        emit(report, fmt)
+    if out.fmt != "table" or out.path is not None:
+        emit(report, out)

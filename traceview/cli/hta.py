@@ -21,7 +21,7 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 @click.option("--no-ns-rounding", is_flag=True,
               help="Keep fractional-µs timestamps instead of HTA's inward rounding (HTA_DISABLE_NS_ROUNDING).")
 @friendly
-def hta(trace, fmt, salvage, max_size, no_cache, rules, analysis, rank, drop_last_step, no_ns_rounding):
+def hta(trace, out, salvage, max_size, no_cache, rules, analysis, rank, drop_last_step, no_ns_rounding):
     """HTA's temporal/idle/kernel/launch analysis, COMPUTATION split by traceview's categories.
 
     Needs Holistic Trace Analysis: pip install 'traceview[hta]'.
@@ -33,4 +33,4 @@ def hta(trace, fmt, salvage, max_size, no_cache, rules, analysis, rank, drop_las
 
     t = loader(salvage, max_size, no_cache, rules)(trace)
     ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=not no_ns_rounding)
-    emit(hta_report(t, ta, analysis), fmt)
+    emit(hta_report(t, ta, analysis), out)

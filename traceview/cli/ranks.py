@@ -48,7 +48,7 @@ def _check_scheduler(_ctx, _param, value):
                    "Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).")
 @click.option("--skip-bad", is_flag=True, help="Leave out rank files that can't be read (named in the notes).")
 @friendly
-def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, scheduler, skip_bad):
+def ranks(paths, out, salvage, max_size, no_cache, rules, recursive, workers, scheduler, skip_bad):
     """One row per rank of a distributed run: GPU time breakdown, comm/comp overlap, idle per stream,
     stragglers per step and per collective. PATHS: a folder of rank traces, or the files."""
     from ..scale import analyse_run
@@ -57,4 +57,4 @@ def ranks(paths, fmt, salvage, max_size, no_cache, rules, recursive, workers, sc
         raise click.UsageError("give --workers or --scheduler, not both")
     report = analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
                          progress=progress_line(), **load_kwargs(salvage, max_size, no_cache, rules))
-    emit(report, fmt)
+    emit(report, out)

@@ -120,8 +120,3 @@ def render_report_set(rs, title: str) -> str:
         fig, caption = timeline_figure(tl)
         out.append(figure_html(svg_text(fig), caption))
     return page(title, "\n".join(out))
-
-
-def render_html_reports(reports, title: str) -> str:
-    """Several Reports (``summary`` of many traces) as one page."""
-    return page(title, f"<h1>{esc(title)}</h1>\n" + "\n".join(report_html(r) for r in reports))

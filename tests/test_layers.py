@@ -21,7 +21,7 @@ LAYERS = [
     ("model", ["model"]),
     ("link", ["link"]),
     ("classify", ["classify"]),
-    ("load", ["cache", "load", "discover", "run", "interop"]),
+    ("load", ["cache", "load", "options", "discover", "run", "interop"]),
     ("report", ["report"]),
     ("analyses", ["analyses"]),
     ("render", ["render"]),

@@ -1,13 +1,16 @@
 """traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames."""
 from . import render  # noqa: F401  (registers how a Report prints and shows in a notebook)
 from ._version import __version__
-from .analyses.region import Selection
-from .api import compare, compare_runs, diff, kernels, load_run, ranks, summary, summary_run
+from .api import (LoadOptions, Report, Selection, annotate, compare, compare_runs, diff, diff_runs, hta, kernels,
+                  load_run, ranks, report, roofline, summary, summary_run, timeline)
 from .classify import classify
 from .errors import NotATraceError, RuleError, TraceReadError, TraceviewError
 from .load import load
 from .model import Trace
 
-__all__ = ["load", "classify", "Trace", "Selection", "summary", "kernels", "diff", "compare", "load_run",
-           "ranks", "summary_run", "compare_runs", "TraceviewError",
+# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
+# (``from traceview.report import Report``), and ``tv.Report`` is its class.
+__all__ = ["load", "classify", "Trace", "Selection", "LoadOptions", "Report", "summary", "kernels", "diff",
+           "compare", "timeline", "annotate", "report", "hta", "roofline", "load_run", "ranks", "summary_run",
+           "compare_runs", "diff_runs", "TraceviewError",
            "TraceReadError", "NotATraceError", "RuleError", "__version__"]

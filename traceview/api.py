@@ -1,64 +1,105 @@
-"""Python entry points that take paths or loaded traces: ``tv.summary``, ``tv.diff``, ``tv.compare``, ...
+"""The front door: every command, as a Python function; the CLI calls these and renders.
 
-Each returns a :class:`~traceview.report.Report`: ``report["by_category"]`` is a
-DataFrame, ``print(report)`` shows what the CLI shows, and a notebook renders it
-as HTML. Selections are keywords (``step=``, ``annotation=``, ``device=``,
-``stream=``, ``kind=``) or a ready ``sel=Selection(...)``; other keywords go to
-``traceview.load``.
+``tv.summary``, ``tv.kernels``, ``tv.diff``, ``tv.compare``, ``tv.timeline``, ``tv.ranks``,
+``tv.hta`` return a :class:`~traceview.report.Report`: ``report["by_category"]`` is a
+DataFrame, ``print(report)`` shows what the CLI shows, and a notebook renders it as HTML.
+``tv.annotate`` writes an annotated trace, ``tv.report`` the HTML report.
+
+Every function that reads traces takes the same keywords, visible in its signature:
+
+- the selection: ``step``, ``annotation``, ``device``, ``stream``, ``kind`` (or a ready
+  ``sel=Selection(...)``; not both);
+- the load options: ``rules``, ``devices``, ``salvage``, ``max_bytes``, ``max_ratio``, ``cache``
+  (see :func:`traceview.load`; or a ready ``options=LoadOptions(...)``; not both).
 """
 from __future__ import annotations
 
 import os
 
-from .analyses.region import Selection
+from .analyses.region import KINDS, Selection
 from .discover import load_all
-from .load import load
 from .model import Trace
+from .options import LoadOptions
+from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
+from .report import Report
+
+__all__ = ["KINDS", "LoadOptions", "Report", "Selection"]  # re-exported: the CLI imports no analyses
 
 _SELECT = ("step", "annotation", "device", "stream", "kind")
+_LOAD = ("rules", "devices", "salvage", "max_bytes", "max_ratio", "cache")
 
 
-def _trace(t, load_kw: dict) -> Trace:
-    return t if isinstance(t, Trace) else load(os.fspath(t), **load_kw)
+def _parts(given: dict) -> tuple[Selection | None, LoadOptions]:
+    """The selection and the load options of a function's keywords (its ``locals()``): ``sel=``
+    or the selection keywords, ``options=`` or the load keywords; both of a pair is an error."""
+    parts = {k: given[k] for k in _SELECT if given.get(k) is not None}
+    sel = given.get("sel")
+    if sel is not None and parts:
+        raise TypeError(f"give sel= or {'=, '.join(parts)}=, not both")
+    loads = LoadOptions(**{k: given[k] for k in _LOAD if k in given})
+    opts = given.get("options")
+    if opts is not None and loads != LoadOptions():
+        raise TypeError("give options= or the load keywords (rules=, devices=, ...), not both")
+    return (sel if sel is not None else Selection(**parts) if parts else None), (opts or loads).checked()
 
 
-def _split(kw: dict) -> tuple[Selection | None, dict]:
-    """Selection keywords (or ``sel``) apart from load keywords."""
-    sel = kw.pop("sel", None)
-    parts = {k: kw.pop(k) for k in _SELECT if k in kw}
-    if sel is None and any(v is not None for v in parts.values()):
-        sel = Selection(**parts)
-    return sel, kw
+def _trace(t, opts: LoadOptions) -> Trace:
+    return t if isinstance(t, Trace) else opts.load(os.fspath(t))
 
 
-def summary(trace, *, top: int = 10, run: bool = False, **kw):
-    """Device, GPU time, counts per step, time per kind and category, top kernels.
+def load_traces(items, options: LoadOptions, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:
+    """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in place;
+    and the folder files passed over as not profiler traces."""
+    items = [items] if isinstance(items, (str, os.PathLike, Trace)) else list(items)
+    loaded, skipped = [], []
+    for t in items:
+        if isinstance(t, Trace):
+            loaded.append(t)
+            continue
+        more, passed_over = load_all([t], options.load, recursive=recursive)
+        loaded += more
+        skipped += passed_over
+    return loaded, skipped
 
-    ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`.
+
+def summary(trace, *, top: int = 10, run: bool = False, recursive: bool = False, skip_bad: bool = False,
+            step: int | None = None, annotation: str | None = None, device: int | None = None,
+            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+    """Device, GPU time, counts per step, time per kind and category, the ``top`` kernels.
+
+    ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`
+    (``top`` does not apply there).
     """
     from .analyses.summary import summary as _summary
     from .run import Run
 
+    s, opts = _parts(locals())
     if run or isinstance(trace, Run):
-        return summary_run(trace, **kw)
-    sel, load_kw = _split(kw)
-    return _summary(_trace(trace, load_kw), sel, top=top)
+        return summary_run(trace, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts)
+    return _summary(_trace(trace, opts), s, top=top)
 
 
-def _run(x, skip_bad: bool, recursive: bool, load_kw: dict):
-    from .run import Run
+def _run(x, skip_bad: bool, recursive: bool, opts: LoadOptions):
+    from .run import Run, load_run as _load_run
 
-    return x if isinstance(x, Run) else load_run(x, skip_bad=skip_bad, recursive=recursive, **load_kw)
+    return x if isinstance(x, Run) else _load_run(x, skip_bad=skip_bad, recursive=recursive, **opts.kwargs())
 
 
-def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False, **kw):
+def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False,
+                step: int | None = None, annotation: str | None = None, device: int | None = None,
+                stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+                rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+                max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
+                options: LoadOptions | None = None) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
     ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run."""
     from .analyses.run_summary import run_summary
 
-    sel, load_kw = _split(kw)
+    s, opts = _parts(locals())
     label = os.path.basename(os.path.normpath(paths)) if isinstance(paths, (str, os.PathLike)) else None
-    return run_summary(_run(paths, skip_bad, recursive, load_kw), sel, label=label)
+    return run_summary(_run(paths, skip_bad, recursive, opts), s, label=label)
 
 
 def run_labels(items) -> list[str]:
@@ -71,49 +112,87 @@ def run_labels(items) -> list[str]:
     return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]  # one run given twice
 
 
-def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool = False, **kw):
+def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool = False,
+                 step: int | None = None, annotation: str | None = None, device: int | None = None,
+                 stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+                 rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+                 max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
+                 options: LoadOptions | None = None) -> Report:
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
     (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
     rank and run; ratios to ``baseline`` (index, label or folder; default the first run)."""
     from .analyses.run_compare import run_compare
 
-    sel, load_kw = _split(kw)
+    s, opts = _parts(locals())
     items = list(runs)
     labels = run_labels(items)
     paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
         baseline = paths.index(os.path.abspath(baseline))
-    loaded = [(label, _run(x, skip_bad, recursive, load_kw)) for label, x in zip(labels, items)]
-    return run_compare(loaded, baseline=baseline, sel=sel)
+    loaded = [(label, _run(x, skip_bad, recursive, opts)) for label, x in zip(labels, items)]
+    return run_compare(loaded, baseline=baseline, sel=s)
 
 
-def kernels(trace, *, ops: bool = False, **kw):
+def kernels(trace, *, ops: bool = False, unclassified: bool = False,
+            step: int | None = None, annotation: str | None = None, device: int | None = None,
+            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
-    ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``).
-    ``devices=FILE`` (a load keyword) adds GPUs to the peak table, as ``--devices`` does."""
-    from .analyses.kernels import kernel_stats
+    ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
+    ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
+    ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
+    from .analyses.kernels import kernel_stats, unclassified_report
 
-    sel, load_kw = _split(kw)
-    return kernel_stats(_trace(trace, load_kw), sel, ops=ops)
+    s, opts = _parts(locals())
+    if unclassified:
+        if ops:
+            raise TypeError("ops= and unclassified= are two different tables: give one")
+        return unclassified_report(_trace(trace, opts), s)
+    return kernel_stats(_trace(trace, opts), s, ops=ops)
 
 
-def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20, **kw):
+def roofline(trace, *, step: int | None = None, annotation: str | None = None, device: int | None = None,
+             stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+    """One step's kernels with work (``step``, else the region's first): FLOPs, bytes, intensity,
+    achieved TFLOP/s and GB/s, and the device's peaks; ``kernels --plot`` draws it."""
+    from .analyses.efficiency import roofline as _roofline
+
+    s, opts = _parts(locals())
+    return _roofline(_trace(trace, opts), s)
+
+
+def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20,
+         step: int | None = None, annotation: str | None = None, device: int | None = None,
+         stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+         rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+         max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
-    per-kernel/per-op tables (None: every row).
+    per-kernel/per-op tables (None: every row). Two folders of rank traces: :func:`diff_runs`.
     """
     from .analyses.diff import diff as _diff
 
-    s, load_kw = _split(kw)
-    sel_b = None
-    if annotation_b is not None:
-        base = s or Selection()
-        sel_b = Selection(base.step, annotation_b, base.device, base.stream, base.kind)
-    return _diff(_trace(a, load_kw), _trace(b, load_kw), s, sel_b=sel_b, top=top)
+    s, opts = _parts(locals())
+    return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
 
 
-def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False, **kw):
+def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
+    """B's selection: A's with B's annotation, when B's is named differently."""
+    if annotation_b is None:
+        return None
+    base = s or Selection()
+    return Selection(base.step, annotation_b, base.device, base.stream, base.kind)
+
+
+def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False, skip_bad: bool = False,
+            step: int | None = None, annotation: str | None = None, device: int | None = None,
+            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
 
     ``baseline``: index, label, path or Trace (default: the first trace). A folder's
@@ -122,34 +201,126 @@ def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False
     """
     from .analyses.compare import compare as _compare
 
+    s, opts = _parts(locals())
     if run:
-        return compare_runs(traces, baseline=baseline, recursive=recursive, **kw)
-    sel, load_kw = _split(kw)
-    items = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
-    loaded, skipped = [], []
-    for t in items:  # in the order given; a folder expands in place
-        if isinstance(t, Trace):
-            loaded.append(t)
-            continue
-        more, passed_over = load_all([t], lambda p: load(p, **load_kw), recursive=recursive)
-        loaded += more
-        skipped += passed_over
-    report = _compare(loaded, baseline=baseline, sel=sel)
-    report.notes += [f"skipped (not a profiler trace): {s}" for s in skipped]
+        return compare_runs(traces, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts)
+    loaded, skipped = load_traces(traces, opts, recursive=recursive)
+    report = _compare(loaded, baseline=baseline, sel=s)
+    report.notes += [f"skipped (not a profiler trace): {p}" for p in skipped]
     return report
 
 
-def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_kw):
+def breakdown(traces, *, sels: list | None = None, labels: list | None = None) -> Report:
+    """GPU time per step by category, one row per Trace and category (``--plot`` of diff and compare);
+    ``sels`` gives each trace its selection."""
+    from .analyses.breakdown import breakdown as _breakdown
+
+    return _breakdown(list(traces), sels=sels, labels=labels)
+
+
+def timeline(trace, *, step: int | None = None, annotation: str | None = None, device: int | None = None,
+             stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+    """One step (``step``; default the first) on a time axis: its activities with start, duration,
+    lane (stream, or thread for CPU-only traces) and category; ``traceview timeline`` draws it
+    (``traceview.render.plot.plot_timeline(report, path)``)."""
+    from .analyses.timeline import timeline as _timeline
+
+    s, opts = _parts(locals())
+    return _timeline(_trace(trace, opts), s)
+
+
+def annotate(trace, output, *, rules=None, devices=None, salvage: bool = False,
+             max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
+             options: LoadOptions | None = None) -> dict:
+    """Write ``trace`` (a path) to ``output`` (.json or .json.gz) with each GPU activity's category,
+    tensor-core use, attention backend and launching op chain in its args, plus counter tracks of GPU
+    time by category per step. ``output`` appears only once complete and is never the input.
+    Returns counts: ``activities``, ``counter_events``, ``skipped``, ``not_loaded``."""
+    from .analyses.annotate import annotations
+    from .render.annotated import check_output, write_annotated
+
+    _, opts = _parts(locals())
+    path = trace.path if isinstance(trace, Trace) else os.fspath(trace)
+    check_output(path, output)  # before the (slow) load: a wrong output is known now
+    t = _trace(trace, opts)  # the text is re-read under the load's caps
+    return write_annotated(t, annotations(t), output, max_bytes=opts.max_bytes, max_ratio=opts.max_ratio,
+                           salvage=opts.salvage)
+
+
+def report(traces, *, output=None, baseline=None, recursive: bool = False,
+           step: int | None = None, annotation: str | None = None, device: int | None = None,
+           stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
+           rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+           max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> str:
+    """The HTML report of traces (paths, folders or Traces) as one self-contained page: findings in
+    words, the compare table, GPU time by category, tensor-core share, attention backend and one step's
+    timeline per trace; ratios to ``baseline``. Written to ``output`` (.html, atomically) when given;
+    returns the page. Needs matplotlib (traceview[plot])."""
+    from .analyses.report_set import report_set
+    from .render.htmlreport import render_report_set
+    from .render.plot import pyplot
+
+    s, opts = _parts(locals())
+    if output is not None:
+        check_report_path(output)
+    pyplot()  # fail before the (slow) loading when matplotlib is missing
+    loaded, _ = load_traces(traces, opts, recursive=recursive)
+    text = render_report_set(report_set(loaded, s, baseline),
+                             f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}")
+    if output is not None:
+        from .atomic import write_text
+
+        write_text(output, text)  # a full disk or Ctrl-C leaves no truncated report
+    return text
+
+
+def check_report_path(output) -> None:
+    """The report file must be .html in a folder that exists (checked before any trace is read)."""
+    from pathlib import Path
+
+    from .errors import TraceviewError
+
+    path = Path(output)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise TraceviewError(f"{path}: the report file must end in .html")
+    if not path.parent.exists():
+        raise TraceviewError(f"{path}: folder {path.parent} does not exist")
+
+
+def hta(trace, *, analysis: str = "temporal", rank: int | None = None, drop_last_step: bool = False,
+        ns_rounding: bool = True, rules=None, devices=None, salvage: bool = False,
+        max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
+        options: LoadOptions | None = None) -> Report:
+    """Holistic Trace Analysis's ``analysis`` (temporal, idle, kernels, launch) of a trace, its
+    COMPUTATION split by traceview's categories. ``rank``: the rank to file it under (default the
+    trace's distributedInfo.rank, else 0). Needs HTA: pip install 'traceview[hta]'."""
+    from .interop.hta import import_hta, to_hta
+
+    _, opts = _parts(locals())
+    import_hta()  # fail fast, before loading, with the install hint
+    from .analyses.hta_views import hta_report
+
+    t = _trace(trace, opts)
+    ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=ns_rounding)
+    return hta_report(t, ta, analysis)
+
+
+def load_run(paths, *, skip_bad: bool = False, recursive: bool = False,
+             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None):
     """The rank traces of one distributed job (a folder, or paths) as a ``Run``: rank and world size
     from each trace's ``distributedInfo``; two traces of one rank are refused, missing ranks reported.
     ``run.frame("kernels")`` stacks every rank's frame with a ``rank`` column."""
-    from .run import load_run as _load_run
-
-    return _load_run(paths, skip_bad=skip_bad, recursive=recursive, **load_kw)
+    _, opts = _parts(locals())
+    return _run(paths, skip_bad, recursive, opts)
 
 
 def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
-          recursive: bool = False, progress=None, **load_kw):
+          recursive: bool = False, progress=None,
+          rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+          max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """The distributed analyses of a run, one row per rank (``traceview ranks``): GPU time breakdown,
     comm/comp overlap, idle per stream and its cause, stragglers per step and per collective.
 
@@ -158,15 +329,18 @@ def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, sk
     """
     from .scale import analyse_run
 
+    _, opts = _parts(locals())
     return analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
-                       progress=progress, **load_kw)
+                       progress=progress, **opts.kwargs())
 
 
 def diff_runs(a, b, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
-              **load_kw):
+              rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
+              max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
     from .analyses.run_diff import run_diff
 
-    a, b = (r if hasattr(r, "tables") else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad,
-                                                  **load_kw) for r in (a, b))
+    _, opts = _parts(locals())
+    a, b = (r if isinstance(r, Report) else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad,
+                                                  options=opts) for r in (a, b))
     return run_diff(a, b)

@@ -6,7 +6,7 @@ import sys
 import click
 
 from ..render.safe import visible
-from .common import friendly, load_kwargs, load_options, loader
+from .common import friendly, load_one, load_options
 from .group import main
 
 EXIT_USAGE = 2
@@ -18,22 +18,19 @@ EXIT_USAGE = 2
               help="Annotated trace to write (.json or .json.gz; .gz compresses it). Never the input itself.")
 @load_options
 @friendly
-def annotate(trace, output, salvage, max_size, no_cache, rules):
+def annotate(trace, output, options):
     """Write TRACE back with each GPU activity's category, tensor-core use, attention backend
     and launching op chain in its args (traceview.*), plus counter tracks of GPU time by
     category per step, for Perfetto UI or chrome://tracing. OUT appears only once complete."""
-    from ..analyses.annotate import annotations
-    from ..render.annotated import SameFileError, check_output, write_annotated
+    from .. import api
+    from ..render.annotated import SameFileError, check_output
 
     try:  # before the (slow) load: a wrong OUT is known now
         check_output(trace, output)
     except SameFileError as exc:  # the input would be replaced: a usage error, not a bad trace
         click.echo(f"traceview: error: {visible(str(exc))}", err=True)
         sys.exit(EXIT_USAGE)
-    t = loader(salvage, max_size, no_cache, rules)(trace)
-    reread = {key: value for key, value in load_kwargs(salvage, max_size, no_cache, None).items()
-              if key in ("max_bytes", "max_ratio", "salvage")}  # re-read the text under the load's caps
-    counts = write_annotated(t, annotations(t), output, **reread)
+    counts = api.annotate(load_one(trace, options), output, options=options)
     if counts["not_loaded"]:
         click.echo(f"warning: {visible(trace)}: {counts['not_loaded']} complete events the load skipped are copied "
                    "unannotated", err=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import click
 
 from .group import main
-from .common import (devices_option, emit, format_option, friendly, load_many, load_options, loader,
-                     recursive_option, run_option, select_options, selection)
+from .common import (devices_option, emit, format_option, friendly, load_many, load_one, load_options,
+                     not_applied, recursive_option, run_option, select_options)
 
 
 @main.command()
@@ -17,27 +17,23 @@ from .common import (devices_option, emit, format_option, friendly, load_many, l
 @click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list.")
 @run_option
 @friendly
-def summary(traces, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, recursive,
-            top, run):
+def summary(traces, out, sel, options, recursive, top, run):
     """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels.
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
-    from ..analyses.summary import summary as summarise
+    from .. import api
     from ..render.safe import visible
     from ..run import one_job
 
-    sel = selection(step, annotation, device, stream, kind)
     if run:
-        from ..api import summary_run
-        from .common import load_kwargs
-
-        return emit(summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel,
-                                **load_kwargs(salvage, max_size, no_cache, rules)), out)
-    loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
+        not_applied("summary --run shows the shared metrics of every rank, not a list of kernels", "top")
+        return emit(api.summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive,
+                                    sel=sel, options=options), out)
+    loaded = load_many(traces, options, recursive)
     hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
     if hint:
         click.echo(f"note: {visible(hint)}", err=True)
-    reports = [summarise(t, sel, top=top) for t in loaded]
+    reports = [api.summary(t, sel=sel, top=top) for t in loaded]
     emit(reports, out)  # several traces: one document (one JSON, one CSV, one HTML page)
 
 
@@ -54,16 +50,15 @@ def summary(traces, out, step, annotation, device, stream, kind, salvage, max_si
                                           "per step, TFLOP/s, GB/s and percent of peak (needs shapes).")
 @devices_option
 @friendly
-def kernels(trace, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules, unclassified,
-            plot, ops):
+def kernels(trace, out, sel, options, unclassified, plot, ops):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
-    from ..analyses.kernels import kernel_stats, unclassified_report
+    from .. import api
 
-    t = loader(salvage, max_size, no_cache, rules)(trace)
-    sel = selection(step, annotation, device, stream, kind)
-    emit(unclassified_report(t, sel) if unclassified else kernel_stats(t, sel, ops=ops), out)
+    if unclassified:
+        not_applied("--unclassified lists the names no rule matched, without the ops table", "ops")
+    t = load_one(trace, options)
+    emit(api.kernels(t, sel=sel, ops=ops, unclassified=unclassified), out)
     if plot is not None:
-        from ..analyses.efficiency import roofline
         from ..render.plot import plot_roofline
 
-        click.echo(f"wrote {plot_roofline(roofline(t, sel), plot)}", err=True)
+        click.echo(f"wrote {plot_roofline(api.roofline(t, sel=sel), plot)}", err=True)

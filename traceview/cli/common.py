@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 
-from ..analyses.region import KINDS, Selection
+from ..api import KINDS, LoadOptions, Selection
 from ..discover import load_all
 from ..atomic import OutputError
 from ..errors import TraceviewError
-from ..load import load as load_trace
-from ..read import DEFAULT_MAX_RATIO
+from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
 
@@ -23,26 +22,51 @@ EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
 
 
-def load_many(paths, load, recursive: bool = False) -> list:
+def _warned(trace):
+    for w in trace.warnings:  # they quote names from the trace: escaped like every output
+        click.echo(f"warning: {visible(w)}", err=True)
+    return trace
+
+
+def load_one(path, options: LoadOptions):
+    """One trace, its load warnings on stderr."""
+    return _warned(options.checked().load(path))
+
+
+def load_many(paths, options: LoadOptions, recursive: bool = False) -> list:
     """Load the traces named or found in folders; say which folder files were skipped."""
-    traces, skipped = load_all(paths, load, recursive=recursive)
+    opts = options.checked()  # the rule file read once, the device file checked before any trace
+    traces, skipped = load_all(paths, lambda p: _warned(opts.load(p)), recursive=recursive)
     for s in skipped:
         click.echo(f"warning: skipped {visible(s)}", err=True)  # a file name is trace text too
     return traces
 
 
-def _set_max_ratio(ctx, _param, value):
-    ctx.meta["traceview.max_ratio"] = value
+def _inject(f, key: str, names: tuple, build):
+    """Wrap command ``f`` so that the click values ``names`` reach it as one keyword ``key``:
+    the object ``build(**values)``, built once, in place of the loose values."""
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        values = {n: kwargs.pop(n) for n in names if n in kwargs}
+        return f(*args, **{key: build(**values)}, **kwargs)
+    return wrapper
+
+
+def _load_options(salvage=False, max_size=None, max_ratio=None, no_cache=False, rules=None, devices=None):
+    return LoadOptions(rules=rules, devices=devices, salvage=salvage,
+                       max_bytes=DEFAULT_MAX_BYTES if max_size is None else max_size * 2**20,
+                       max_ratio=DEFAULT_MAX_RATIO if max_ratio is None else max_ratio,
+                       cache=False if no_cache else None)
 
 
 def load_options(f):
-    """Options every command that reads traces takes."""
+    """Options every command that reads traces takes, given to it as one ``options: LoadOptions``
+    (with ``--devices`` where the command has it, see devices_option)."""
     opts = [
         click.option("--salvage", is_flag=True, help="Load a truncated trace up to the cut, with a warning."),
         click.option("--max-size", type=click.IntRange(min=1), default=None, metavar="MIB",
                      help="Refuse traces that decompress to more than MIB mebibytes (default 16384)."),
-        click.option("--max-ratio", type=click.IntRange(min=1), default=None, metavar="N", expose_value=False,
-                     callback=_set_max_ratio,
+        click.option("--max-ratio", type=click.IntRange(min=1), default=None, metavar="N",
                      help=f"Refuse a gzip trace that expands more than N times its compressed size, past "
                           f"64 MiB of text (default {DEFAULT_MAX_RATIO}; real traces expand 10-40x, a gzip "
                           f"bomb ~1000x)."),
@@ -50,12 +74,15 @@ def load_options(f):
         click.option("--rules", type=click.Path(dir_okay=False), default=None,
                      help="TOML file of kernel classification rules that override the defaults."),
     ]
+    f = _inject(f, "options", ("salvage", "max_size", "max_ratio", "no_cache", "rules", "devices"), _load_options)
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
 def select_options(f):
+    """``--step``, ``--annotation``, ``--device``, ``--stream``, ``--kind``, given to the command as
+    one ``sel: Selection``."""
     opts = [
         click.option("--step", type=int, default=None, help="Only this ProfilerStep#N."),
         click.option("--annotation", default=None, help="Only activities launched inside this record_function."),
@@ -64,13 +91,22 @@ def select_options(f):
         click.option("--kind", type=click.Choice(KINDS), default=None,
                      help="Only this kind of GPU activity (default: kernels, memcpys and memsets)."),
     ]
+    f = _inject(f, "sel", ("step", "annotation", "device", "stream", "kind"), Selection)
     for opt in reversed(opts):
         f = opt(f)
     return f
 
 
-def selection(step, annotation, device, stream, kind) -> Selection:
-    return Selection(step, annotation, device, stream, kind)
+def not_applied(why: str, *names: str) -> None:
+    """A usage error (exit 2) naming the options of ``names`` the user gave, which this form of the
+    command cannot apply: an option is never dropped without a word."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [max(p.opts, key=len) for p in ctx.command.params
+             if p.name in names and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)]
+    if given:
+        raise click.UsageError(f"{', '.join(given)}: {why}")
 
 
 run_option = click.option("--run", "run", is_flag=True,
@@ -131,57 +167,11 @@ def format_option(f):
     return wrapper
 
 
-def _set_devices(ctx, _param, value):
-    ctx.meta["traceview.devices"] = value
-
-
 def devices_option(f):
-    """``--devices FILE`` on the commands that show efficiency; the loader passes it to every trace."""
-    return click.option("--devices", metavar="FILE", default=None, expose_value=False, callback=_set_devices,
+    """``--devices FILE`` on the commands that show efficiency; it travels in the LoadOptions."""
+    return click.option("--devices", metavar="FILE", default=None,
                         help="TOML file of GPU peaks in the shape of traceview/rules/devices.toml: its devices "
                              "are tried first and replace built-in ones of the same name.")(f)
-
-
-def _devices_file():
-    """The ``--devices`` file of the running command (checked now, before any trace is read), or None."""
-    ctx = click.get_current_context(silent=True)
-    path = ctx.meta.get("traceview.devices") if ctx else None
-    if path is not None:
-        from ..devices import load_devices
-
-        load_devices(path)
-    return path
-
-
-def load_kwargs(salvage, max_size, no_cache, rules) -> dict:
-    """``tv.load`` keywords from the load options (and ``--devices`` where the command has it);
-    plain data, so they also travel to Dask workers."""
-    kwargs = {"salvage": salvage, "cache": False if no_cache else None}
-    devices = _devices_file()
-    if devices is not None:
-        kwargs["devices"] = devices
-    if max_size is not None:
-        kwargs["max_bytes"] = max_size * 2**20
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.meta.get("traceview.max_ratio") is not None:
-        kwargs["max_ratio"] = ctx.meta["traceview.max_ratio"]
-    if rules is not None:
-        from ..classify import default_rules, load_rules
-
-        kwargs["rules"] = default_rules().with_overrides(load_rules(rules))
-    return kwargs
-
-
-def loader(salvage, max_size, no_cache, rules):
-    kwargs = load_kwargs(salvage, max_size, no_cache, rules)
-
-    def _load(path):
-        trace = load_trace(path, **kwargs)
-        for w in trace.warnings:  # they quote names from the trace: escaped like every output
-            click.echo(f"warning: {visible(w)}", err=True)
-        return trace
-
-    return _load
 
 
 def friendly(f):
@@ -220,3 +210,5 @@ def emit(reports, out: Output | str):
         click.echo(f"wrote {visible(str(write(reports, out.fmt, out.path)))}", err=True)
         return
     click.echo(render(reports, out.fmt, width=None if out.wide else -1), nl=False)
+
+

@@ -5,10 +5,10 @@ import os
 
 import click
 
-from ..analyses.region import Selection
+from ..api import Selection
 from .group import main
-from .common import (devices_option, emit, format_option, friendly, load_many, load_options, loader,
-                     recursive_option, run_option, select_options, selection)
+from .common import (devices_option, emit, format_option, friendly, load_many, load_one, load_options,
+                     not_applied, recursive_option, run_option, select_options)
 
 plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                            help="Also draw GPU time per step by category per trace as stacked bars "
@@ -26,7 +26,7 @@ def _check_plot(plot):
 
 
 def _write_plot(traces, plot, *, labels, sels) -> None:
-    from ..analyses.breakdown import breakdown
+    from ..api import breakdown
     from ..render.plot import plot_breakdown
 
     plot_breakdown(breakdown(traces, sels=sels, labels=labels), plot)
@@ -45,29 +45,25 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @plot_option
 @devices_option
 @friendly
-def diff(a, b, out, step, annotation, device, stream, kind, annotation_b, salvage, max_size, no_cache, rules, top,
-         plot):
+def diff(a, b, out, sel, annotation_b, options, top, plot):
     """What changed from trace A to trace B, per step: kernels and GPU time, categories,
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
     attention backend. CPU-only traces compare CPU ops per step. Two folders are two runs
     (rank traces of one job each): ranks are matched and compared one by one and overall."""
-    from ..analyses.diff import diff as run_diff
+    from .. import api
 
     if os.path.isdir(a) and os.path.isdir(b):
-        from ..api import diff_runs
-        from .common import load_kwargs
-
-        return emit(diff_runs(a, b, **load_kwargs(salvage, max_size, no_cache, rules)), out)
+        not_applied("two folders are compared rank by rank over whole runs; these options apply to two traces",
+                    "step", "annotation", "device", "stream", "kind", "annotation_b", "top", "plot")
+        return emit(api.diff_runs(a, b, options=options), out)
 
     _check_plot(plot)
-    load = loader(salvage, max_size, no_cache, rules)
-    ta, tb = load(a), load(b)
-    sel = selection(step, annotation, device, stream, kind)
-    sel_b = Selection(step, annotation_b, device, stream, kind) if annotation_b is not None else None
-    report = run_diff(ta, tb, sel, sel_b=sel_b, top=top or None)
+    ta, tb = load_one(a, options), load_one(b, options)
+    report = api.diff(ta, tb, sel=sel, annotation_b=annotation_b, top=top or None)
     if plot:
         la, lb = report.info["a_label"], report.info["b_label"]
-        _write_plot([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b or sel])
+        sel_b = Selection(sel.step, annotation_b, sel.device, sel.stream, sel.kind) if annotation_b is not None else sel
+        _write_plot([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b])
     emit(report, out)
 
 
@@ -83,37 +79,33 @@ def diff(a, b, out, step, annotation, device, stream, kind, annotation_b, salvag
 @devices_option
 @run_option
 @friendly
-def compare(traces, baseline, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
-            recursive, plot, run):
+def compare(traces, baseline, out, sel, options, recursive, plot, run):
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
     the baseline, tensor-core share of GEMM time, attention backend, top categories. With --run,
     each path is one run (a folder of rank traces): runs compared overall and rank by rank."""
-    from ..analyses.compare import compare as run_compare
+    from .. import api
 
     if run:
-        return emit(compare_runs(traces, baseline, selection(step, annotation, device, stream, kind), plot,
-                                 recursive=recursive, load_kw=(salvage, max_size, no_cache, rules)), out)
+        return emit(compare_runs(traces, baseline, sel, plot, recursive=recursive, options=options), out)
     _check_plot(plot)
-    loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
-    sel = selection(step, annotation, device, stream, kind)
-    report = run_compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
+    loaded = load_many(traces, options, recursive)
+    report = api.compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
     if plot:
         _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
     emit(report, out)
 
 
-def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
+def compare_runs(paths, baseline, sel, plot, *, recursive, options):
     """``compare --run``: every path must be a folder (one run each)."""
     from ..api import compare_runs as compare_many
     from ..errors import TraceviewError
-    from .common import load_kwargs
 
     if plot is not None:
         raise click.UsageError("--plot draws traces, not runs: leave it out with --run")
     for p in paths:
         if not os.path.isdir(p):
             raise TraceviewError(f"{p}: not a folder; compare --run takes one folder of rank traces per run")
-    return compare_many(list(paths), baseline=baseline, recursive=recursive, sel=sel, **load_kwargs(*load_kw))
+    return compare_many(list(paths), baseline=baseline, recursive=recursive, sel=sel, options=options)
 
 
 @main.command()
@@ -124,16 +116,15 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, load_kw):
 @select_options
 @load_options
 @friendly
-def timeline(trace, plot, out, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules):
+def timeline(trace, plot, out, sel, options):
     """Draw one step (--step; default the first) on a time axis: GPU activities in a lane per
     stream, coloured by kernel category (CPU-only traces: CPU ops in a lane per thread).
     Prints the step's activities (start, duration, lane, category) in --format."""
-    from ..analyses.timeline import timeline as run_timeline
+    from .. import api
     from ..render.plot import plot_timeline
 
     _check_plot(plot)
-    t = loader(salvage, max_size, no_cache, rules)(trace)
-    report = run_timeline(t, selection(step, annotation, device, stream, kind))
+    report = api.timeline(load_one(trace, options), sel=sel)
     busy = (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
             if "gpu_busy_pct" in report.info else "")
     click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from .group import main
-from .common import emit, format_option, friendly, load_options, loader
+from .common import emit, format_option, friendly, load_one, load_options
 
 ANALYSES = ("temporal", "idle", "kernels", "launch")
 
@@ -21,16 +21,14 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 @click.option("--no-ns-rounding", is_flag=True,
               help="Keep fractional-µs timestamps instead of HTA's inward rounding (HTA_DISABLE_NS_ROUNDING).")
 @friendly
-def hta(trace, out, salvage, max_size, no_cache, rules, analysis, rank, drop_last_step, no_ns_rounding):
+def hta(trace, out, options, analysis, rank, drop_last_step, no_ns_rounding):
     """HTA's temporal/idle/kernel/launch analysis, COMPUTATION split by traceview's categories.
 
     Needs Holistic Trace Analysis: pip install 'traceview[hta]'.
     """
-    from ..interop.hta import import_hta, to_hta
+    from .. import api
+    from ..interop.hta import import_hta
 
     import_hta()  # fail fast, before loading, with the install hint
-    from ..analyses.hta_views import hta_report
-
-    t = loader(salvage, max_size, no_cache, rules)(trace)
-    ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=not no_ns_rounding)
-    emit(hta_report(t, ta, analysis), out)
+    emit(api.hta(load_one(trace, options), analysis=analysis, rank=rank, drop_last_step=drop_last_step,
+                 ns_rounding=not no_ns_rounding), out)

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from .common import emit, format_option, friendly, load_kwargs, load_options, recursive_option
+from .common import emit, format_option, friendly, load_options, recursive_option
 from .group import main
 
 
@@ -48,13 +48,13 @@ def _check_scheduler(_ctx, _param, value):
                    "Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).")
 @click.option("--skip-bad", is_flag=True, help="Leave out rank files that can't be read (named in the notes).")
 @friendly
-def ranks(paths, out, salvage, max_size, no_cache, rules, recursive, workers, scheduler, skip_bad):
+def ranks(paths, out, options, recursive, workers, scheduler, skip_bad):
     """One row per rank of a distributed run: GPU time breakdown, comm/comp overlap, idle per stream,
     stragglers per step and per collective. PATHS: a folder of rank traces, or the files."""
-    from ..scale import analyse_run
+    from .. import api
 
     if workers is not None and scheduler is not None:
         raise click.UsageError("give --workers or --scheduler, not both")
-    report = analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
-                         progress=progress_line(), **load_kwargs(salvage, max_size, no_cache, rules))
+    report = api.ranks(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
+                       progress=progress_line(), options=options)
     emit(report, out)

@@ -5,10 +5,7 @@ from pathlib import Path
 
 import click
 
-from ..atomic import write_text
-from ..errors import TraceviewError
-from .common import (devices_option, friendly, load_many, load_options, loader, recursive_option, select_options,
-                     selection)
+from .common import devices_option, friendly, load_many, load_options, recursive_option, select_options
 from .group import main
 
 
@@ -23,23 +20,14 @@ from .group import main
 @recursive_option
 @devices_option
 @friendly
-def report(traces, output, baseline, step, annotation, device, stream, kind, salvage, max_size, no_cache, rules,
-           recursive):
+def report(traces, output, baseline, sel, options, recursive):
     """An HTML report of traces (files or folders): findings in words, the compare table,
     GPU time by category per trace, tensor-core share, attention backend, and one step's
     timeline per trace. Needs matplotlib (traceview[plot])."""
-    from ..analyses.report_set import report_set
-    from ..render.htmlreport import render_report_set
+    from .. import api
     from ..render.plot import pyplot
 
-    path = Path(output)
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise TraceviewError(f"{path}: the report file must end in .html")
-    if not path.parent.exists():
-        raise TraceviewError(f"{path}: folder {path.parent} does not exist")
+    api.check_report_path(output)  # before the (slow) loading
     pyplot()  # fail before the (slow) loading when matplotlib is missing
-    loaded = load_many(traces, loader(salvage, max_size, no_cache, rules), recursive)
-    rs = report_set(loaded, selection(step, annotation, device, stream, kind), baseline)
-    text = render_report_set(rs, f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}")
-    write_text(path, text)  # atomic: a full disk or Ctrl-C leaves no truncated report (OutputError: exit 1)
-    click.echo(f"wrote {path}", err=True)
+    api.report(load_many(traces, options, recursive), output=output, baseline=baseline, sel=sel)
+    click.echo(f"wrote {Path(output)}", err=True)  # written atomically: a full disk leaves no truncated report

@@ -1,0 +1,163 @@
+"""One front door (issue 21, items 1 and 2): the CLI is a shell over ``traceview.api``.
+
+The CLI imports no analysis (checked with ``ast``, as test_layers does); no setting travels
+on the click context; every command has an API function whose signature shows the same
+options (no ``**kw``); and an option a command cannot apply is a usage error, never dropped.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import traceview as tv
+from corpus import CORPUS
+from test_layers import PKG, imports, modules
+from traceview import api
+from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+RANKS = sorted((CORPUS / "param").glob("dlrm_kineto__worker[01]_*.json.gz"))
+needs_ranks = pytest.mark.skipif(len(RANKS) < 2, reason="corpus absent (param dlrm ranks)")
+
+#: CLI option (click parameter name) -> the API keyword it becomes
+KEYWORD = {"max_size": "max_bytes", "no_cache": "cache", "no_ns_rounding": "ns_rounding", "fmt": None,
+           "out": None, "wide": None, "output_file": None, "plot": None}
+#: commands that are not analyses of traces (the cache folder, running a collector)
+NOT_ANALYSES = {"cache", "collect"}
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_cli_imports_no_analysis():
+    mods = modules()
+    known = set(mods)
+    found = [f"traceview.{m} imports traceview.{d}" for m, path in mods.items()
+             if m == "cli" or m.startswith("cli.") for d in imports(m, path, known)
+             if d == "analyses" or d.startswith("analyses.")]
+    assert not found, "\n".join(found)
+
+
+def test_the_import_check_sees_an_analysis_import():
+    """It can fail: api imports analyses, and the same reader sees it."""
+    mods = modules()
+    assert any(d.startswith("analyses") for d in imports("api", mods["api"], set(mods)))
+
+
+def test_no_setting_travels_on_the_click_context():
+    uses = [f"{p.relative_to(PKG)}:{i}" for p in PKG.rglob("*.py")
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "ctx.meta" in line]
+    assert not uses, uses
+
+
+def commands():
+    return [c for name, c in sorted(main.commands.items()) if name not in NOT_ANALYSES]
+
+
+@pytest.mark.parametrize("command", commands(), ids=lambda c: c.name)
+def test_every_command_has_its_api_function_with_its_options(command):
+    fn = getattr(api, command.name)
+    params = inspect.signature(fn).parameters
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), f"{command.name}: **kw hides options"
+    wanted = {KEYWORD.get(p.name, p.name) for p in command.params if isinstance(p, click.Option)}
+    wanted -= {None, "help", "version"}
+    if "fmt" in {p.name for p in command.params}:  # --format/--wide/-o say how to show the result
+        wanted.discard("output")
+    if command.name in ("diff", "compare"):
+        wanted.discard("plot")
+    missing = sorted(w for w in wanted if w not in params)
+    assert not missing, f"tv.{command.name} lacks {missing}"
+    assert getattr(tv, command.name) is fn and fn.__doc__
+
+
+def test_every_api_function_takes_the_load_options_as_keywords():
+    for name in ("summary", "kernels", "diff", "compare", "timeline", "report", "annotate", "hta", "ranks"):
+        params = inspect.signature(getattr(tv, name)).parameters
+        for kw in ("rules", "devices", "salvage", "max_bytes", "max_ratio", "cache", "options"):
+            assert params[kw].kind is inspect.Parameter.KEYWORD_ONLY, (name, kw)
+
+
+def test_report_class_and_new_functions_are_exported():
+    from traceview.report import Report
+
+    assert tv.Report is Report and callable(tv.report) and callable(tv.timeline) and callable(tv.annotate)
+    assert {"Report", "LoadOptions", "timeline", "annotate", "report"} <= set(tv.__all__)
+
+
+def test_selection_twice_is_refused():
+    with pytest.raises(TypeError, match="not both"):
+        tv.summary(SAMPLES / "naive.json.gz", sel=tv.Selection(step=1), step=1)
+    with pytest.raises(TypeError, match="not both"):
+        tv.summary(SAMPLES / "naive.json.gz", options=tv.LoadOptions(cache=False), salvage=True)
+
+
+def test_timeline_api_is_the_cli_table(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = SAMPLES / "sdpa_math.json.gz"
+    report = tv.timeline(path, cache=False)
+    out = run("timeline", path, "--plot", tmp_path / "t.png", "--format", "csv", "--no-cache")
+    assert out.exit_code == 0, out.output
+    assert isinstance(report, tv.Report) and len(next(iter(report.tables.values()))) > 0
+
+
+def test_annotate_api_writes_the_trace(tmp_path):
+    counts = tv.annotate(SAMPLES / "sdpa_math.json.gz", tmp_path / "a.json", cache=False)
+    out = run("annotate", SAMPLES / "sdpa_math.json.gz", "-o", tmp_path / "b.json", "--no-cache")
+    assert out.exit_code == 0 and f"{counts['counter_events']} counter samples" in out.output, out.output
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def test_report_api_writes_html(tmp_path):
+    pytest.importorskip("matplotlib")
+    text = tv.report([SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"], output=tmp_path / "r.html",
+                     cache=False)
+    assert text.startswith("<!") and (tmp_path / "r.html").read_text(encoding="utf-8") == text
+
+
+def test_load_options_reach_the_trace(tmp_path):
+    """``--devices`` travels in LoadOptions down to the Trace, not on the side."""
+    devices = Path(tv.__file__).parent / "rules" / "devices.toml"
+    t = tv.LoadOptions(devices=str(devices), cache=False).checked().load(SAMPLES / "naive.json.gz")
+    assert t.devices == str(devices)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    for name in ("runA", "runB"):
+        (root / name).mkdir()
+        for p in RANKS:
+            os.symlink(p, root / name / p.name)
+    return root / "runA", root / "runB"
+
+
+@needs_ranks
+def test_diff_of_two_runs_refuses_what_it_cannot_apply(two_runs):
+    a, b = two_runs
+    out = run("diff", a, b, "--step", 99, "--device", 7, "--kind", "memset")
+    assert out.exit_code == 2, out.output
+    assert "--step" in out.output and "--device" in out.output and "--kind" in out.output
+
+
+@needs_ranks
+def test_diff_of_two_runs_still_runs(two_runs):
+    a, b = two_runs
+    out = run("diff", a, b, "--no-cache", "--format", "csv")
+    assert out.exit_code == 0, out.output
+
+
+@needs_ranks
+def test_summary_run_refuses_top():
+    out = run("summary", *RANKS, "--run", "--top", 3)
+    assert out.exit_code == 2 and "--top" in out.output, out.output
+
+
+def test_unclassified_refuses_ops():
+    out = run("kernels", SAMPLES / "naive.json.gz", "--unclassified", "--ops")
+    assert out.exit_code == 2 and "--ops" in out.output, out.output

@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,3 +148,19 @@ def test_write_takes_a_binary_format(tmp_path):
     path = write([r, r], gz, tmp_path / "two.json.gz")
     assert len(json.loads(gzip.decompress(path.read_bytes()))["reports"]) == 2
     assert [p.name for p in tmp_path.iterdir()] == ["two.json.gz"]  # no temporary file left
+
+
+def test_a_report_set_renders_through_render():
+    # ``traceview report``'s ReportSet: its page in HTML (what report -o writes), its reports in other formats
+    pytest.importorskip("matplotlib")
+    from traceview.analyses.report_set import report_set
+    from traceview.render.htmlreport import render_report_set
+
+    rs = report_set([tv.load(str(A)), tv.load(str(B))])
+    def undated(page):  # matplotlib stamps each SVG with the time it was drawn and random ids
+        return re.sub(r"<svg.*?</svg>", "<svg/>", page, flags=re.S)
+
+    assert undated(render(rs, "html")) == undated(render_report_set(rs, "traceview report: 2 traces"))
+    doc = json.loads(render(rs, "json"))
+    assert [r["kind"] for r in doc["reports"]][:2] == ["compare", "glance"]
+    assert len(doc["reports"]) == 3 + len(rs.diffs) + sum(tl is not None for _, tl, _ in rs.timelines)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..atomic import write_bytes, write_text
+from ..analyses.report_set import ReportSet
 from ..report import Report, set_display
 from . import csvout, html, jsonout, markdown, text
 
@@ -59,18 +60,30 @@ def format_for_path(path) -> str | None:
     return next((name for name, f in OUTPUTS.items() if suffix in f.extensions), None)
 
 
-def _as_list(reports) -> list:
-    return [reports] if isinstance(reports, Report) else list(reports)
+def _as_list(reports, fmt: Format) -> list:
+    """The reports to render: a ReportSet (``traceview report``) stays whole for HTML, its
+    page; any other format gets its reports one after another."""
+    items = [reports] if isinstance(reports, (Report, ReportSet)) else list(reports)
+    if fmt.name == "html" and len(items) == 1:
+        return items
+    return [r for item in items for r in (_set_reports(item) if isinstance(item, ReportSet) else [item])]
+
+
+def _set_reports(rs: ReportSet) -> list:
+    """A ReportSet's reports in the order its page shows them (traces without a timeline left out)."""
+    return [rs.compare, rs.glance, rs.breakdown, *rs.diffs, *(tl for _, tl, _ in rs.timelines if tl is not None)]
 
 
 def render(reports, fmt: str | Format = "table", *, rich: bool | None = None,
            width: int | None = -1) -> str | bytes:
-    """One Report or a list of them as one document in ``fmt`` (str, or bytes for a binary format).
+    """One Report, a list of them, or a ReportSet as one document in ``fmt`` (str, or bytes for
+    a binary format).
     ``width`` (table only): -1 from ``COLUMNS``/the terminal, None or 0 unlimited (``--wide``)."""
-    reports = _as_list(reports)
+    fmt = output_format(fmt)
+    reports = _as_list(reports, fmt)
     if not reports:
         raise ValueError("nothing to render: no reports")
-    return output_format(fmt).render(reports, rich=rich, width=width)
+    return fmt.render(reports, rich=rich, width=width)
 
 
 def write(reports, fmt: str | Format, path, *, width: int | None = None) -> Path:

@@ -1,9 +1,10 @@
 """HTML: ``--format html`` as one self-contained page (one report, or several one after
-another under one heading), and a report's section for Jupyter (Report._repr_html_).
+another under one heading; ``traceview report``'s ReportSet as its page), and a report's section for Jupyter (Report._repr_html_).
 Every text escaped (:mod:`.htmlreport`)."""
 from __future__ import annotations
 
-from .htmlreport import esc, page, report_html
+from ..analyses.report_set import ReportSet
+from .htmlreport import esc, page, render_report_set, report_html
 
 EXTENSIONS = (".html", ".htm")
 BINARY = False
@@ -14,6 +15,9 @@ def render_html(report) -> str:
 
 
 def render_reports(reports, *, rich=None, width=None) -> str:
+    if len(reports) == 1 and isinstance(reports[0], ReportSet):
+        n = len(reports[0].timelines)  # one per trace
+        return render_report_set(reports[0], f"traceview report: {n} trace{'s' if n != 1 else ''}")
     if len(reports) == 1:
         return page(reports[0].title, report_html(reports[0], level=1))
     title = _title(reports)

@@ -178,3 +178,21 @@ def test_step_column_marks_activities_outside_every_step():
     assert set(k["step"].dropna().astype(int)) <= set(t.steps["step"].astype(int))
     assert summary(t).info["left_out_gpu_activities"] == outside
     assert not (t.ops["step"].dropna() < 0).any()
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+def test_sentences_and_cells_read_a_count_alike():
+    """diff's finding says "1,555 kernels" as its overview table's cell does (it said 1555)."""
+    from traceview.api import diff
+    from traceview.render.cells import display_frame
+
+    a, b = (CORPUS / p for p in PAIRS[1])
+    r = diff(a, b)
+    ov = r["overview"].set_index("metric")
+    nb = ov.loc["kernels_per_step", "b"]
+    assert nb >= 1000
+    text = next(f for f in r.findings if f.startswith("B launches"))
+    assert f"B launches {num(nb)} kernels per step" in text and "," in num(nb)
+    rows = display_frame(r["overview"])
+    row = next(x for x in rows if x[0] == "kernels_per_step")
+    assert row[2] == num(nb)

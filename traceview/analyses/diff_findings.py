@@ -99,7 +99,7 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
             who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
             f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")
         if len(table) > 5:
-            f.append(f"... and {len(table) - 5} more GPU activities only in {side_word} "
+            f.append(f"... and {num(len(table) - 5)} more GPU activities only in {side_word} "
                      f"(see only_in_{side_word.lower()})")
     return f
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ..interop import hta as bridge
 from ..report import Report
+from .words import num
 
 SPLIT_COLUMNS = ["group", "count", "total_ns", "pct_of_computation"]
 
@@ -119,7 +120,7 @@ def temporal(trace, ta, rank=None) -> Report:
     sync = g[g["s_cat"].str.lower().eq("cuda_sync")]
     if len(sync):
         kinds = ", ".join(f"{n} x{c}" for n, c in sync["s_name"].value_counts().items())
-        findings.append(f"HTA counts {len(sync)} CUDA sync events ({kinds}) as GPU activity: they widen its span "
+        findings.append(f"HTA counts {num(len(sync))} CUDA sync events ({kinds}) as GPU activity: they widen its span "
                         "and count as non-computation; traceview does not count them as GPU activities")
     notes = list(trace.warnings) + [
         "HTA's times are in µs from its own parse (ns timestamps rounded inward); "
@@ -196,8 +197,8 @@ def launch(trace, ta, rank=None, runtime_cutoff: int = 50, launch_delay_cutoff: 
     worst = worst.rename(columns={c: f"{c}_us" for c in cols}).reset_index(drop=True)
     n = len(df)
     findings = [
-        f"{short} of {n} GPU activities ran shorter than their CPU launch call (launch-bound)",
-        f"{slow_rt} launch calls took over {runtime_cutoff} µs; {slow_launch} activities started over "
+        f"{num(short)} of {num(n)} GPU activities ran shorter than their CPU launch call (launch-bound)",
+        f"{num(slow_rt)} launch calls took over {runtime_cutoff} µs; {num(slow_launch)} activities started over "
         f"{launch_delay_cutoff} µs after their launch returned",
     ]
     info = _info(trace, ta, rank, "launch")

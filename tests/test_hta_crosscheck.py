@@ -116,20 +116,31 @@ def test_hta_default_drops_the_last_step(hta_mod, name, dropped):
 
 
 @needs_corpus
-def test_sub_microsecond_kernel_fails_temporal_with_one_line(hta_mod):
+def test_sub_microsecond_kernel_is_parsed_without_rounding_by_default(hta_mod):
+    """Issue 21: HTA's inward rounding gives this 20 ns H100 kernel ceil(ts) > floor(ts + 0.02), a
+    duration of -1 µs, and its temporal breakdown fails an assert; `traceview hta` failed by default
+    and asked for --no-ns-rounding. The bridge now parses such a trace without the rounding, and says so."""
     from traceview.analyses.hta_views import temporal
-    from traceview.interop.hta import HTAFailed, to_hta
+    from traceview.interop.hta import HTAFailed, HTARun, _ns_rounding, to_hta
 
     path = CORPUS / "kineto/docs_traces__after_fix_trace.json.gz"
     tv = traceview.load(path, cache=False)
     assert int(tv.kernels["dur_ns"].iloc[0]) == 20
-    assert float(_hta_gpu(to_hta(tv))["dur"].iloc[0]) == -1  # ceil(ts) > floor(ts + 0.02)
+    run = to_hta(tv)
+    assert not run.ns_rounding and "negative duration" in run.notes[0]
+    assert float(_hta_gpu(run)["dur"].iloc[0]) == pytest.approx(0.02)
+    report = temporal(tv, run)
+    assert report.tables["computation_split"]["total_ns"].sum() == 20
+    from hta.trace_analysis import TraceAnalysis  # HTA's own parse, rounded: still one line when it fails
+
+    with _ns_rounding(True):
+        rounded = HTARun(TraceAnalysis(trace_files={0: str(path)}, include_last_profiler_step=True), [str(path)],
+                         {0: str(path)})
+    assert float(_hta_gpu(rounded)["dur"].iloc[0]) == -1
     with pytest.raises(HTAFailed) as err:
-        temporal(tv, to_hta(tv))
+        temporal(tv, rounded)
     msg = str(err.value)
     assert "\n" not in msg and str(path) in msg and "'temporal'" in msg and "AssertionError" in msg
-    report = temporal(tv, to_hta(tv, ns_rounding=False))
-    assert report.tables["computation_split"]["total_ns"].sum() == 20
 
 
 # --- the bridge, on small synthetic traces -------------------------------------------------------

@@ -122,8 +122,9 @@ def temporal(trace, ta, rank=None) -> Report:
         kinds = ", ".join(f"{n} x{c}" for n, c in sync["s_name"].value_counts().items())
         findings.append(f"HTA counts {num(len(sync))} CUDA sync events ({kinds}) as GPU activity: they widen its span "
                         "and count as non-computation; traceview does not count them as GPU activities")
+    rounding = "rounded inward" if getattr(ta, "ns_rounding", True) else "not rounded"
     notes = list(trace.warnings) + [
-        "HTA's times are in µs from its own parse (ns timestamps rounded inward); "
+        f"HTA's times are in µs from its own parse (ns timestamps {rounding}); "
         "the computation split sums traceview's exact kernel durations, overlap between streams counted twice."]
     return Report(kind="hta-temporal", title=f"HTA temporal breakdown of {trace.label} (rank {rank})",
                   tables={"breakdown": breakdown, "computation_split": split}, findings=findings, info=info,
@@ -214,4 +215,6 @@ VIEWS = {"temporal": temporal, "idle": idle, "kernels": kernels, "launch": launc
 
 def hta_report(trace, ta, analysis: str, rank=None) -> Report:
     """The Report of one of :data:`traceview.interop.hta.ANALYSES`."""
-    return VIEWS[analysis](trace, ta, rank)
+    report = VIEWS[analysis](trace, ta, rank)
+    report.notes += list(getattr(ta, "notes", ()))  # what the bridge did (an HTARun; HTA's own object has none)
+    return report

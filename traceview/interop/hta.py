@@ -231,6 +231,8 @@ class HTARun:
     analysis: object
     paths: list
     ranks: dict  # rank -> path
+    ns_rounding: bool = True  # whether HTA rounded fractional-µs timestamps inward when it parsed
+    notes: tuple = ()  # what the bridge did that a report should say
 
     @property
     def label(self) -> str:
@@ -247,7 +249,24 @@ def _build(files: dict[int, str], paths: list[str], include_last_step: bool, ns_
     label = ", ".join(paths)
     with _ns_rounding(ns_rounding), _hta_errors(label, "load"):
         ta = TraceAnalysis(trace_files=dict(files), include_last_profiler_step=include_last_step)
-    return HTARun(ta, list(paths), dict(zip(files, paths)))
+    broken = _negative_gpu_durations(ta, files, label) if ns_rounding else 0
+    if not broken:
+        return HTARun(ta, list(paths), dict(zip(files, paths)), ns_rounding)
+    # A GPU activity shorter than 1 µs between two whole µs (H100 traces hold 20 ns kernels) gets
+    # ceil(ts) > floor(ts + dur) from HTA's rounding, and its temporal breakdown then fails an
+    # assert: parse again without the rounding rather than fail by default.
+    with _ns_rounding(False), _hta_errors(label, "load"):
+        ta = TraceAnalysis(trace_files=dict(files), include_last_profiler_step=include_last_step)
+    note = (f"HTA's rounding of timestamps to whole µs would give {broken} sub-µs GPU activit"
+            f"{'y' if broken == 1 else 'ies'} a negative duration, so it parsed the trace without it "
+            "(as --no-ns-rounding does)")
+    return HTARun(ta, list(paths), dict(zip(files, paths)), False, (note,))
+
+
+def _negative_gpu_durations(ta, files: dict, label: str) -> int:
+    """How many GPU events (those with a stream) HTA's parse left with a negative duration."""
+    with _hta_errors(label, "load"):
+        return int(sum(((df := ta.t.get_trace(r))["stream"].ne(-1) & df["dur"].lt(0)).sum() for r in files))
 
 
 def to_hta(trace_or_path, *, rank: int | None = None, workdir=None, include_last_step: bool = True,

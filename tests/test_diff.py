@@ -117,15 +117,17 @@ def test_normalised_names_read_well():
 def test_readable_names_keep_what_the_name_says():
     from traceview.analyses.names import kernel_label, readable_kernel_name as readable
 
-    assert readable(synth.MUL) == "vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>>"
-    assert readable(synth.MASKED_FILL) == "elementwise_kernel<gpu_kernel_impl_nocast<masked_fill_kernel>>"
+    # issue 21: the dtype and the number arguments stay, so bf16 and fp32 kernels no longer read the same
+    assert readable(synth.MUL) == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [BFloat16]"
+    assert readable(synth.MUL_F32) == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [float]"
+    assert readable(synth.MASKED_FILL) == "elementwise_kernel<128, 2, gpu_kernel_impl_nocast<masked_fill_kernel>> [BFloat16]"
     assert readable(synth.WHERE) != readable(synth.MASKED_FILL)  # the wrapped functor tells them apart
     assert readable("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
     # a return type before the name (cuBLAS gemv) is not the kernel's name
     gemv = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
             "false, true, true, false, 7, false, cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>, "
             "cublasGemvTensorStrided<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>>)")
-    assert readable(gemv) == "internal::gemvx::kernel"
+    assert readable(gemv) == "internal::gemvx::kernel<7> [float]"  # float, not the int index type
     assert kernel_label("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
 
 
@@ -135,7 +137,7 @@ def test_summary_top_kernels_show_readable_names_and_keep_full_ones(st):
     row = top.set_index("name").loc[synth.GEMM_SIMT]
     assert row["kernel"] == "ampere_sgemm_128x64_tn"
     assert top.set_index("name").loc[synth.MUL_F32, "kernel"] == \
-        "vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>>"
+        "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [float]"  # dtype kept (issue 21)
     assert len(top) == top["name"].nunique()  # still one row per full name
 
 

@@ -208,3 +208,43 @@ def test_hta_keeps_its_rounding_where_it_does_no_harm():
         pytest.skip(SKIP_REASON)
     run = to_hta(path)
     assert run.ns_rounding and run.notes == ()
+
+
+# ---------------------------------------------------------------- 6. readable names keep the dtype
+
+def test_readable_names_tell_dtypes_apart():
+    from traceview.analyses.names import readable_kernel_name as readable
+
+    f32 = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+           "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+    assert readable(f32) == "vectorized_elementwise_kernel<4, FillFunctor> [float]"
+    assert readable(f32.replace("<float>", "<c10::BFloat16>")) == "vectorized_elementwise_kernel<4, FillFunctor> [BFloat16]"
+    assert readable(f32.replace("<4,", "<2,")) != readable(f32)  # the vector width tells them apart too
+    sums = [f"void at::native::reduce_kernel<512, 1, at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, "
+            f"at::native::sum_functor<{t}, {t}, {t}>::operator()(at::TensorIterator&)::{{lambda({t}, {t})#1}}>, "
+            f"unsigned int, {t}, 4> >(at::native::ReduceOp<{t}>)" for t in ("float", "double", "long")]
+    assert [readable(s).rsplit(" ", 1)[1] for s in sums] == ["[float]", "[double]", "[long]"]
+    assert readable("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"  # nothing to add
+
+
+def test_distinct_kernels_rarely_share_a_readable_name_in_the_corpus():
+    """Over the corpus, distinct full names of one trace that read the same: 183 groups of 1,952
+    names (9 %) when the dtype and number arguments were dropped, 39 (2 %) now."""
+    import collections
+    import gzip
+
+    from traceview.analyses.names import readable_kernel_name as readable
+
+    files = sorted(CORPUS.glob("*/*.json.gz"))
+    if not files:
+        pytest.skip(SKIP_REASON)
+    names_total = groups = 0
+    for f in files:
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
+        names = {e["name"] for e in events if isinstance(e, dict) and e.get("cat") == "kernel"
+                 and isinstance(e.get("name"), str)}
+        by = collections.Counter(readable(n) for n in names)
+        names_total += len(names)
+        groups += sum(1 for c in by.values() if c > 1)
+    assert names_total > 1000 and groups <= 0.03 * names_total, (groups, names_total)

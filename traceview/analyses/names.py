@@ -203,8 +203,67 @@ def readable_kernel_name(name: str) -> str:
     for prefix in _DROP_NS:
         if head.startswith(prefix):
             head = head[len(prefix):]
-    functor = _functor(args)
-    return f"{head}<{functor}>" if functor else head
+    own = _drop_return_type(text)  # the kernel's own template arguments, not a return type's
+    inner = ", ".join(_literal_args(own) + ([functor] if (functor := _functor(args)) else []))
+    dtype = _dtype(own)
+    return (f"{head}<{inner}>" if inner else head) + (f" [{dtype}]" if dtype else "")
+
+
+def _literal_args(text: str) -> list[str]:
+    """The kernel's own number arguments (``512, 1`` of ``reduce_kernel<512, 1, ReduceOp<...>>``,
+    the vector width 4 of ``vectorized_elementwise_kernel<4, ...>``): launch shapes that tell two
+    instances of one template apart."""
+    start = text.find("<")
+    end = _top_level_params(text, start) if start >= 0 else -1
+    if start < 0 or not text[:end].rstrip().endswith(">"):
+        return []
+    out = []
+    for arg in _split_args(text[start + 1:text[:end].rstrip().rfind(">")]):
+        if re.fullmatch(r"-?\d+[uUlL]*", arg):
+            out.append(arg.rstrip("uUlL"))
+    return out
+
+
+_FLOAT_TYPES = (r"float|double|Half|BFloat16|half|__half|__nv_bfloat16|__nv_half|bfloat16_t|half_t|tfloat32_t|"
+                r"Float8_\w+|float_e\w+|complex<(?:float|double|Half)>")
+_INT_TYPES = r"bool|(?:unsigned |signed )?char|short|int|long long|long|u?int(?:8|16|32|64)_t"
+# a type argument standing alone (not a pointer, not part of a longer name, not "unsigned int")
+_DTYPE_ARG = r"(?<![\w:])(?<!unsigned )(?<!signed )(?:(?:c10|at|cutlass|std|cuda)::)?({})(?![\w:])(?!\s*[*&])"
+_FLOAT_ARG_RE = re.compile(_DTYPE_ARG.format(_FLOAT_TYPES))
+_INT_ARG_RE = re.compile(_DTYPE_ARG.format(_INT_TYPES))
+_PARAMS_RE = re.compile(r"(?<!lambda)\([^()]*\)")  # a parameter list, not a lambda's (its dtype is the kernel's)
+
+
+def _dtype(text: str) -> str | None:
+    """The element type among the template arguments (``float`` in ``BinaryFunctor<float, float,
+    float, MulFunctor<float>>``, ``double`` in ``{lambda(double)#1}``): two kernels that differ only
+    in it must not read the same. A floating type first (an ``int`` is often an index type), else
+    an integer or bool one; parameter lists are not looked at."""
+    start = text.find("<")
+    if start < 0:
+        return None
+    cut = _top_level_params(text, start)
+    args = text[start:cut]
+    for _ in range(_MAX_DEPTH):  # innermost first; a lambda's own list is kept
+        args, n = _PARAMS_RE.subn("", args)
+        if not n:
+            break
+    hit = _FLOAT_ARG_RE.search(args) or _INT_ARG_RE.search(args)
+    return hit.group(1) if hit else None
+
+
+def _top_level_params(text: str, start: int) -> int:
+    """Where the kernel's own parameter list begins (the first ``(`` outside ``<>``), else the end."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == "(" and depth <= 0:
+            return i
+    return len(text)
 
 
 def _arg_head(arg: str) -> str:

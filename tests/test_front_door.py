@@ -161,3 +161,31 @@ def test_summary_run_refuses_top():
 def test_unclassified_refuses_ops():
     out = run("kernels", SAMPLES / "naive.json.gz", "--unclassified", "--ops")
     assert out.exit_code == 2 and "--ops" in out.output, out.output
+
+
+def test_load_options_are_plain_data_for_dask_workers(tmp_path):
+    """Checked options pickle whole, as Dask sends them to its workers (``ranks --workers N --rules
+    FILE`` sent a RuleSet, which does not pickle)."""
+    import pickle
+
+    rules = tmp_path / "r.toml"
+    rules.write_text('[[rule]]\nid = "mine"\npattern = "^naive_thing"\ncategory = "gemm"\n', encoding="utf-8")
+    opts = tv.LoadOptions(rules=str(rules), cache=False).checked()
+    assert pickle.loads(pickle.dumps(opts)) == opts
+
+
+def test_a_bad_devices_file_is_one_line_before_loading(tmp_path):
+    bad = tmp_path / "d.toml"
+    bad.write_text("not toml [", encoding="utf-8")
+    out = run("kernels", SAMPLES / "naive.json.gz", "--devices", bad, "--no-cache")
+    assert out.exit_code == 1 and str(bad) in out.output and "Traceback" not in out.output, out.output
+
+
+@needs_ranks
+def test_ranks_on_dask_workers_take_a_rule_file(tmp_path):
+    """``--rules`` travels to the workers as a path (it was a RuleSet: exit 3, "internal error")."""
+    pytest.importorskip("distributed")
+    rules = tmp_path / "r.toml"
+    rules.write_text('[[rule]]\nid = "mine"\npattern = "^naive_thing"\ncategory = "gemm"\n', encoding="utf-8")
+    out = run("ranks", *RANKS, "--workers", 2, "--rules", rules, "--no-cache", "--format", "csv")
+    assert out.exit_code == 0 and "internal error" not in out.output, out.output

@@ -27,15 +27,17 @@ class LoadOptions:
     cache: object = None
 
     def checked(self) -> "LoadOptions":
-        """The same options with the rule file read once and the device file checked, so a bad
-        file fails now, in one line, before any trace is read (and not once per trace)."""
+        """The same options with the rule and device files checked, so a bad file fails now, in one
+        line, before any trace is read. Files stay paths: a RuleSet does not pickle, and these
+        options travel to Dask workers (which read the files by path, as they read the traces)."""
         from dataclasses import replace
 
-        from .classify import RuleSet, default_rules, load_rules
+        from .classify import RuleSet, load_rules
 
         rules = self.rules
         if rules is not None and not isinstance(rules, RuleSet):
-            rules = default_rules().with_overrides(load_rules(os.fspath(rules)))
+            rules = os.fspath(rules)
+            load_rules(rules)
         devices = os.fspath(self.devices) if self.devices is not None else None
         if devices is not None:
             from .devices import load_devices

@@ -35,7 +35,7 @@ def load_one(path, options: LoadOptions):
 
 def load_many(paths, options: LoadOptions, recursive: bool = False) -> list:
     """Load the traces named or found in folders; say which folder files were skipped."""
-    opts = options.checked()  # the rule file read once, the device file checked before any trace
+    opts = options.checked()  # the rule and device files checked before any trace is read
     traces, skipped = load_all(paths, lambda p: _warned(opts.load(p)), recursive=recursive)
     for s in skipped:
         click.echo(f"warning: skipped {visible(s)}", err=True)  # a file name is trace text too

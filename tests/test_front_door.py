@@ -189,3 +189,12 @@ def test_ranks_on_dask_workers_take_a_rule_file(tmp_path):
     rules.write_text('[[rule]]\nid = "mine"\npattern = "^naive_thing"\ncategory = "gemm"\n', encoding="utf-8")
     out = run("ranks", *RANKS, "--workers", 2, "--rules", rules, "--no-cache", "--format", "csv")
     assert out.exit_code == 0 and "internal error" not in out.output, out.output
+
+
+@needs_ranks
+def test_the_api_refuses_what_a_run_cannot_apply(two_runs):
+    a, b = two_runs
+    with pytest.raises(TypeError, match="does not apply"):
+        tv.diff(a, b, step=99, device=7, kind="memset")
+    with pytest.raises(TypeError, match="run=True"):
+        tv.summary(a, run=True, top=3)

@@ -77,6 +77,8 @@ def summary(trace, *, top: int = 10, run: bool = False, recursive: bool = False,
 
     s, opts = _parts(locals())
     if run or isinstance(trace, Run):
+        if top != 10:
+            raise TypeError("top= lists a trace's kernels; a run's summary has none (run=True)")
         return summary_run(trace, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts)
     return _summary(_trace(trace, opts), s, top=top)
 
@@ -172,11 +174,17 @@ def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20,
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
-    per-kernel/per-op tables (None: every row). Two folders of rank traces: :func:`diff_runs`.
+    per-kernel/per-op tables (None: every row). Two folders are two runs (rank traces of one job
+    each), compared rank by rank: :func:`diff_runs`, where selections and ``top`` do not apply.
     """
     from .analyses.diff import diff as _diff
 
     s, opts = _parts(locals())
+    if all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)):
+        if s is not None or annotation_b is not None or top != 20:
+            raise TypeError("two folders are two runs, compared whole: a selection, annotation_b or top "
+                            "does not apply")
+        return diff_runs(a, b, options=opts)
     return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
 
 

@@ -55,7 +55,7 @@ def diff(a, b, out, sel, annotation_b, options, top, plot):
     if os.path.isdir(a) and os.path.isdir(b):
         not_applied("two folders are compared rank by rank over whole runs; these options apply to two traces",
                     "step", "annotation", "device", "stream", "kind", "annotation_b", "top", "plot")
-        return emit(api.diff_runs(a, b, options=options), out)
+        return emit(api.diff(a, b, options=options), out)
 
     _check_plot(plot)
     ta, tb = load_one(a, options), load_one(b, options)

@@ -248,3 +248,17 @@ def test_distinct_kernels_rarely_share_a_readable_name_in_the_corpus():
         names_total += len(names)
         groups += sum(1 for c in by.values() if c > 1)
     assert names_total > 1000 and groups <= 0.03 * names_total, (groups, names_total)
+
+
+def test_timeline_prints_its_table_in_table_format_too(tmp_path):
+    """Its help says it prints the step's activities in --format; in table format it printed
+    nothing (issue 21, smaller list)."""
+    pytest.importorskip("matplotlib")
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz"
+    res = CliRunner().invoke(main, ["timeline", str(sample), "--plot", str(tmp_path / "t.svg"), "--no-cache"])
+    assert res.exit_code == 0, res.output
+    assert "[timeline]" in res.stdout and "start_ns" in res.stdout and "aten::matmul" in res.stdout

@@ -128,5 +128,4 @@ def timeline(trace, plot, out, sel, options):
     busy = (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
             if "gpu_busy_pct" in report.info else "")
     click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
-    if out.fmt != "table" or out.path is not None:
-        emit(report, out)
+    emit(report, out)  # the help promises the table in every format, table included

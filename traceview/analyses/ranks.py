@@ -14,6 +14,7 @@ import pandas as pd
 from ..report import Report
 from ..run import rank_list
 from ..units import human_ns
+from . import clocks
 from . import stragglers as st
 
 BREAKDOWN = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns"]
@@ -26,30 +27,64 @@ def stacked(works: dict, attr: str) -> pd.DataFrame:
     return out[["rank", *[c for c in out.columns if c != "rank"]]]
 
 
-def rank_table(works: dict, arrivals: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: file, GPU breakdown (ns and idle %), overlap %, collectives it was last at, wait caused."""
+def rank_table(works: dict, arrivals: pd.DataFrame, fitted: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: file, GPU breakdown (ns and idle %), overlap %, collectives it was last at, wait caused,
+    its clock against the reference rank."""
     rows = [{"rank": r, "file": os.path.basename(w.path), "steps": len(w.steps), **w.totals} for r, w in works.items()]
     out = pd.DataFrame(rows)
     out["idle_pct"] = 100.0 * out["idle_ns"] / out["span_ns"].where(out["span_ns"] > 0)
     late = st.by_rank(arrivals, list(works)).set_index("rank")
-    out = out.join(late, on="rank")
+    if len(arrivals) and arrivals["last_rank"].isna().all():  # withheld: no rank was last anywhere we can tell
+        late = late.astype("Int64").mask(late.notna())
+    out = out.join(late, on="rank").join(fitted.astype({"clock_offset_ns": "Int64", "clock_residual_ns": "Int64"}),
+                                         on="rank")
+    clock = ["clock_offset_ns", "clock_residual_ns"] + (["clock_drift_ppm"] if fitted["clock_drift_ppm"].notna().any()
+                                                        else [])
     return out[["rank", "file", "steps", *BREAKDOWN, "idle_pct", "communication_busy_ns", "overlapped_ns",
-                "overlap_pct", "last_at", "wait_caused_ns"]]
+                "overlap_pct", "last_at", "wait_caused_ns", *clock]]
 
 
 def ranks_report(works: dict, plan, notes: list | None = None) -> Report:
     """The run's report; ``works``: rank -> RankWork (ranks of ``plan``)."""
-    collectives = stacked(works, "collectives")
-    arr = st.arrivals(collectives)
+    matched, fitted, moved = clocks.align(st.matched(stacked(works, "collectives")))
+    arr = st.arrivals(matched)
+    spans = [w.totals["span_ns"] for w in works.values()]
+    verdict = clock_verdict(fitted, moved, len(arr) > 0, st.wait_bound_ok(arr, spans))
+    if verdict.startswith("refused"):
+        arr = st.withheld(arr)
+    assert st.wait_bound_ok(arr, spans), "waits caused exceed the ranks' spans"  # kept by the refusal above
     steps = stacked(works, "steps")
-    tables = {"ranks": rank_table(works, arr), "steps": steps, "stragglers": straggler_steps(arr, steps),
+    tables = {"ranks": rank_table(works, arr, fitted), "steps": steps, "stragglers": straggler_steps(arr, steps),
               "collectives": arr, "categories": stacked(works, "categories"), "streams": stacked(works, "streams")}
     info = {"ranks": len(works), "world_size": plan.world_size, "rank_rule": plan.rule,
             "missing_ranks": rank_list(plan.missing) or "none",
-            "device": next((w.device_name for w in works.values() if w.device_name), None)}
+            "device": next((w.device_name for w in works.values() if w.device_name), None),
+            "clock_alignment": verdict.split(":")[0]}
     extra = [n for w in works.values() for n in w.notes]
     return Report(kind="ranks", title=f"Run of {len(works)} rank(s)", tables=tables,
-                  findings=findings(tables, plan), info=info, notes=list(plan.notes) + extra + list(notes or []))
+                  findings=findings(tables, plan, verdict if len(arr) else None), info=info, notes=list(plan.notes) + extra + list(notes or []))
+
+
+def clock_verdict(fitted: pd.DataFrame, moved: bool, matched: bool, bound_ok: bool) -> str:
+    """One line: whether the ranks' times were put on one clock, by how much, and whether arrivals
+    can be compared; it starts with applied / not needed / refused."""
+    if not matched:
+        return "refused: no collective ran on every rank, so the clocks can't be compared"
+    worst = fitted["clock_residual_ns"].max()
+    off = fitted["clock_offset_ns"].abs()
+    big = f"rank {off.idxmax()} by {human_ns(off.max())}"
+    drift = fitted["clock_drift_ppm"].abs().max()
+    drift = "" if np.isnan(drift) else f", drift up to {drift:.1f} ppm"
+    if worst > clocks.REFUSE_RESIDUAL_NS:
+        return (f"refused: clocks still disagree by up to {human_ns(worst)} after alignment (over "
+                f"{human_ns(clocks.REFUSE_RESIDUAL_NS)}; offsets up to {big}{drift}): no stragglers or waits named")
+    if not bound_ok:
+        return "refused: the waits would exceed the ranks' own spans, so these clocks can't order arrivals"
+    if not moved:
+        return (f"not needed: the clocks agree (offsets up to {human_ns(off.max())}, within "
+                f"{human_ns(clocks.ALIGN_MIN_NS)}); times are compared as recorded")
+    return (f"applied: the ranks' times are aligned on the collectives' ends (offsets up to {big}{drift}; "
+            f"residual up to {human_ns(worst)})")
 
 
 def straggler_steps(arr: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -65,8 +100,8 @@ def straggler_steps(arr: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     return per.assign(step_ns=mine.to_numpy(), others_median_ns=others, longer_pct=100.0 * (ratio - 1.0))
 
 
-def findings(tables: dict, plan) -> list[str]:
-    out = straggler_findings(tables)
+def findings(tables: dict, plan, clock_line: str | None = None) -> list[str]:
+    out = straggler_findings(tables) + ([clock_line] if clock_line else [])
     ranks = tables["ranks"]
     ov = ranks.dropna(subset=["overlap_pct"])
     if len(ov):
@@ -82,7 +117,8 @@ def findings(tables: dict, plan) -> list[str]:
 def straggler_findings(tables: dict) -> list[str]:
     per, ranks = tables["stragglers"], tables["ranks"]
     if not len(per):
-        return ["no collective ran on every rank; stragglers can't be told"]
+        withheld = len(tables["collectives"]) and tables["collectives"]["last_rank"].isna().all()
+        return [] if withheld else ["no collective ran on every rank; stragglers can't be told"]
     out = []
     for r, grp in per.groupby("straggler", sort=False):
         row = ranks.set_index("rank").loc[r]

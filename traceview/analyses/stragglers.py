@@ -4,10 +4,10 @@ A collective is matched across ranks by its kernel name and its occurrence on ea
 rank (the n-th ``ncclKernel_AllReduce...`` of rank 0 is the n-th of every rank:
 NCCL requires every rank of a group to issue its collectives in the same order).
 A rank *arrives* when its kernel starts; the last rank to arrive holds the others
-up, each for ``last start - its start`` (``wait_ns``). This compares timestamps of
-different traces, so it assumes the ranks' clocks agree (one host, or synchronised
-hosts); ``end_spread_ns``, how far apart the same collective ends, shows how well
-they do, since a collective ends at about the same time everywhere.
+up, each for ``last start - its start`` (``wait_ns``), at most as long as its own kernel
+ran. This compares timestamps of different traces: ``ranks`` first puts them on one
+clock (``clocks``) and withholds the waits where that fails; ``end_spread_ns``, how far
+apart the same collective ends, shows how well the clocks agree.
 
 A step's straggler is the rank whose late arrivals made the others wait longest in
 that step; the run's stragglers are ranked by that wait over all steps.
@@ -34,7 +34,9 @@ def arrivals(collectives: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: [] for c in cols})
     keys = ["name", "n"]
     m = m.assign(end_ns=m["ts_ns"] + m["dur_ns"].clip(lower=0))
-    m = m.assign(wait_ns=m.groupby(keys, sort=False)["ts_ns"].transform("max") - m["ts_ns"])
+    # a rank waits inside its own kernel: more than the kernel lasted is the clocks' error, not waiting
+    late = m.groupby(keys, sort=False)["ts_ns"].transform("max") - m["ts_ns"]
+    m = m.assign(wait_ns=np.minimum(late, m["dur_ns"].clip(lower=0)))
     g = m.groupby(keys, sort=False)
     last_idx = g["ts_ns"].idxmax()
     out = pd.DataFrame({
@@ -47,6 +49,17 @@ def arrivals(collectives: pd.DataFrame) -> pd.DataFrame:
     return out.iloc[np.argsort(first_ts, kind="stable")][cols].reset_index(drop=True)
 
 
+def withheld(arr: pd.DataFrame) -> pd.DataFrame:
+    """The collectives without who arrived last and the waits: for clocks that can't order arrivals."""
+    na = pd.array([pd.NA] * len(arr), dtype="Int64")
+    return arr.assign(last_rank=na, spread_ns=na, wait_ns=na)
+
+
+def wait_bound_ok(arr: pd.DataFrame, spans) -> bool:
+    """The waits caused can't exceed the time the ranks were there to wait: sum(wait_ns) <= sum(spans)."""
+    return int(arr["wait_ns"].fillna(0).sum()) <= int(np.asarray(spans, dtype=np.int64).sum())
+
+
 def by_rank(arr: pd.DataFrame, ranks) -> pd.DataFrame:
     """Per rank: times it arrived last, and the wait it caused (ns), most wait first."""
     g = arr.groupby("last_rank")
@@ -57,6 +70,7 @@ def by_rank(arr: pd.DataFrame, ranks) -> pd.DataFrame:
 
 def per_step(arr: pd.DataFrame) -> pd.DataFrame:
     """Per step: the straggler (rank that caused the most wait), the wait it caused, collectives."""
+    arr = arr.dropna(subset=["last_rank"])  # withheld collectives name no straggler
     if not len(arr):
         return pd.DataFrame({"step": [], "straggler": [], "wait_caused_ns": [], "collectives": []})
     w = arr.groupby(["step", "last_rank"])["wait_ns"].sum().reset_index()

@@ -10,11 +10,15 @@
 * Ranks tiled by ``benchmarks/make_large_trace.py`` (each rank's copies spaced by its own
   span: a staircase no clock makes) either align or are refused; in no case do the waits
   caused exceed the ranks' spans.
+* All ranks tiled with one period, one rank's clock 50 ms ahead and gaining 500 ppm: the
+  drift is fitted (32 collectives a rank) and the stragglers and waits are the undrifted
+  run's, within 1 µs a collective.
 * Serially and on a local Dask cluster (worker processes on 127.0.0.1): the same report.
 """
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import subprocess
 import sys
@@ -62,6 +66,43 @@ def tiled(tmp_path_factory):
         subprocess.run([sys.executable, str(MAKE), str(f), str(folder / f"rank{i}.json"), "--copies", "4"],
                        check=True, capture_output=True)
     return folder
+
+
+def _tiler():
+    spec = importlib.util.spec_from_file_location("make_large_trace", MAKE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def common_tiles(folder: Path, copies: int, drift_rank: int | None = None, ppm: float = 0.0) -> Path:
+    """The 8 ranks tiled ``copies`` times with one period for all (their time bases stay together),
+    and optionally one rank's clock 50 ms ahead and gaining ``ppm`` µs per s from the run's start."""
+    mlt = _tiler()
+    docs = [mlt._load(str(f)) for f in RANKS]
+    spans = [mlt._span(d["traceEvents"]) for d in docs]
+    lo = min(a for a, _ in spans)
+    period = int(max(b for _, b in spans) - lo) + mlt.GAP_US
+    folder.mkdir()
+    for i, doc in enumerate(docs):
+        events = doc.pop("traceEvents")
+        top, step = mlt._max_ids(events)
+        out = [e for e in events if e.get("ph") == "M"]
+        for k in range(copies):
+            out += mlt._copy(events, k, period, top + 1, step + 1)
+        if i == drift_rank:
+            for e in out:
+                if isinstance(e.get("ts"), (int, float)) and e.get("ph") != "M":
+                    e["ts"] += SHIFT_US + ppm * 1e-6 * (e["ts"] - lo)
+        (folder / f"rank{i}.json").write_text(json.dumps({**doc, "traceEvents": out}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def drifting(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("drift")
+    return {"even": tv.ranks(common_tiles(tmp / "even", 4)),
+            "drift": tv.ranks(common_tiles(tmp / "drift", 4, SHIFTED, 500.0)), "folder": tmp / "drift"}
 
 
 def _waits(report) -> dict:
@@ -122,6 +163,19 @@ def test_tiled_ranks_align_or_are_refused_and_waits_stay_possible(tiled):
     assert "clock_drift_ppm" in ranks.columns  # 32 collectives per rank: a drift is fitted
 
 
+def test_drifting_clock_is_fitted_and_aligned(drifting):
+    even, drift = drifting["even"], drifting["drift"]
+    assert even.info["clock_alignment"] == "not needed"
+    ranks = drift["ranks"].set_index("rank")
+    assert abs(ranks.loc[SHIFTED, "clock_drift_ppm"] - 500.0) <= 25.0  # 500 ppm over 4 x 24 ms: within 5 %
+    assert (ranks.drop(SHIFTED)["clock_drift_ppm"] == 0).all()
+    assert drift.info["clock_alignment"] == "applied" and ranks["clock_residual_ns"].max() <= 2_000
+    assert drift["stragglers"]["straggler"].tolist() == even["stragglers"]["straggler"].tolist() == [7] * 4
+    a, b = _waits(even), _waits(drift)
+    assert all(abs(a[r] - b[r]) <= 1_000 * len(even["collectives"]) for r in a), (a, b)  # < 1 µs a collective
+    assert _bound_holds(drift)
+
+
 def test_cli_refusal_is_a_finding_not_an_error(tiled):
     from click.testing import CliRunner
 
@@ -134,7 +188,11 @@ def test_cli_refusal_is_a_finding_not_an_error(tiled):
     assert all(r["wait_caused_ns"] is None for r in doc["tables"]["ranks"]) == (doc["info"]["clock_alignment"] == "refused")
 
 
-def test_dask_equals_serial(runs, tiled):
-    pytest.importorskip("distributed")
-    for folder, serial in ((runs["folder"], runs["shifted"]), (tiled, tv.ranks(tiled))):
-        assert tv.ranks(folder, workers=2).to_dict() == serial.to_dict()
+def test_dask_equals_serial(runs, tiled, drifting):
+    """Aligned, refused and drift-fitted runs, on 2 worker processes on 127.0.0.1 against serially."""
+    distributed = pytest.importorskip("distributed")
+    cases = ((runs["folder"], runs["shifted"]), (tiled, tv.ranks(tiled)), (drifting["folder"], drifting["drift"]))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0", silence_logs=50) as cluster:
+        for folder, serial in cases:
+            assert tv.ranks(folder, scheduler=cluster.scheduler_address).to_dict() == serial.to_dict()

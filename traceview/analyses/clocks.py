@@ -72,10 +72,14 @@ def fit(m: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 def correction(m: pd.DataFrame, clocks: pd.DataFrame, t_mid: int) -> np.ndarray:
-    """ns to subtract from each row's times to put it on the reference clock."""
+    """ns to subtract from each row's times to put it on the reference clock. The drift term is a function
+    of reference time, so a row's own time is first taken back to it: own = t + a + b (t - t_mid)."""
     c = clocks.reindex(m["rank"])
-    slope = c["clock_drift_ppm"].fillna(0.0).to_numpy() / 1e6
-    return np.rint(c["clock_offset_ns"].to_numpy() + slope * (m["ts_ns"].to_numpy() - t_mid)).astype(np.int64)
+    a = c["clock_offset_ns"].to_numpy(dtype=np.int64)
+    b = c["clock_drift_ppm"].fillna(0.0).to_numpy() / 1e6
+    # int64 differences first: epoch ns as float64 would lose ~256 ns
+    since_mid = (m["ts_ns"].to_numpy(dtype=np.int64) - t_mid - a).astype(float) / (1.0 + b)
+    return a + np.rint(b * since_mid).astype(np.int64)
 
 
 def align(m: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:

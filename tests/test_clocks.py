@@ -176,6 +176,15 @@ def test_drifting_clock_is_fitted_and_aligned(drifting):
     assert _bound_holds(drift)
 
 
+def test_drift_no_clock_has_is_refused(tmp_path):
+    """5,000 ppm fits the ends well but is no quartz clock's (MAX_DRIFT_PPM): refused, nothing named."""
+    report = tv.ranks(common_tiles(tmp_path / "steep", 4, SHIFTED, 5_000.0))
+    assert report.info["clock_alignment"] == "refused"
+    line = next(f for f in report.findings if f.startswith("refused: "))
+    assert "fit no clock" in line and "no stragglers or waits named" in line
+    assert report["ranks"]["wait_caused_ns"].isna().all() and not len(report["stragglers"])
+
+
 def test_cli_refusal_is_a_finding_not_an_error(tiled):
     from click.testing import CliRunner
 

@@ -27,6 +27,8 @@ import pandas as pd
 ALIGN_MIN_NS = 10_000         # ends of one collective agree to a few µs: smaller offsets are noise
 REFUSE_RESIDUAL_NS = 100_000  # 100 µs left after alignment: arrivals can't be ordered by these clocks
 DRIFT_MIN = 16                # matched collectives per rank before a drift is fitted (8 per half)
+MAX_DRIFT_PPM = 1_000         # quartz clocks drift under 100 ppm: a steeper fit is no clock's, never applied
+MAX_OFFSET_NS = 2**60         # 36 years: beyond it the corrected times could leave int64 (trace text is untrusted)
 KEYS = ["name", "n"]
 
 
@@ -77,8 +79,8 @@ def correction(m: pd.DataFrame, clocks: pd.DataFrame, t_mid: int) -> np.ndarray:
     c = clocks.reindex(m["rank"])
     a = c["clock_offset_ns"].to_numpy(dtype=np.int64)
     b = c["clock_drift_ppm"].fillna(0.0).to_numpy() / 1e6
-    # int64 differences first: epoch ns as float64 would lose ~256 ns
-    since_mid = (m["ts_ns"].to_numpy(dtype=np.int64) - t_mid - a).astype(float) / (1.0 + b)
+    # an int64 difference first: epoch ns as float64 would lose ~256 ns
+    since_mid = ((m["ts_ns"].to_numpy(dtype=np.int64) - t_mid).astype(float) - a) / (1.0 + b)
     return a + np.rint(b * since_mid).astype(np.int64)
 
 
@@ -90,7 +92,15 @@ def align(m: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
                               "clock_residual_ns": pd.Series([], dtype=np.int64)})
         return m, empty, False
     clocks, t_mid = fit(m)
+    if not plausible(clocks):
+        return m, clocks, False
     shift = correction(m, clocks, t_mid)
     if not len(shift) or np.abs(shift).max() <= ALIGN_MIN_NS:
         return m, clocks, False  # the clocks agree as far as the collectives can tell: times stay as recorded
     return m.assign(ts_ns=m["ts_ns"].to_numpy() - shift), clocks, True
+
+
+def plausible(clocks: pd.DataFrame) -> bool:
+    """Whether the fit describes clocks at all: drifts under MAX_DRIFT_PPM, offsets under MAX_OFFSET_NS."""
+    drift = clocks["clock_drift_ppm"].abs().max()
+    return not (drift > MAX_DRIFT_PPM) and not (clocks["clock_offset_ns"].abs().max() > MAX_OFFSET_NS)

@@ -78,8 +78,12 @@ def clock_verdict(fitted: pd.DataFrame, moved: bool, matched: bool, bound_ok: bo
     if worst > clocks.REFUSE_RESIDUAL_NS:
         return (f"refused: clocks still disagree by up to {human_ns(worst)} after alignment (over "
                 f"{human_ns(clocks.REFUSE_RESIDUAL_NS)}; offsets up to {big}{drift}): no stragglers or waits named")
+    if not clocks.plausible(fitted):
+        return (f"refused: the collectives' ends fit no clock (offsets up to {big}{drift}; a clock drifts under "
+                f"{clocks.MAX_DRIFT_PPM:,} ppm): no stragglers or waits named")
     if not bound_ok:
-        return "refused: the waits would exceed the ranks' own spans, so these clocks can't order arrivals"
+        return ("refused: the waits would exceed the ranks' own spans, so these clocks can't order arrivals: "
+                "no stragglers or waits named")
     if not moved:
         return (f"not needed: the clocks agree (offsets up to {human_ns(off.max())}, within "
                 f"{human_ns(clocks.ALIGN_MIN_NS)}); times are compared as recorded")

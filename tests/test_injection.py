@@ -91,8 +91,6 @@ def _commands(folder, a, b):
 @pytest.mark.parametrize("command", ["summary", "kernels", "diff", "compare", "compare-folder", "timeline"])
 def test_no_control_character_reaches_the_output(traces, command, fmt):
     folder, a, b = traces
-    if command == "timeline" and fmt == "table":
-        pytest.skip("timeline prints no table (its picture is the output)")
     res = _run(*_commands(folder, a, b)[command], "--format", fmt)
     _clean(res.stdout, f"{command} --format {fmt} stdout")
     if command != "timeline":  # matplotlib's own font warnings: see test_timeline_stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-EXIT_INTERRUPTED = 130
+from .errors import EXIT_INTERRUPTED
 
 
 def main():

@@ -22,3 +22,10 @@ class NotATraceError(TraceReadError):
 
 class RuleError(TraceviewError):
     """A user-supplied classification rule file is malformed."""
+
+
+# The command line's exit statuses, one definition for every command (and the entry point).
+EXIT_UNREADABLE = 1  # a TraceviewError: a trace that can't be read, a selection that matches nothing
+EXIT_USAGE = 2  # a usage error
+EXIT_INTERNAL = 3  # a bug
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as shells report it

@@ -6,10 +6,8 @@ import sys
 import click
 
 from ..render.safe import visible
-from .common import friendly, load_one, load_options
+from .common import EXIT_USAGE, friendly, load_one, load_options
 from .group import main
-
-EXIT_USAGE = 2
 
 
 @main.command()

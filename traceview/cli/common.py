@@ -12,14 +12,10 @@ import click
 from ..api import KINDS, LoadOptions, Selection
 from ..discover import load_all
 from ..atomic import OutputError
-from ..errors import TraceviewError
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError  # noqa: F401
 from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
-
-EXIT_UNREADABLE = 1
-EXIT_INTERNAL = 3
-EXIT_INTERRUPTED = 130
 
 
 def _warned(trace):

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import traceview as tv
 from corpus import CORPUS, corpus_params
-from traceview.analyses.annotate import PREFIX, annotations
+from traceview.analyses.trace.annotate import PREFIX, annotations
 from traceview.cli import main
 from traceview.render.annotated import COUNTER, write_annotated
 

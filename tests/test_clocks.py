@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 import traceview as tv
-from traceview.analyses import clocks
+from traceview.analyses.runs import clocks
 
 from corpus import CORPUS, SKIP_REASON
 

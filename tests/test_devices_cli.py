@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import traceview as tv
-from traceview.analyses.efficiency import kernel_efficiency, op_table
-from traceview.analyses.region import Selection, region
+from traceview.analyses.measure.efficiency import kernel_efficiency, op_table
+from traceview.analyses.select.region import Selection, region
 from traceview.cli import main
 
 from corpus import CORPUS

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 import synth
 import traceview as tv
 from corpus import CORPUS
-from traceview.analyses.names import normalise_kernel_name, short_kernel_name
+from traceview.analyses.wording.names import normalise_kernel_name, short_kernel_name
 from traceview.domain import gemm_family
 from traceview.link import ARROW
-from traceview.analyses.region import Selection
+from traceview.analyses.select.region import Selection
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
@@ -115,7 +115,7 @@ def test_normalised_names_read_well():
 
 
 def test_readable_names_keep_what_the_name_says():
-    from traceview.analyses.names import kernel_label, readable_kernel_name as readable
+    from traceview.analyses.wording.names import kernel_label, readable_kernel_name as readable
 
     # issue 21: the dtype and the number arguments stay, so bf16 and fp32 kernels no longer read the same
     assert readable(synth.MUL) == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [BFloat16]"
@@ -417,8 +417,8 @@ def test_annotation_outside_the_selected_step_is_empty_not_a_crash():
     from pathlib import Path
 
     import traceview as tv
-    from traceview.analyses.diff import diff as diff_fn
-    from traceview.analyses.region import Selection
+    from traceview.analyses.variants.diff import diff as diff_fn
+    from traceview.analyses.select.region import Selection
 
     t = tv.load(Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz", cache=False)
     rep = diff_fn(t, t, Selection(step=5, annotation="ProfilerStep#3"))

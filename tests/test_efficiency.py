@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import traceview as tv
-from traceview.analyses.efficiency import (COLUMNS, efficiency, efficiency_notes, kernel_efficiency,
+from traceview.analyses.measure.efficiency import (COLUMNS, efficiency, efficiency_notes, kernel_efficiency,
                                            kernel_work)
-from traceview.analyses.region import region
-from traceview.analyses.work import op_work, trace_work
+from traceview.analyses.select.region import region
+from traceview.analyses.measure.work import op_work, trace_work
 from traceview.devices import find_device, load_devices, trace_device
 
 from corpus import CORPUS, SKIP_REASON, corpus_params
@@ -277,8 +277,8 @@ def test_diff_reports_gemm_and_attention_efficiency_per_side():
 def test_kernels_table_and_roofline_plot(tmp_path):
     from click.testing import CliRunner
 
-    from traceview.analyses.efficiency import roofline
-    from traceview.analyses.kernels import kernel_stats
+    from traceview.analyses.measure.efficiency import roofline
+    from traceview.analyses.trace.kernels import kernel_stats
     from traceview.cli import main
 
     pytest.importorskip("matplotlib")
@@ -300,7 +300,7 @@ def test_kernels_table_and_roofline_plot(tmp_path):
 def test_causal_attention_is_said_to_be_counted_in_full():
     """Causal SDPA ops keep torch's full count; the finding says so (the flag set here by hand:
     no corpus GPU trace with shapes runs causal attention)."""
-    from traceview.analyses.efficiency import efficiency_findings
+    from traceview.analyses.measure.efficiency import efficiency_findings
 
     if not BERT.exists():
         pytest.skip(SKIP_REASON)

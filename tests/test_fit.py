@@ -14,10 +14,10 @@ import pytest
 
 import traceview as tv
 from corpus import SKIP_REASON, corpus_files
-from traceview.analyses.compare import compare
-from traceview.analyses.diff import diff
-from traceview.analyses.kernels import kernel_stats
-from traceview.analyses.summary import summary
+from traceview.analyses.variants.compare import compare
+from traceview.analyses.variants.diff import diff
+from traceview.analyses.trace.kernels import kernel_stats
+from traceview.analyses.trace.summary import summary
 from traceview.render import render
 from traceview.render.fit import ELLIPSIS, middle, terminal_width
 

@@ -120,7 +120,7 @@ def test_sub_microsecond_kernel_is_parsed_without_rounding_by_default(hta_mod):
     """Issue 21: HTA's inward rounding gives this 20 ns H100 kernel ceil(ts) > floor(ts + 0.02), a
     duration of -1 µs, and its temporal breakdown fails an assert; `traceview hta` failed by default
     and asked for --no-ns-rounding. The bridge now parses such a trace without the rounding, and says so."""
-    from traceview.analyses.hta_views import temporal
+    from traceview.analyses.trace.hta_views import temporal
     from traceview.interop.hta import HTAFailed, HTARun, _ns_rounding, to_hta
 
     path = CORPUS / "kineto/docs_traces__after_fix_trace.json.gz"
@@ -216,7 +216,7 @@ def test_suffix_hta_refuses_is_linked(hta_mod, tmp_path):
 
 
 def test_views_split_computation_by_category(hta_mod, tmp_path):
-    from traceview.analyses.hta_views import hta_report
+    from traceview.analyses.trace.hta_views import hta_report
     from traceview.interop.hta import ANALYSES, to_hta
 
     tv = traceview.load(_write(tmp_path / "t.json", _trace_doc(rank=0)), cache=False)

@@ -23,6 +23,14 @@ LAYERS = [
     ("classify", ["classify"]),
     ("load", ["cache", "load", "options", "discover", "run", "interop"]),
     ("report", ["report"]),
+    # analyses, in its own order: one selection, then the words for names and figures,
+    # the measures, one-trace reports, two-variant comparisons, whole runs, the HTML set
+    ("analyses.select", ["analyses.select"]),
+    ("analyses.wording", ["analyses.wording"]),
+    ("analyses.measure", ["analyses.measure"]),
+    ("analyses.trace", ["analyses.trace"]),
+    ("analyses.variants", ["analyses.variants"]),
+    ("analyses.runs", ["analyses.runs"]),
     ("analyses", ["analyses"]),
     ("render", ["render"]),
     ("api", ["api", "scale"]),
@@ -109,5 +117,12 @@ def test_the_checker_sees_imports():
     """The test can fail: a known downward import is found, and an upward one would be reported."""
     mods = modules()
     g = {name: imports(name, path, set(mods)) for name, path in mods.items()}
-    assert "model" in g["link"] and "analyses.region" in g["analyses.metrics"]
-    assert layer_of("render.plot") > layer_of("analyses.region") > layer_of("load")
+    assert "model" in g["link"] and "analyses.select.region" in g["analyses.measure.metrics"]
+    assert layer_of("render.plot") > layer_of("analyses.select.region") > layer_of("load")
+    assert layer_of("analyses.runs.ranks") > layer_of("analyses.variants.diff") > layer_of("analyses.trace.summary")
+
+
+def test_analyses_are_grouped():
+    """analyses/ holds folders, one per part, and no loose module but the HTML report's set."""
+    loose = sorted(p.name for p in (PKG / "analyses").glob("*.py") if p.name != "__init__.py")
+    assert loose == ["report_set.py"], loose

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 import traceview as tv
 from traceview import limits
-from traceview.analyses.names import normalise_kernel_name, readable_kernel_name
+from traceview.analyses.wording.names import normalise_kernel_name, readable_kernel_name
 from traceview.cli import main
 from traceview.read.source import DEFAULT_MAX_RATIO, RATIO_FLOOR, read_source
 

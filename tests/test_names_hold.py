@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from corpus import CORPUS, SKIP_REASON
-from traceview.analyses.words import num
+from traceview.analyses.wording.words import num
 from traceview.render.cells import cell
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_report_tables_hold_counts_as_integer_dtypes():
 
 
 def test_per_step_counts_stay_fractional_only_when_they_are():
-    from traceview.analyses.region import per_region_count
+    from traceview.analyses.select.region import per_region_count
 
     assert per_region_count(np.array([6, 12]), 3).dtype == np.int64
     assert per_region_count(np.array([6, 13]), 3).dtype == np.float64
@@ -149,7 +149,7 @@ def test_input_dims_are_lists_and_survive_the_cache(tmp_path, monkeypatch):
 
 def test_input_dims_lists_keep_the_flops_and_the_ops_table():
     """The FLOP formulas read the lists (sample_traces was recorded with shapes)."""
-    from traceview.analyses.work import op_work
+    from traceview.analyses.measure.work import op_work
     from traceview.load import load
 
     t = load(SAMPLES / "naive.json.gz", cache=False)

@@ -18,7 +18,7 @@ import pytest
 import traceview as tv
 from corpus import corpus_params
 from test_corpus_exact import independent_counts
-from traceview.analyses.metrics import GPU_ONLY, NUMERIC
+from traceview.analyses.measure.metrics import GPU_ONLY, NUMERIC
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 PARAMS = corpus_params() + [pytest.param(p, id=f"samples/{p.name}") for p in sorted(SAMPLES.glob("*.json.gz"))]
@@ -199,7 +199,7 @@ def test_every_shared_metric_is_defined_once_in_the_docs():
     defined = re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.M)
     assert len(defined) == len(set(defined)), "a metric is defined twice"
     r = tv.summary(SAMPLES / "naive.json.gz")
-    from traceview.analyses import metrics
+    from traceview.analyses.measure import metrics
 
     shared = set(metrics.NUMERIC) | {"attention_backend", "gpu_activities", "gpu_time_ns",
                                      "left_out_gpu_activities", "linked_to_op_pct"}

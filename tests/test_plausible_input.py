@@ -110,8 +110,8 @@ def test_zero_duration_kernels_plot(tmp_path):
 
 
 def test_zero_duration_rates_in_the_api(tmp_path):
-    from traceview.analyses.efficiency import name_efficiency, op_table
-    from traceview.analyses.region import Selection, region
+    from traceview.analyses.measure.efficiency import name_efficiency, op_table
+    from traceview.analyses.select.region import Selection, region
 
     r = region(tv.load(write(tmp_path, gpu_trace((0, 0, 0))), cache=False), Selection())
     names = name_efficiency(r)

@@ -15,9 +15,9 @@ from traceview.errors import TraceviewError
 
 pytest.importorskip("matplotlib")
 
-from traceview.analyses.breakdown import breakdown  # noqa: E402
-from traceview.analyses.region import Selection  # noqa: E402
-from traceview.analyses.timeline import timeline  # noqa: E402
+from traceview.analyses.trace.breakdown import breakdown  # noqa: E402
+from traceview.analyses.select.region import Selection  # noqa: E402
+from traceview.analyses.trace.timeline import timeline  # noqa: E402
 from traceview.render.plot import plot_breakdown, plot_timeline  # noqa: E402
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -125,7 +125,7 @@ def test_long_trace_labels_do_not_overlap():
         pytest.skip(f"corpus not found at {CORPUS}")
     pytest.importorskip("matplotlib")
     import traceview as tv
-    from traceview.analyses.breakdown import breakdown
+    from traceview.analyses.trace.breakdown import breakdown
     from traceview.render.plot import breakdown_figure
 
     traces = [tv.load(f) for f in files]

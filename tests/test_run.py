@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import traceview as tv
-from traceview.analyses import intervals as iv
+from traceview.analyses.measure import intervals as iv
 from traceview.errors import TraceviewError
 from traceview.run import RULE_META, RULE_ORDER
 

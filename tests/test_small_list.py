@@ -213,7 +213,7 @@ def test_hta_keeps_its_rounding_where_it_does_no_harm():
 # ---------------------------------------------------------------- 6. readable names keep the dtype
 
 def test_readable_names_tell_dtypes_apart():
-    from traceview.analyses.names import readable_kernel_name as readable
+    from traceview.analyses.wording.names import readable_kernel_name as readable
 
     f32 = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
            "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
@@ -233,7 +233,7 @@ def test_distinct_kernels_rarely_share_a_readable_name_in_the_corpus():
     import collections
     import gzip
 
-    from traceview.analyses.names import readable_kernel_name as readable
+    from traceview.analyses.wording.names import readable_kernel_name as readable
 
     files = sorted(CORPUS.glob("*/*.json.gz"))
     if not files:

@@ -22,7 +22,7 @@ import pytest
 
 import synth
 import traceview as tv
-from traceview.analyses.annotate import annotations
+from traceview.analyses.trace.annotate import annotations
 from traceview.atomic import OutputError, atomic_open, write_text
 from traceview.errors import TraceviewError
 from traceview.render.annotated import write_annotated
@@ -102,7 +102,7 @@ def test_a_directory_as_target_is_refused_whole(tmp_path):
     """Through the library (the CLI refuses it as a usage error already): nothing is
     written into or instead of the folder."""
     pytest.importorskip("matplotlib")
-    from traceview.analyses.breakdown import breakdown
+    from traceview.analyses.trace.breakdown import breakdown
     from traceview.render.plot import plot_breakdown
 
     t = tv.load(SAMPLE, cache=False)

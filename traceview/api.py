@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from .analyses.region import KINDS, Selection
+from .analyses.select.region import KINDS, Selection
 from .discover import load_all
 from .model import Trace
 from .options import LoadOptions
@@ -72,7 +72,7 @@ def summary(trace, *, top: int = 10, run: bool = False, recursive: bool = False,
     ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`
     (``top`` does not apply there).
     """
-    from .analyses.summary import summary as _summary
+    from .analyses.trace.summary import summary as _summary
     from .run import Run
 
     s, opts = _parts(locals())
@@ -97,7 +97,7 @@ def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False,
                 options: LoadOptions | None = None) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
     ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run."""
-    from .analyses.run_summary import run_summary
+    from .analyses.runs.run_summary import run_summary
 
     s, opts = _parts(locals())
     label = os.path.basename(os.path.normpath(paths)) if isinstance(paths, (str, os.PathLike)) else None
@@ -123,7 +123,7 @@ def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
     (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
     rank and run; ratios to ``baseline`` (index, label or folder; default the first run)."""
-    from .analyses.run_compare import run_compare
+    from .analyses.runs.run_compare import run_compare
 
     s, opts = _parts(locals())
     items = list(runs)
@@ -144,7 +144,7 @@ def kernels(trace, *, ops: bool = False, unclassified: bool = False,
     ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
     ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
     ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
-    from .analyses.kernels import kernel_stats, unclassified_report
+    from .analyses.trace.kernels import kernel_stats, unclassified_report
 
     s, opts = _parts(locals())
     if unclassified:
@@ -160,7 +160,7 @@ def roofline(trace, *, step: int | None = None, annotation: str | None = None, d
              max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """One step's kernels with work (``step``, else the region's first): FLOPs, bytes, intensity,
     achieved TFLOP/s and GB/s, and the device's peaks; ``kernels --plot`` draws it."""
-    from .analyses.efficiency import roofline as _roofline
+    from .analyses.measure.efficiency import roofline as _roofline
 
     s, opts = _parts(locals())
     return _roofline(_trace(trace, opts), s)
@@ -177,7 +177,7 @@ def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20,
     per-kernel/per-op tables (None: every row). Two folders are two runs (rank traces of one job
     each), compared rank by rank: :func:`diff_runs`, where selections and ``top`` do not apply.
     """
-    from .analyses.diff import diff as _diff
+    from .analyses.variants.diff import diff as _diff
 
     s, opts = _parts(locals())
     if all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)):
@@ -207,7 +207,7 @@ def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False
     files that are not profiler traces are skipped and named in the report's notes.
     ``run=True``: each item is one run (a folder of rank traces), see :func:`compare_runs`.
     """
-    from .analyses.compare import compare as _compare
+    from .analyses.variants.compare import compare as _compare
 
     s, opts = _parts(locals())
     if run:
@@ -221,7 +221,7 @@ def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False
 def breakdown(traces, *, sels: list | None = None, labels: list | None = None) -> Report:
     """GPU time per step by category, one row per Trace and category (``--plot`` of diff and compare);
     ``sels`` gives each trace its selection."""
-    from .analyses.breakdown import breakdown as _breakdown
+    from .analyses.trace.breakdown import breakdown as _breakdown
 
     return _breakdown(list(traces), sels=sels, labels=labels)
 
@@ -233,7 +233,7 @@ def timeline(trace, *, step: int | None = None, annotation: str | None = None, d
     """One step (``step``; default the first) on a time axis: its activities with start, duration,
     lane (stream, or thread for CPU-only traces) and category; ``traceview timeline`` draws it
     (``traceview.render.plot.plot_timeline(report, path)``)."""
-    from .analyses.timeline import timeline as _timeline
+    from .analyses.trace.timeline import timeline as _timeline
 
     s, opts = _parts(locals())
     return _timeline(_trace(trace, opts), s)
@@ -246,7 +246,7 @@ def annotate(trace, output, *, rules=None, devices=None, salvage: bool = False,
     tensor-core use, attention backend and launching op chain in its args, plus counter tracks of GPU
     time by category per step. ``output`` appears only once complete and is never the input.
     Returns counts: ``activities``, ``counter_events``, ``skipped``, ``not_loaded``."""
-    from .analyses.annotate import annotations
+    from .analyses.trace.annotate import annotations
     from .render.annotated import check_output, write_annotated
 
     _, opts = _parts(locals())
@@ -308,7 +308,7 @@ def hta(trace, *, analysis: str = "temporal", rank: int | None = None, drop_last
 
     _, opts = _parts(locals())
     import_hta()  # fail fast, before loading, with the install hint
-    from .analyses.hta_views import hta_report
+    from .analyses.trace.hta_views import hta_report
 
     t = _trace(trace, opts)
     ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=ns_rounding)
@@ -346,7 +346,7 @@ def diff_runs(a, b, *, workers: int | None = None, scheduler: str | None = None,
               rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
               max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
-    from .analyses.run_diff import run_diff
+    from .analyses.runs.run_diff import run_diff
 
     _, opts = _parts(locals())
     a, b = (r if isinstance(r, Report) else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad,

@@ -29,8 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from .analyses.rank_work import RankWork, rank_work
-from .analyses.ranks import ranks_report
+from .analyses.runs.rank_work import RankWork, rank_work
+from .analyses.runs.ranks import ranks_report
 from .errors import NotATraceError, TraceviewError
 from .load import load
 from .run import plan, run_files

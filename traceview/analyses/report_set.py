@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from ..errors import TraceviewError
 from ..report import Report
-from .breakdown import breakdown
-from .compare import compare
-from .diff import diff
-from .region import Selection
-from .timeline import timeline
+from .trace.breakdown import breakdown
+from .variants.compare import compare
+from .variants.diff import diff
+from .select.region import Selection
+from .trace.timeline import timeline
 
 
 @dataclass

@@ -23,7 +23,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..analyses.annotate import PREFIX
+from ..analyses.trace.annotate import PREFIX
 from ..atomic import atomic_path, same_file
 from ..errors import TraceviewError
 from ..read import DEFAULT_MAX_BYTES, read_source, split_document
@@ -60,7 +60,7 @@ def check_output(trace_path, out) -> Path:
 
 def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES,
                     max_ratio: float | None = DEFAULT_MAX_RATIO, salvage: bool = False) -> dict:
-    """Write ``trace`` with ``report`` (``analyses.annotate.annotations``) to ``out``
+    """Write ``trace`` with ``report`` (``analyses.trace.annotate.annotations``) to ``out``
     (``.json`` or ``.json.gz``: the output's suffix picks its compression). ``max_bytes``,
     ``max_ratio`` and ``salvage`` as for the load. Returns counts: activities annotated,
     counter events, activities left unannotated because their ``args`` is not an object

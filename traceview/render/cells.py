@@ -13,7 +13,7 @@ import numbers
 import pandas as pd
 
 from .. import units
-from ..analyses.words import num, times
+from ..analyses.wording.words import num, times
 from .safe import visible
 
 
@@ -39,12 +39,12 @@ def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-#: a count or an average: the same formatter as the findings' sentences (``analyses.words.num``)
+#: a count or an average: the same formatter as the findings' sentences (``analyses.wording.words.num``)
 number = num
 
 
 def ratio_text(r: float) -> str:
-    """The one rounding of a ratio, in tables and sentences alike (``analyses.words.times``)."""
+    """The one rounding of a ratio, in tables and sentences alike (``analyses.wording.words.times``)."""
     return times(r)
 
 

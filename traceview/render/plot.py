@@ -154,7 +154,7 @@ def _time_unit(max_ns: float) -> tuple[float, str]:
 
 
 def plot_breakdown(report, path, title: str | None = None) -> str:
-    """Stacked bars, one per trace, from a ``breakdown`` Report (``analyses.breakdown``)."""
+    """Stacked bars, one per trace, from a ``breakdown`` Report (``analyses.trace.breakdown``)."""
     path = check_path(path)
     return _save(breakdown_figure(report, title), path, title or report.title)
 
@@ -204,7 +204,7 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
 
 def plot_roofline(report, path) -> str:
     """A roofline (log-log: FLOP per byte against achieved TFLOP/s) of one step's kernels from a
-    ``roofline`` Report (``analyses.efficiency.roofline``), coloured by category, with the
+    ``roofline`` Report (``analyses.measure.efficiency.roofline``), coloured by category, with the
     device's roofs for the paths the kernels take."""
     path = check_path(path)
     return _save(roofline_figure(report), path, report.title)

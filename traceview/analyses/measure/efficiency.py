@@ -26,9 +26,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..devices import trace_device
-from ..model import list_codes
-from .region import Region
+from ...devices import trace_device
+from ...model import list_codes
+from ..select.region import Region
 from .work import counted_owner, has_shapes, memo, trace_work
 
 #: the columns ``kernel_efficiency`` gives each GPU activity, by their one name
@@ -426,8 +426,8 @@ def roofline(trace, sel=None, devices: str | None = None):
     else the first step of the region."""
     from dataclasses import replace
 
-    from ..report import Report
-    from .region import Selection, region
+    from ...report import Report
+    from ..select.region import Selection, region
 
     sel = sel or Selection()
     if sel.step is None and len(trace.steps):

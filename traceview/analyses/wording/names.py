@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ..limits import name_view
+from ...limits import name_view
 
 _ARCH_RE = re.compile(r"(?<![A-Za-z0-9])(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell)(?=_)")
 _DTYPE_RE = re.compile(

@@ -12,9 +12,9 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from ..link import ARROW
-from .names import normalise_kernel_name
-from .region import Region
+from ...link import ARROW
+from ..wording.names import normalise_kernel_name
+from ..select.region import Region
 
 NO_OP = "(no CPU op)"
 __all__ = ["ARROW", "NO_OP", "launch_chains", "kernel_keys", "by_kernel", "category_times", "op_table",

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..domain import domain, gemm_family
-from ..model import per_category
-from .region import Region
+from ...domain import domain, gemm_family
+from ...model import per_category
+from ..select.region import Region
 
 
 def _per(r: Region, value) -> float:

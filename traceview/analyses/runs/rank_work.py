@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..run import rank_info
-from .gpu_breakdown import breakdown, categories, gpu_class
-from .overlap import overlap
-from .stream_idle import launch_times, stream_idle
+from ...run import rank_info
+from ..measure.gpu_breakdown import breakdown, categories, gpu_class
+from ..measure.overlap import overlap
+from ..measure.stream_idle import launch_times, stream_idle
 
 
 @dataclass

@@ -19,14 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..report import Report
-from . import metrics
+from ...report import Report
+from ..measure import metrics
 from .diff_findings import diff_findings
-from .efficiency import efficiency_notes, efficiency_table
-from .groups import by_kernel, category_times, chain_table, op_table, trace_labels
-from .names import kernel_label, short_kernel_name
-from .region import Region, Selection, region
-from .words import ratio
+from ..measure.efficiency import efficiency_notes, efficiency_table
+from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
+from ..wording.names import kernel_label, short_kernel_name
+from ..select.region import Region, Selection, region
+from ..wording.words import ratio
 
 
 @dataclass

@@ -16,12 +16,12 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..report import Report
-from ..run import rank_list
-from ..units import human_ns
-from . import metrics
-from .region import Selection, region
-from .summary import by_category
+from ...report import Report
+from ...run import rank_list
+from ...units import human_ns
+from ..measure import metrics
+from ..select.region import Selection, region
+from ..trace.summary import by_category
 
 SUMMED = ("gpu_activities", "gpu_time_ns", "gpu_activities_per_step", "kernels_per_step", "memcpys_per_step",
           "memsets_per_step", "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step",

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceviewError
+from ...errors import TraceviewError
 
 KINDS = ("kernel", "memcpy", "memset")
 #: what "per step" means, in a sentence, for each kind of region

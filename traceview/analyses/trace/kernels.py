@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report import Report
-from . import metrics
-from .efficiency import efficiency_notes, op_table, with_efficiency
-from .groups import launch_chains
-from .names import readable_kernel_name
-from .region import Selection, region
+from ...report import Report
+from ..measure import metrics
+from ..measure.efficiency import efficiency_notes, op_table, with_efficiency
+from ..measure.groups import launch_chains
+from ..wording.names import readable_kernel_name
+from ..select.region import Selection, region
 
 NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
                 "StdDev (ns)", "Name"]
@@ -69,7 +69,7 @@ def _with_chains(table: pd.DataFrame, r) -> pd.DataFrame:
 def unclassified_report(trace, sel: Selection | None = None) -> Report:
     """Names no library rule matched, in two tables: tier "none" (nothing matched: counted in
     ``unclassified_pct_of_gpu_time``) and tier "name" (only a word of the name gave a guess)."""
-    from ..classify import unclassified
+    from ...classify import unclassified
 
     r = region(trace, sel)
     table = unclassified(r.activities)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceviewError
-from ..link import ARROW
-from ..model import per_category
-from ..report import Report
-from . import intervals
-from .region import Selection, region
+from ...errors import TraceviewError
+from ...link import ARROW
+from ...model import per_category
+from ...report import Report
+from ..measure import intervals
+from ..select.region import Selection, region
 
 MAX_GROUPS = 10  # CPU ops are coloured by their outermost op; the rest share one colour
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..report import Report
-from . import metrics
-from .names import kernel_label
-from .region import Selection, region
+from ...report import Report
+from ..measure import metrics
+from ..wording.names import kernel_label
+from ..select.region import Selection, region
 
 
 def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:

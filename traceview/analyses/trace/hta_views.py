@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..interop import hta as bridge
-from ..report import Report
-from .words import num
+from ...interop import hta as bridge
+from ...report import Report
+from ..wording.words import num
 
 SPLIT_COLUMNS = ["group", "count", "total_ns", "pct_of_computation"]
 
@@ -22,7 +22,7 @@ def _rank(ta, rank):
     if rank is None:
         return ranks[0]
     if rank not in ranks:
-        from ..errors import TraceviewError
+        from ...errors import TraceviewError
 
         raise TraceviewError(f"rank {rank} is not loaded in HTA (ranks: {ranks})")
     return rank

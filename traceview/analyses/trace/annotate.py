@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..report import Report
-from .groups import launch_chains
-from .region import Selection, region
+from ...report import Report
+from ..measure.groups import launch_chains
+from ..select.region import Selection, region
 
 PREFIX = "traceview."
 

@@ -27,14 +27,14 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..model import list_codes
+from ...model import list_codes
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-WORK_PATH = Path(__file__).resolve().parents[1] / "rules" / "work.toml"
+WORK_PATH = Path(__file__).resolve().parents[2] / "rules" / "work.toml"
 #: the columns ``op_work`` adds, by their one name
 COLUMNS = ("formula", "flops", "bytes_moved", "precision", "causal", "counted")
 _ARG_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..report import Report
-from .groups import breakdown as region_breakdown
-from .groups import trace_labels
-from .region import region
+from ...report import Report
+from ..measure.groups import breakdown as region_breakdown
+from ..measure.groups import trace_labels
+from ..select.region import region
 
 MAX_OPS = 10
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..report import Report
-from ..units import human_ns
+from ...report import Report
+from ...units import human_ns
 
 METRICS = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns", "wait_caused_ns"]
 

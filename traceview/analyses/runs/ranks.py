@@ -11,9 +11,9 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..report import Report
-from ..run import rank_list
-from ..units import human_ns
+from ...report import Report
+from ...run import rank_list
+from ...units import human_ns
 from . import clocks
 from . import stragglers as st
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .names import finding_name, short_kernel_name
-from ..domain import domain
-from ..link import ARROW
-from .groups import NO_OP, chain_table
-from .efficiency import efficiency_findings
-from .metrics import on_tensor_cores, per_step
-from .region import Region
-from .words import human, listing, num, plural, ratio, times
+from ..wording.names import finding_name, short_kernel_name
+from ...domain import domain
+from ...link import ARROW
+from ..measure.groups import NO_OP, chain_table
+from ..measure.efficiency import efficiency_findings
+from ..measure.metrics import on_tensor_cores, per_step
+from ..select.region import Region
+from ..wording.words import human, listing, num, plural, ratio, times
 
 
 def diff_findings(A: Region, B: Region, kernels, aa: dict, ab: dict, ops_t: pd.DataFrame,

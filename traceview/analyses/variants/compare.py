@@ -12,14 +12,14 @@ import os
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceviewError
-from ..report import Report
-from ..run import one_job
-from . import metrics
-from .efficiency import efficiency, efficiency_findings, efficiency_notes
-from .groups import breakdown, category_times, trace_labels
-from .region import Region, Selection, region
-from .words import human, num, ratio, times
+from ...errors import TraceviewError
+from ...report import Report
+from ...run import one_job
+from ..measure import metrics
+from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes
+from ..measure.groups import breakdown, category_times, trace_labels
+from ..select.region import Region, Selection, region
+from ..wording.words import human, num, ratio, times
 
 
 def compare(traces, baseline=None, sel: Selection | None = None) -> Report:

@@ -8,7 +8,7 @@ import numbers
 
 import numpy as np
 
-from ..units import human_ns
+from ...units import human_ns
 
 
 def ratio(a: float, b: float) -> float:

@@ -15,15 +15,15 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from ..errors import TraceviewError
-from ..report import Report
-from ..run import rank_list
+from ...errors import TraceviewError
+from ...report import Report
+from ...run import rank_list
 from .rank_work import rank_work
 from .ranks import ranks_report
-from .region import Selection
+from ..select.region import Selection
 from .run_diff import METRICS as DIST, overall as dist_overall, run_diff
 from .run_summary import run_summary
-from .words import human, ratio, times
+from ..wording.words import human, ratio, times
 
 SHARED = ["regions", "gpu_activities_per_step", "kernels_per_step", "gpu_time_per_step_ns", "tensor_core_pct",
           "attention_backend", "cpu_time_per_step_ns"]

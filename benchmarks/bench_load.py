@@ -15,6 +15,7 @@ fresh process.
     python benchmarks/bench_load.py --sizes 300 --repeats 5
     python benchmarks/bench_load.py --quick              # tiny, for CI smoke
 """
+
 from __future__ import annotations
 
 import argparse
@@ -73,8 +74,13 @@ def measure(tool: str, path: str, cache: str = "-", timeout: float = 3600) -> di
     env = dict(os.environ)
     env.pop("TRACEVIEW_CACHE_DIR", None)
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD, tool, path, cache], capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, tool, path, cache],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in proc.stdout.splitlines():
@@ -88,12 +94,15 @@ def summarize(runs: list[dict]) -> dict:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return runs[-1]
-    return {"wall": statistics.median(r["wall"] for r in ok),
-            "peak_mb": statistics.median(r["peak_kb"] for r in ok) / 1024, "n": len(ok)}
+    return {
+        "wall": statistics.median(r["wall"] for r in ok),
+        "peak_mb": statistics.median(r["peak_kb"] for r in ok) / 1024,
+        "n": len(ok),
+    }
 
 
 def fmt_row(cells, widths) -> str:
-    return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
 
 def table(rows: list[list]) -> str:
@@ -120,10 +129,16 @@ def interleaved(tools, path: str, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--src", default=DEFAULT_SRC, help="real trace to tile (default: corpus HTA control trace)")
+    p.add_argument(
+        "--src", default=DEFAULT_SRC, help="real trace to tile (default: corpus HTA control trace)"
+    )
     p.add_argument("--sizes", default="30,300,1000", help="comma-separated sizes in MB (default 30,300,1000)")
-    p.add_argument("--repeats", type=int, default=5,
-                   help="loads per tool and size, interleaved across tools; medians are reported (default 5)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="loads per tool and size, interleaved across tools; medians are reported (default 5)",
+    )
     p.add_argument("--tools", default="traceview,hta,json.load", help="which loaders to compare")
     p.add_argument("--hta-max-mb", type=float, default=float("inf"), help="skip HTA above this size")
     p.add_argument("--no-cache-bench", action="store_true", help="skip the cache reload benchmark")
@@ -145,12 +160,17 @@ def main(argv=None) -> int:
             how = ["--copies", "1"] if size is None else ["--size-mb", f"{size:g}"]
             path = str(work / f"tiled_{'1x' if size is None else f'{size:g}MB'}.json")
             if not os.path.exists(path):  # in a subprocess, so that this process stays small
-                subprocess.run([sys.executable, str(HERE / "make_large_trace.py"), a.src, path, *how],
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    [sys.executable, str(HERE / "make_large_trace.py"), a.src, path, *how],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
             mb = os.path.getsize(path) / 1e6
             label = f"{mb:.0f} MB"
             print(f"# {label}: {path} (tiles of {os.path.basename(a.src)})", flush=True)
-            results = interleaved(tools if mb <= a.hta_max_mb else [t for t in tools if t != "hta"], path, repeats)
+            results = interleaved(
+                tools if mb <= a.hta_max_mb else [t for t in tools if t != "hta"], path, repeats
+            )
             for tool, r in results.items():
                 print(f"  {tool}: {r}", flush=True)
             base = results.get("traceview", {})
@@ -170,7 +190,9 @@ def main(argv=None) -> int:
                     shutil.rmtree(cdir, ignore_errors=True)
                 f, h = summarize(first), summarize(hit)
                 if "wall" in f and "wall" in h:
-                    cache_rows.append([label, f"{f['wall']:.2f}", f"{h['wall']:.3f}", f"{f['wall'] / h['wall']:.0f}x"])
+                    cache_rows.append(
+                        [label, f"{f['wall']:.2f}", f"{h['wall']:.3f}", f"{f['wall'] / h['wall']:.0f}x"]
+                    )
                     print(f"  cache: first {f['wall']:.2f} s, reload {h['wall']:.3f} s", flush=True)
                 else:
                     cache_rows.append([label, f.get("error", ""), h.get("error", ""), ""])

@@ -20,6 +20,7 @@ process, and its largest worker). The load average is printed with every run.
     python benchmarks/bench_ranks.py                       # 8 x 100 MB, 5 repeats
     python benchmarks/bench_ranks.py --size-mb 25 --repeats 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,7 +65,7 @@ def child(tool: str, folder: str, workers: int) -> None:
 
         files = sorted(Path(folder).glob("worker*.json"))
         t0 = time.perf_counter()
-        ta = TraceAnalysis(trace_files={int(f.stem[len("worker"):]): str(f) for f in files})
+        ta = TraceAnalysis(trace_files={int(f.stem[len("worker") :]): str(f) for f in files})
         tb = ta.get_temporal_breakdown(visualize=False)
         ta.get_comm_comp_overlap(visualize=False)
         stragglers = ta.get_potential_stragglers(visualize=False)
@@ -77,8 +78,15 @@ def child(tool: str, folder: str, workers: int) -> None:
         rep = tv.ranks(folder, cache=False, **kw)
         stragglers = rep["stragglers"]["straggler"].unique().tolist()
         idle0 = int(rep["ranks"].set_index("rank").loc[0, "idle_ns"] // 1000)
-    print(json.dumps({"work_s": time.perf_counter() - t0, "idle_rank0_us": idle0,
-                      "stragglers": [int(s) for s in stragglers]}))
+    print(
+        json.dumps(
+            {
+                "work_s": time.perf_counter() - t0,
+                "idle_rank0_us": idle0,
+                "stragglers": [int(s) for s in stragglers],
+            }
+        )
+    )
 
 
 def measure(tool: str, folder: Path, workers: int) -> dict:
@@ -87,8 +95,12 @@ def measure(tool: str, folder: Path, workers: int) -> dict:
 
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, __file__, "--child", tool, str(folder), "--workers", str(workers)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--child", tool, str(folder), "--workers", str(workers)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     peaks: dict = {}
     root = psutil.Process(proc.pid)
     while proc.poll() is None:
@@ -101,23 +113,36 @@ def measure(tool: str, folder: Path, workers: int) -> dict:
     wall = time.perf_counter() - t0
     out = json.loads(proc.stdout.read().strip().splitlines()[-1])
     main_peak = peaks.pop(proc.pid, 0)
-    return {"wall_s": wall, "work_s": out["work_s"], "main_mb": main_peak / 2**20,
-            "worker_mb": max(peaks.values(), default=0) / 2**20, "load": load, "result": out}
+    return {
+        "wall_s": wall,
+        "work_s": out["work_s"],
+        "main_mb": main_peak / 2**20,
+        "worker_mb": max(peaks.values(), default=0) / 2**20,
+        "load": load,
+        "result": out,
+    }
 
 
 def table(runs: dict, run_mb: float) -> str:
-    med = {t: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "work_s", "main_mb", "worker_mb")}
-           for t, rs in runs.items()}
+    med = {
+        t: {k: statistics.median(r[k] for r in rs) for k in ("wall_s", "work_s", "main_mb", "worker_mb")}
+        for t, rs in runs.items()
+    }
     loads = [r["load"] for rs in runs.values() for r in rs]
-    lines = [f"run: 8 ranks, {run_mb:.0f} MB of JSON; load average 1 min at each start: "
-             f"median {statistics.median(loads):.2f} (min {min(loads):.2f}, max {max(loads):.2f}); "
-             f"{len(next(iter(runs.values())))} repeats, medians", "",
-             "| tool | wall (process) | work | HTA / tool (work) | peak RSS main | peak RSS largest child |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"run: 8 ranks, {run_mb:.0f} MB of JSON; load average 1 min at each start: "
+        f"median {statistics.median(loads):.2f} (min {min(loads):.2f}, max {max(loads):.2f}); "
+        f"{len(next(iter(runs.values())))} repeats, medians",
+        "",
+        "| tool | wall (process) | work | HTA / tool (work) | peak RSS main | peak RSS largest child |",
+        "|---|---|---|---|---|---|",
+    ]
     for t, m in med.items():
         ratio = med["hta"]["work_s"] / m["work_s"] if "hta" in med else float("nan")
-        lines.append(f"| {t} | {m['wall_s']:.2f} s | {m['work_s']:.2f} s | {ratio:.1f}x | {m['main_mb']:.0f} MiB | "
-                     f"{m['worker_mb']:.0f} MiB |")
+        lines.append(
+            f"| {t} | {m['wall_s']:.2f} s | {m['work_s']:.2f} s | {ratio:.1f}x | {m['main_mb']:.0f} MiB | "
+            f"{m['worker_mb']:.0f} MiB |"
+        )
     return "\n".join(lines)
 
 
@@ -141,10 +166,12 @@ def main() -> None:
         for tool in runs:
             r = measure(tool, folder, a.workers)
             runs[tool].append(r)
-            print(f"[{rep + 1}/{a.repeats}] {tool}: wall {r['wall_s']:.2f} s, work {r['work_s']:.2f} s, "
-                  f"main {r['main_mb']:.0f} MiB, largest child {r['worker_mb']:.0f} MiB, load {r['load']:.2f}, "
-                  f"rank 0 idle {r['result']['idle_rank0_us']} us, stragglers {r['result']['stragglers']}",
-                  flush=True)
+            print(
+                f"[{rep + 1}/{a.repeats}] {tool}: wall {r['wall_s']:.2f} s, work {r['work_s']:.2f} s, "
+                f"main {r['main_mb']:.0f} MiB, largest child {r['worker_mb']:.0f} MiB, load {r['load']:.2f}, "
+                f"rank 0 idle {r['result']['idle_rank0_us']} us, stragglers {r['result']['stragglers']}",
+                flush=True,
+            )
     print()
     print(table(runs, run_mb))
 

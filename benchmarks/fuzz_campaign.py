@@ -18,6 +18,7 @@ a MemoryError, an escape-sequence leak, a formula cell, raw HTML, a stray file, 
 output, a changed input; then each distinct failure with its count and an example folder.
 Exit status 0 when no case failed, 1 otherwise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,14 +33,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import fuzzcli as F  # noqa: E402
+import fuzzcli as F
 
-ORDER = ("traceback", "hang", "slow", "exit3", "bad-exit", "memory", "escape-leak", "formula-cell", "raw-html",
-         "stray-file", "missing-output", "input-changed")
-LABELS = {"traceback": "tracebacks", "hang": "hangs", "slow": "too much CPU", "exit3": "exit 3", "bad-exit": "other bad exit status",
-          "memory": "MemoryError", "escape-leak": "escape leaks", "formula-cell": "formula cells",
-          "raw-html": "raw HTML in markdown", "stray-file": "stray files", "missing-output": "missing outputs",
-          "input-changed": "inputs changed"}
+ORDER = (
+    "traceback",
+    "hang",
+    "slow",
+    "exit3",
+    "bad-exit",
+    "memory",
+    "escape-leak",
+    "formula-cell",
+    "raw-html",
+    "stray-file",
+    "missing-output",
+    "input-changed",
+)
+LABELS = {
+    "traceback": "tracebacks",
+    "hang": "hangs",
+    "slow": "too much CPU",
+    "exit3": "exit 3",
+    "bad-exit": "other bad exit status",
+    "memory": "MemoryError",
+    "escape-leak": "escape leaks",
+    "formula-cell": "formula cells",
+    "raw-html": "raw HTML in markdown",
+    "stray-file": "stray files",
+    "missing-output": "missing outputs",
+    "input-changed": "inputs changed",
+}
 
 
 def _still_fails(case, workdir, sig, seconds) -> bool:
@@ -49,7 +72,9 @@ def _still_fails(case, workdir, sig, seconds) -> bool:
 
 def minimise(case, workdir: Path, sig: str, *, budget_s: float = 60, seconds: float = 10):
     """The case with as few events as still give failure ``sig`` (ddmin on each input's events)."""
-    if any(inp.byte_seed is not None or not isinstance(F._events(inp.doc), list) for inp in case.inputs.values()):
+    if any(
+        inp.byte_seed is not None or not isinstance(F._events(inp.doc), list) for inp in case.inputs.values()
+    ):
         return case
     deadline = time.monotonic() + budget_s
     for key in list(case.inputs):
@@ -58,7 +83,7 @@ def minimise(case, workdir: Path, sig: str, *, budget_s: float = 60, seconds: fl
         while events and chunks <= len(events) and time.monotonic() < deadline:
             size = max(1, len(events) // chunks)
             for start in range(0, len(events), size):
-                trial = events[:start] + events[start + size:]
+                trial = events[:start] + events[start + size :]
                 candidate = _with_events(case, key, trial)
                 if time.monotonic() < deadline and _still_fails(candidate, workdir, sig, seconds):
                     events, case = trial, candidate
@@ -85,9 +110,12 @@ def save(out: Path, index: int, case, result, problems) -> Path:
     F.save_case(folder, case, F.case_files(case), note, problems=[f"{k}: {d}" for k, d in problems])
     (folder / "result.txt").write_text(
         f"command: {case.describe()}\nexit status: {result.code}\nseconds: {result.seconds:.1f}\n"
-        f"problems:\n" + "".join(f"  {k}: {d}\n" for k, d in problems)
+        f"problems:\n"
+        + "".join(f"  {k}: {d}\n" for k, d in problems)
         + f"--- stdout (end)\n{result.stdout[-3000:].decode('utf-8', 'backslashreplace')}\n"
-        + f"--- stderr (end)\n{result.stderr[-6000:].decode('utf-8', 'backslashreplace')}\n", encoding="utf-8")
+        + f"--- stderr (end)\n{result.stderr[-6000:].decode('utf-8', 'backslashreplace')}\n",
+        encoding="utf-8",
+    )
     return folder
 
 
@@ -178,11 +206,17 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=None, help="First case's seed (default: random).")
     p.add_argument("--keep", type=int, default=3, help="Failures saved per distinct failure (default 3).")
     p.add_argument("--case-seconds", type=float, default=F.CASE_SECONDS, help="Per-case time limit: a hang.")
-    p.add_argument("--mode", choices=("fork", "inline", "subprocess"), default="fork",
-                   help="fork: from a clean helper process (fast, default); inline: from this process; "
-                        "subprocess: a fresh `python -m traceview` per case.")
+    p.add_argument(
+        "--mode",
+        choices=("fork", "inline", "subprocess"),
+        default="fork",
+        help="fork: from a clean helper process (fast, default); inline: from this process; "
+        "subprocess: a fresh `python -m traceview` per case.",
+    )
     p.add_argument("--no-minimise", dest="minimise", action="store_false", help="Save inputs as they failed.")
-    p.add_argument("--replay", type=int, default=None, metavar="SEED", help="Run the case of SEED and show it.")
+    p.add_argument(
+        "--replay", type=int, default=None, metavar="SEED", help="Run the case of SEED and show it."
+    )
     p.add_argument("--hostile", action="store_true", help="With --replay: the injection test's case of SEED.")
     args = p.parse_args(argv)
     if args.replay is not None:

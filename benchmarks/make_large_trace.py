@@ -10,6 +10,7 @@ written once. Output is ``.json`` or, if the name ends in ``.gz``, gzip.
     python benchmarks/make_large_trace.py SRC OUT --copies 10
     python benchmarks/make_large_trace.py SRC OUT --size-mb 300   # about 300 MB of JSON
 """
+
 from __future__ import annotations
 
 import argparse

@@ -50,17 +50,13 @@ def canonical_dtype(name: str) -> str:
     try:
         return DTYPE_ALIASES[name.lower()]
     except KeyError:
-        raise ValueError(
-            f"unknown dtype {name!r}; expected one of {sorted(set(DTYPE_ALIASES))}"
-        ) from None
+        raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(set(DTYPE_ALIASES))}") from None
 
 
 def torch_dtype(name: str):
     import torch
 
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[
-        canonical_dtype(name)
-    ]
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[canonical_dtype(name)]
 
 
 def trace_file_name(variant: str) -> str:

@@ -34,7 +34,8 @@ import math
 import os
 import sys
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._common import Skip, synchronize, torch_dtype
 from .cli import add_run_arguments, run_cli

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ._common import stderr_progress
 
@@ -23,7 +24,9 @@ def add_run_arguments(
 ) -> None:
     """``--dtype --device --warmup --steps --seed --out``; ``helps`` by dest."""
     helps = helps or {}
-    p.add_argument("--dtype", default=defaults["dtype"], choices=["bf16", "fp16", "fp32"], help=helps.get("dtype"))
+    p.add_argument(
+        "--dtype", default=defaults["dtype"], choices=["bf16", "fp16", "fp32"], help=helps.get("dtype")
+    )
     p.add_argument("--device", default=defaults["device"], choices=["cuda", "cpu"], help=helps.get("device"))
     p.add_argument("--warmup", type=int, default=defaults["warmup"], help=helps.get("warmup"))
     p.add_argument("--steps", type=int, default=defaults["steps"], help=helps.get("steps"))

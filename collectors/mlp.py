@@ -26,7 +26,8 @@ import argparse
 import math
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ._common import Skip, synchronize, torch_dtype
 from .cli import add_run_arguments, run_cli
@@ -142,11 +143,15 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         description="Profile a Linear-GELU-Linear block (fused bias, separate bias, autocast) into one trace per variant.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--tokens", type=int, default=DEFAULTS["tokens"], help="rows of the input (batch x sequence)")
+    p.add_argument(
+        "--tokens", type=int, default=DEFAULTS["tokens"], help="rows of the input (batch x sequence)"
+    )
     p.add_argument("--d-model", type=int, default=DEFAULTS["d_model"])
     p.add_argument("--d-ff", type=int, default=DEFAULTS["d_ff"])
     add_run_arguments(p, DEFAULTS, out="traces/mlp")
-    p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated subset of: {','.join(VARIANTS)}")
+    p.add_argument(
+        "--variants", default=",".join(VARIANTS), help=f"comma-separated subset of: {','.join(VARIANTS)}"
+    )
     args = p.parse_args(argv)
     names = [v.strip() for v in args.variants.split(",") if v.strip()]
     sizes = dict(tokens=args.tokens, d_model=args.d_model, d_ff=args.d_ff)

@@ -27,7 +27,8 @@ import json
 import os
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import METADATA_KEY
 from ._common import gzip_file, sha256_file, synchronize

@@ -17,8 +17,9 @@ import contextlib
 import datetime as _dt
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from . import COLLECTOR_VERSION, METADATA_KEY
 from ._common import (
@@ -191,8 +192,12 @@ class _Run:
             "trace_files": "<variant>.json.gz",
             "metadata_key": METADATA_KEY,
             "config": {
-                **s.sizes, "dtype": s.dtype, "warmup": s.warmup, "steps": s.steps, "seed": s.seed,
-                "tolerance": dict(zip(("atol", "rtol"), TOLERANCES[s.dtype])),
+                **s.sizes,
+                "dtype": s.dtype,
+                "warmup": s.warmup,
+                "steps": s.steps,
+                "seed": s.seed,
+                "tolerance": dict(zip(("atol", "rtol"), TOLERANCES[s.dtype], strict=True)),
                 **self.env,
             },  # fmt: skip
             "collected": {},
@@ -230,7 +235,9 @@ class _Run:
         except RuntimeError as exc:
             self.skip(name, f"failed while profiling: {first_line(exc)}")
             return
-        entry = spec.finish_entry(variant, {**entry, "max_abs_err": err, "flop_counter": count_flops(variant)})
+        entry = spec.finish_entry(
+            variant, {**entry, "max_abs_err": err, "flop_counter": count_flops(variant)}
+        )
         self.manifest["collected"][name] = entry
         self.say(
             f"{spec.tag} ok      {name:<{spec.name_width}} {entry['file']} ({entry['size']} B), "

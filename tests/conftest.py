@@ -7,6 +7,7 @@
   the test command leaves ``~/.cache`` and ``~/.config`` alone. Removed at the end of the session.
 * At the end of the run, one line says how many corpus tests were skipped and why.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,12 @@ def pytest_configure(config):
         os.environ[name] = os.path.join(folder, sub) if sub else folder
 
 
-_SESSION_DIRS = {"TRACEVIEW_CACHE_DIR": "traceview", "MPLCONFIGDIR": "matplotlib", "XDG_CACHE_HOME": "xdg-cache",
-                 "XDG_CONFIG_HOME": "xdg-config"}
+_SESSION_DIRS = {
+    "TRACEVIEW_CACHE_DIR": "traceview",
+    "MPLCONFIGDIR": "matplotlib",
+    "XDG_CACHE_HOME": "xdg-cache",
+    "XDG_CONFIG_HOME": "xdg-config",
+}
 
 
 def pytest_unconfigure(config):

@@ -4,6 +4,7 @@
 repository. A test that needs the corpus and finds none skips with ``SKIP_REASON``;
 ``conftest.py`` counts those skips and says once, at the end of the run, how many there were.
 """
+
 from __future__ import annotations
 
 import os

@@ -27,6 +27,7 @@ The oracle (``crash_problems`` and ``injection_problems``):
   stderr contain no raw ESC, CR, other C0/C1 control or bidi control character, no CSV cell
   that a spreadsheet would run as a formula, no raw ``<script``/``<img`` in markdown.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -65,34 +66,119 @@ CASE_SECONDS = 30.0  # per-case wall-clock limit: longer is a hang
 CPU_SECONDS = 15.0  # per-case CPU-time limit (a case takes well under 1 s): more is unbounded work, "slow"
 MEMORY_HEADROOM = 3 << 30  # RLIMIT_AS: the forking process's address space plus this
 SUBPROCESS_MEMORY = 6 << 30  # RLIMIT_AS of a fresh ``python -m traceview``
-COMMANDS = ("summary", "summary", "kernels", "kernels-ops", "kernels-ops", "kernels-unclassified", "diff", "diff",
-            "compare", "timeline", "annotate", "ranks", "summary-run")  # most code behind them: twice as often
+COMMANDS = (
+    "summary",
+    "summary",
+    "kernels",
+    "kernels-ops",
+    "kernels-ops",
+    "kernels-unclassified",
+    "diff",
+    "diff",
+    "compare",
+    "timeline",
+    "annotate",
+    "ranks",
+    "summary-run",
+)  # most code behind them: twice as often
 FORMATS = ("table", "markdown", "csv", "json")
 
 # ---------------------------------------------------------------- hostile values
 
 HOSTILE_STRINGS = (
-    "\x1b]0;pwned title\x07", "\x1b]8;;http://evil.example/\x1b\\click me\x1b]8;;\x1b\\", "\x1b[2J\x1b[H",
-    "\x1b[31mred\x1b[0m", "\x1bc", "ok\rEVIL", "abc\u202edcba", "\u2066isolate\u2069", "\u200fRLM", "\u061cALM",
-    "nul\x00byte", "bell\x07", "csi\x9b31m", "next\x85line", "del\x7f", "tab\there",
-    '=HYPERLINK("http://evil.example","x")', "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)",
-    "\t=1+1", "\r=1+1", "$\\frac{a}{b}$", "$\\undefinedmacro{x}$", "$x^", "_hidden", "__nolegend__",
-    "<script>alert(1)</script>", '<img src=x onerror="alert(1)">', "a|b|c", "line1\nline2", "`code`",
-    "*bold* [link](javascript:alert(1))", "\ufeffbom", "名前", "🙂" * 3,
-    "%s%n%x", "{0}{name}", "${jndi:ldap://x}", "../../etc/passwd", "", " ", "ProfilerStep#",
-    "ProfilerStep#99999999999999999999", "ProfilerStep#-1", "x" * 20_000,
+    "\x1b]0;pwned title\x07",
+    "\x1b]8;;http://evil.example/\x1b\\click me\x1b]8;;\x1b\\",
+    "\x1b[2J\x1b[H",
+    "\x1b[31mred\x1b[0m",
+    "\x1bc",
+    "ok\rEVIL",
+    "abc\u202edcba",
+    "\u2066isolate\u2069",
+    "\u200fRLM",
+    "\u061cALM",
+    "nul\x00byte",
+    "bell\x07",
+    "csi\x9b31m",
+    "next\x85line",
+    "del\x7f",
+    "tab\there",
+    '=HYPERLINK("http://evil.example","x")',
+    "+cmd|' /C calc'!A0",
+    "-2+3+cmd|' /C calc'!A0",
+    "@SUM(1+1)",
+    "\t=1+1",
+    "\r=1+1",
+    "$\\frac{a}{b}$",
+    "$\\undefinedmacro{x}$",
+    "$x^",
+    "_hidden",
+    "__nolegend__",
+    "<script>alert(1)</script>",
+    '<img src=x onerror="alert(1)">',
+    "a|b|c",
+    "line1\nline2",
+    "`code`",
+    "*bold* [link](javascript:alert(1))",
+    "\ufeffbom",
+    "名前",
+    "🙂" * 3,
+    "%s%n%x",
+    "{0}{name}",
+    "${jndi:ldap://x}",
+    "../../etc/passwd",
+    "",
+    " ",
+    "ProfilerStep#",
+    "ProfilerStep#99999999999999999999",
+    "ProfilerStep#-1",
+    "x" * 20_000,
 )
 # lone surrogates: valid JSON escapes (or invalid UTF-8 when written raw); kept apart because today one
 # refuses the whole trace, which would hide every other hostile string of the case
 SURROGATES = ("\ud800", "x\udfffy", "\udc80", "a\udbff")
-HOSTILE_NUMBERS = (0, -1, 1, -10**9, 2**31, 2**53, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, -(2**63), 10**30,
-                   1e308, -1e308, 1e-300, 0.5, -0.5, float("nan"), float("inf"), float("-inf"), "12", "", None,
-                   True, [], {})
+HOSTILE_NUMBERS = (
+    0,
+    -1,
+    1,
+    -(10**9),
+    2**31,
+    2**53,
+    2**53 + 1,
+    2**62,
+    2**63 - 1,
+    2**63,
+    2**64,
+    -(2**63),
+    10**30,
+    1e308,
+    -1e308,
+    1e-300,
+    0.5,
+    -0.5,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    "12",
+    "",
+    None,
+    True,
+    [],
+    {},
+)
 _NUMERIC_FIELDS = ("ts", "dur", "pid", "tid", "id")
-_NUMERIC_ARGS = ("correlation", "External id", "device", "stream", "bytes", "Sequence number", "Fwd thread id")
+_NUMERIC_ARGS = (
+    "correlation",
+    "External id",
+    "device",
+    "stream",
+    "bytes",
+    "Sequence number",
+    "Fwd thread id",
+)
 
 
 # ---------------------------------------------------------------- base traces
+
 
 @functools.cache
 def seeds() -> tuple[tuple[str, dict], ...]:
@@ -120,12 +206,16 @@ def _pick_event(rng: random.Random, events: list, cats=None):
 
 # ---------------------------------------------------------------- structure-level mutations
 
+
 def _inject_string(rng, doc, events):
     """A hostile string as (part of) a name, category, annotation, thread name or metadata."""
     bad = rng.choice(SURROGATES if rng.random() < 0.015 else HOSTILE_STRINGS)
     where = rng.choice(["name"] * 6 + ["cat", "arg", "step", "meta", "thread"])
-    named = {"kernel", "Kernel"} if rng.random() < 0.5 else {"kernel", "Kernel", "cpu_op", "Operator",
-                                                             "user_annotation", "gpu_memcpy", "cuda_runtime"}
+    named = (
+        {"kernel", "Kernel"}
+        if rng.random() < 0.5
+        else {"kernel", "Kernel", "cpu_op", "Operator", "user_annotation", "gpu_memcpy", "cuda_runtime"}
+    )
     ev = _pick_event(rng, events, named if where == "name" else None)
     if where == "step":
         ev = _pick_event(rng, events, {"user_annotation"})
@@ -133,16 +223,26 @@ def _inject_string(rng, doc, events):
             ev["name"] = "ProfilerStep#" + rng.choice(["1", "2", bad])
     elif where == "meta" and isinstance(doc, dict):
         key = rng.choice(["traceName", "deviceProperties", "distributedInfo", "displayTimeUnit"])
-        doc[key] = {"backend": bad, "rank": 0} if key == "distributedInfo" else (
-            [{"id": 0, "name": bad}] if key == "deviceProperties" else bad)
+        doc[key] = (
+            {"backend": bad, "rank": 0}
+            if key == "distributedInfo"
+            else ([{"id": 0, "name": bad}] if key == "deviceProperties" else bad)
+        )
     elif where == "thread":
         ev = _pick_event(rng, events, None)
         if ev is not None:
-            events.append({"ph": "M", "name": "thread_name", "pid": ev.get("pid"), "tid": ev.get("tid"),
-                           "args": {"name": bad}})
+            events.append(
+                {
+                    "ph": "M",
+                    "name": "thread_name",
+                    "pid": ev.get("pid"),
+                    "tid": ev.get("tid"),
+                    "args": {"name": bad},
+                }
+            )
     elif ev is not None and where in ("name", "cat"):
         old = ev.get(where) if isinstance(ev.get(where), str) else ""
-        ev[where] = rng.choice([bad, old + bad, bad + old, old[: len(old) // 2] + bad + old[len(old) // 2:]])
+        ev[where] = rng.choice([bad, old + bad, bad + old, old[: len(old) // 2] + bad + old[len(old) // 2 :]])
     elif ev is not None and isinstance(ev.get("args"), dict):
         ev["args"][rng.choice(["name", "Input type", "stream", "Call stack", bad])] = bad
 
@@ -160,14 +260,18 @@ def _set_number(rng, doc, events):
 
 def _zero_dur(rng, doc, events):
     """Every instance of one kernel (or op) name lasts 0 ns, or every kernel does, or one lasts < 0."""
-    cats = {"kernel", "Kernel"} if rng.random() < 0.7 else {"cpu_op", "gpu_memcpy", "Memcpy", "user_annotation"}
+    cats = (
+        {"kernel", "Kernel"} if rng.random() < 0.7 else {"cpu_op", "gpu_memcpy", "Memcpy", "user_annotation"}
+    )
     ev = _pick_event(rng, events, cats)
     if ev is None:
         return
     how = rng.random()
     if how < 0.6:
         for e in events:
-            if isinstance(e, dict) and (e.get("name") == ev.get("name") or (how < 0.2 and e.get("cat") in cats)):
+            if isinstance(e, dict) and (
+                e.get("name") == ev.get("name") or (how < 0.2 and e.get("cat") in cats)
+            ):
                 e["dur"] = 0
     else:
         ev["dur"] = rng.choice([-1, -1000, -(10**9), -(2**62)])
@@ -185,7 +289,7 @@ def _duplicate(rng, doc, events):
         return
     if rng.random() < 0.5:
         i = rng.randrange(len(events))
-        events.extend(copy.deepcopy(events[i: i + rng.randint(1, 40)]))
+        events.extend(copy.deepcopy(events[i : i + rng.randint(1, 40)]))
         return
     kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"]
     if kernels and isinstance(kernels[0].get("args"), dict):
@@ -218,8 +322,11 @@ def _deep(rng, doc, events):
 
 def _ranks(rng, doc, events):
     if isinstance(doc, dict):
-        doc["distributedInfo"] = {"backend": "nccl", "rank": rng.choice([0, 3, 10**9, -1, 2**63, "1", None]),
-                                  "world_size": rng.choice([1, 8, 10**9, 0, -5, 2**63, "x"])}
+        doc["distributedInfo"] = {
+            "backend": "nccl",
+            "rank": rng.choice([0, 3, 10**9, -1, 2**63, "1", None]),
+            "world_size": rng.choice([1, 8, 10**9, 0, -5, 2**63, "x"]),
+        }
 
 
 def _drop_events(rng, doc, events):
@@ -238,14 +345,31 @@ def _reorder(rng, doc, events):
 def _long_name(rng, doc, events):
     ev = _pick_event(rng, events, {"kernel", "cpu_op", "user_annotation"})
     if ev is not None:
-        ev["name"] = rng.choice(["void k<", "aten::", "sm90_xmma_gemm_", "("]) * rng.choice([1000, 10_000, 50_000])
+        ev["name"] = rng.choice(["void k<", "aten::", "sm90_xmma_gemm_", "("]) * rng.choice(
+            [1000, 10_000, 50_000]
+        )
 
 
-STRUCTURE_MUTATIONS = (_inject_string, _inject_string, _inject_string, _set_number, _set_number, _zero_dur,
-                       _huge_ts, _duplicate, _drop_key, _deep, _ranks, _drop_events, _reorder, _long_name)
+STRUCTURE_MUTATIONS = (
+    _inject_string,
+    _inject_string,
+    _inject_string,
+    _set_number,
+    _set_number,
+    _zero_dur,
+    _huge_ts,
+    _duplicate,
+    _drop_key,
+    _deep,
+    _ranks,
+    _drop_events,
+    _reorder,
+    _long_name,
+)
 
 
 # ---------------------------------------------------------------- byte-level mutations and files
+
 
 def _serialise(rng, doc) -> bytes:
     """JSON text; non-ASCII either escaped (\\ud800 for a lone surrogate) or raw (invalid UTF-8 for one)."""
@@ -276,9 +400,11 @@ def _damage_bytes(rng, data: bytes) -> bytes:
         if kind == "flip":
             buf[at] ^= 1 << rng.randrange(8)
         elif kind == "delete":
-            del buf[at: at + rng.randint(1, 64)]
+            del buf[at : at + rng.randint(1, 64)]
         elif kind == "insert":
-            buf[at:at] = rng.choice([b"\x00", b"\xff", b"\xed\xa0\x80", b'"', b"}", b"]", b"\x1b[2J", b",", b"9" * 40])
+            buf[at:at] = rng.choice(
+                [b"\x00", b"\xff", b"\xed\xa0\x80", b'"', b"}", b"]", b"\x1b[2J", b",", b"9" * 40]
+            )
         elif kind == "set":
             buf[at] = rng.choice(b'{}[]",:\\\x00\xff\xc3 0-eE.')
         else:
@@ -289,6 +415,7 @@ def _damage_bytes(rng, data: bytes) -> bytes:
 @dataclass
 class Input:
     """One trace file of a case: the (mutated) document, then how it becomes bytes."""
+
     name: str  # the base trace
     doc: object
     byte_seed: int | None  # byte-level damage after serialising, if any
@@ -311,8 +438,11 @@ class Input:
 @functools.cache
 def gpu_seeds() -> tuple[tuple[str, dict], ...]:
     """The base traces with GPU kernels: their names reach every command's output."""
-    return tuple((n, d) for n, d in seeds()
-                 if any(isinstance(e, dict) and e.get("cat") in ("kernel", "Kernel") for e in _events(d)))
+    return tuple(
+        (n, d)
+        for n, d in seeds()
+        if any(isinstance(e, dict) and e.get("cat") in ("kernel", "Kernel") for e in _events(d))
+    )
 
 
 def make_input(rng: random.Random, hostile: bool = False) -> Input:
@@ -322,9 +452,14 @@ def make_input(rng: random.Random, hostile: bool = False) -> Input:
     events = _events(doc)
     muts = [_inject_string] * rng.randint(3, 8) if hostile else []
     # hostile inputs stay loadable and keep their kernels, so their names reach the output
-    pool = [m for m in STRUCTURE_MUTATIONS if m not in (_deep, _drop_events, _long_name)] if hostile \
+    pool = (
+        [m for m in STRUCTURE_MUTATIONS if m not in (_deep, _drop_events, _long_name)]
+        if hostile
         else STRUCTURE_MUTATIONS
-    muts += [rng.choice(pool) for _ in range(rng.choice([0, 0, 1, 1, 2, 3] if hostile else [0, 1, 1, 2, 3, 5]))]
+    )
+    muts += [
+        rng.choice(pool) for _ in range(rng.choice([0, 0, 1, 1, 2, 3] if hostile else [0, 1, 1, 2, 3, 5]))
+    ]
     for mutate in muts:
         mutate(rng, doc, events)
     byte_seed = rng.randrange(2**32) if (not hostile and rng.random() < 0.2) else None
@@ -337,6 +472,7 @@ FILE_NAME_TEXT = ("\x1b]0;title\x07", "\x1b[2J", "\rEVIL", "\u202egpj", "\nnext"
 
 
 # ---------------------------------------------------------------- commands
+
 
 @dataclass
 class Case:
@@ -357,10 +493,17 @@ class Case:
         return f"{env} traceview {' '.join(self.args)}".strip()
 
 
-_BASE = {"summary": ["summary", "{a}"], "kernels": ["kernels", "{a}"], "kernels-ops": ["kernels", "{a}", "--ops"],
-         "kernels-unclassified": ["kernels", "{a}", "--unclassified"], "diff": ["diff", "{a}", "{b}"],
-         "compare": ["compare", "{a}", "{b}"], "timeline": ["timeline", "{a}"], "ranks": ["ranks", "{a}", "{b}"],
-         "summary-run": ["summary", "--run", "{a}", "{b}"]}
+_BASE = {
+    "summary": ["summary", "{a}"],
+    "kernels": ["kernels", "{a}"],
+    "kernels-ops": ["kernels", "{a}", "--ops"],
+    "kernels-unclassified": ["kernels", "{a}", "--unclassified"],
+    "diff": ["diff", "{a}", "{b}"],
+    "compare": ["compare", "{a}", "{b}"],
+    "timeline": ["timeline", "{a}"],
+    "ranks": ["ranks", "{a}", "{b}"],
+    "summary-run": ["summary", "--run", "{a}", "{b}"],
+}
 _SELECTING = ("summary", "kernels", "kernels-ops", "kernels-unclassified", "diff", "compare", "timeline")
 
 
@@ -370,7 +513,9 @@ def _command(rng: random.Random, command: str, fmt: str, hostile: bool) -> tuple
         out = rng.choice(["out.json", "out.json.gz", "annotated.trace"])
         return ["annotate", "{a}", "-o", out] + (["--max-size", "0"] if rng.random() < 0.03 else []), out
     args, out = _BASE[command] + ["--format", fmt], None
-    if command == "timeline" or (command in ("kernels", "kernels-ops", "diff", "compare") and rng.random() < 0.12):
+    if command == "timeline" or (
+        command in ("kernels", "kernels-ops", "diff", "compare") and rng.random() < 0.12
+    ):
         out = rng.choice(["plot.svg", "plot.svg", "plot.png", "plot.html"])
         args += ["--plot", out]
     if command in ("summary", "diff", "summary-run") and rng.random() < 0.3:
@@ -389,8 +534,14 @@ def _selection(rng: random.Random, hostile: bool) -> list:
     if rng.random() < (0.05 if hostile else 0.25):
         args += ["--step", str(rng.choice([0, 1, 2, 3, 5, 10, -1, 99999999999]))]
     if rng.random() < 0.08:  # odd option values: a usage error (2) or a clear refusal (1), never 3
-        args += rng.choice([["--max-size", rng.choice(["-1", "0", "1"])], ["--device", rng.choice(["-1", "7"])],
-                            ["--stream", rng.choice(["-1", str(2**40)])], ["--kind", rng.choice(["kernel", "memcpy"])]])
+        args += rng.choice(
+            [
+                ["--max-size", rng.choice(["-1", "0", "1"])],
+                ["--device", rng.choice(["-1", "7"])],
+                ["--stream", rng.choice(["-1", str(2**40)])],
+                ["--kind", rng.choice(["kernel", "memcpy"])],
+            ]
+        )
     if rng.random() < (0.2 if hostile else 0.05):  # a missing annotation: the error names it
         args += ["--annotation", rng.choice(["nope", "ProfilerStep#1", "## forward ##"])]
     return args
@@ -417,6 +568,7 @@ def make_case(seed: int, hostile: bool | None = None) -> Case:
 
 # ---------------------------------------------------------------- running one case
 
+
 @dataclass
 class Result:
     code: int  # exit status; -N for signal N; None for a hang (killed at the time limit)
@@ -433,9 +585,11 @@ def prepare() -> None:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot  # noqa: F401
+    import matplotlib.pyplot
+
     import traceview.cli  # noqa: F401
     from traceview import analyses, render  # noqa: F401
+
     for mod in ("summary", "kernels", "diff", "compare", "timeline", "annotate", "efficiency", "breakdown"):
         __import__(f"traceview.analyses.{mod}")
     for mod in ("text", "markdown", "csvout", "jsonout", "plot", "annotated"):
@@ -469,8 +623,9 @@ def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -
         if sys.__stdout__ is not None and sys.__stdout__.errors:
             out_errors = sys.__stdout__.errors
         sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=enc, errors=out_errors)
-        sys.stderr = io.TextIOWrapper(open(2, "wb", closefd=False), encoding=enc, errors="backslashreplace",
-                                      line_buffering=True)
+        sys.stderr = io.TextIOWrapper(
+            open(2, "wb", closefd=False), encoding=enc, errors="backslashreplace", line_buffering=True
+        )
         sys.stdin = open(0, closefd=False)
         _fresh_warnings()
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -490,7 +645,9 @@ def _fresh_warnings() -> None:
     warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
     warnings.showwarning = getattr(warnings, "_showwarning_orig", warnings.showwarning)
     warnings.formatwarning = getattr(warnings, "_formatwarning_orig", warnings.formatwarning)
-    if hasattr(warnings, "_showwarnmsg_impl"):  # where catch_warnings(record=True) appends instead of printing
+    if hasattr(
+        warnings, "_showwarnmsg_impl"
+    ):  # where catch_warnings(record=True) appends instead of printing
         warnings._showwarnmsg_impl = lambda msg: sys.stderr.write(warnings._formatwarnmsg_impl(msg))
 
 
@@ -505,13 +662,13 @@ def _run_main(argv: list) -> int:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, (int, type(None))):
             print(exc.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001  (the interpreter's behaviour: traceback, status 1)
+    except BaseException:
         traceback.print_exc()
         code = 1
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BaseException:  # noqa: BLE001  (at exit the interpreter reports and exits 120)
+    except BaseException:
         traceback.print_exc(file=sys.__stderr__)
         code = 120
     return code
@@ -556,8 +713,14 @@ def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> R
     status, usage = _wait(pid, seconds)
     took = time.monotonic() - start
     code = None if status is None else (os.waitstatus_to_exitcode(status))
-    return Result(code, out.read_bytes(), err.read_bytes(), took, usage.ru_maxrss * 1024,
-                  cpu=usage.ru_utime + usage.ru_stime)
+    return Result(
+        code,
+        out.read_bytes(),
+        err.read_bytes(),
+        took,
+        usage.ru_maxrss * 1024,
+        cpu=usage.ru_utime + usage.ru_stime,
+    )
 
 
 class ForkServer:
@@ -580,15 +743,30 @@ class ForkServer:
                 self.close()
                 if attempt == 2:
                     raise
-        return Result(reply["code"], (box / "stdout").read_bytes(), (box / "stderr").read_bytes(),
-                      reply["seconds"], reply["maxrss"], cpu=reply["cpu"])
+        return Result(
+            reply["code"],
+            (box / "stdout").read_bytes(),
+            (box / "stderr").read_bytes(),
+            reply["seconds"],
+            reply["maxrss"],
+            cpu=reply["cpu"],
+        )
 
     def _ask(self, request: dict) -> dict:
         if self.proc is None or self.proc.poll() is not None:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-                       OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # no BLAS thread pool to fork
-            self.proc = subprocess.Popen([sys.executable, "-c", "import fuzzcli; fuzzcli.serve()"], env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            env = dict(
+                os.environ,
+                PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+                OPENBLAS_NUM_THREADS="1",
+                OMP_NUM_THREADS="1",
+            )  # no BLAS thread pool to fork
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "import fuzzcli; fuzzcli.serve()"],
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
@@ -624,9 +802,16 @@ def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) 
         resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
 
     start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.Popen([sys.executable, "-m", "traceview", *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limits,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traceview", *argv],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=limits,
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=seconds)
         code = proc.returncode
@@ -640,8 +825,10 @@ def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) 
 
 
 def _tree(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _child_env(box: Path, extra: dict) -> dict:
@@ -650,8 +837,15 @@ def _child_env(box: Path, extra: dict) -> dict:
     # matplotlib keeps a font cache in its config folder (a fresh process builds it in seconds):
     # one folder for every case, outside the box, so that it is neither rebuilt nor taken for traceview's
     env.setdefault("MPLCONFIGDIR", str(Path(tempfile.gettempdir()) / "traceview-fuzz-mplconfig"))
-    env.update({"HOME": str(box / "home"), "TRACEVIEW_CACHE_DIR": str(box / "cache"), "TRACEVIEW_WORKERS": "1",
-                "XDG_CACHE_HOME": str(box / "home" / ".cache"), "XDG_CONFIG_HOME": str(box / "home" / ".config")})
+    env.update(
+        {
+            "HOME": str(box / "home"),
+            "TRACEVIEW_CACHE_DIR": str(box / "cache"),
+            "TRACEVIEW_WORKERS": "1",
+            "XDG_CACHE_HOME": str(box / "home" / ".cache"),
+            "XDG_CONFIG_HOME": str(box / "home" / ".config"),
+        }
+    )
     env.update(extra)
     return env
 
@@ -661,8 +855,9 @@ def case_files(case: Case) -> dict:
     return {key: (inp.filename(key), inp.data()) for key, inp in case.inputs.items()}
 
 
-def run_case(case: Case, workdir: Path, *, mode: str = "fork", seconds: float = CASE_SECONDS,
-             files: dict | None = None) -> Result:
+def run_case(
+    case: Case, workdir: Path, *, mode: str = "fork", seconds: float = CASE_SECONDS, files: dict | None = None
+) -> Result:
     """Run ``case`` in a fresh box under ``workdir``; ``files`` (key -> (name, bytes)) replaces its inputs."""
     box = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
     try:
@@ -687,14 +882,19 @@ def run_case(case: Case, workdir: Path, *, mode: str = "fork", seconds: float = 
 
 # ---------------------------------------------------------------- the oracle
 
+
 def crash_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     """(kind, detail) for everything wrong apart from injection; [] when the case passed."""
     problems = []
     both = result.stdout + b"\n" + result.stderr
     if result.code is None:
-        problems.append(("hang", f"no exit within the time limit ({result.seconds:.0f} s; {result.cpu:.1f} s of CPU)"))
+        problems.append(
+            ("hang", f"no exit within the time limit ({result.seconds:.0f} s; {result.cpu:.1f} s of CPU)")
+        )
     if result.cpu > case.max_cpu:
-        problems.append(("slow", f"{result.cpu:.1f} s of CPU, more than {case.max_cpu:.0f} s (unbounded work?)"))
+        problems.append(
+            ("slow", f"{result.cpu:.1f} s of CPU, more than {case.max_cpu:.0f} s (unbounded work?)")
+        )
     elif result.code == 3:
         problems.append(("exit3", last_line(result.stderr)))
     elif result.code not in (0, 1, 2):
@@ -713,7 +913,9 @@ def _file_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     made = set(_tree(box / "cwd"))
     wanted = {case.output} if case.output and result.code == 0 else set()
     if made - wanted:
-        problems.append(("stray-file", f"wrote {sorted(made - wanted)} (asked for {case.output}, exit {result.code})"))
+        problems.append(
+            ("stray-file", f"wrote {sorted(made - wanted)} (asked for {case.output}, exit {result.code})")
+        )
     if wanted - made:
         problems.append(("missing-output", f"exit 0 but {case.output} was not written"))
     if _tree(box / "in") != before:
@@ -739,8 +941,13 @@ def injection_problems(case: Case, result: Result) -> list:
         text = data.decode("utf-8", "surrogateescape")
         found = LEAK.search(text)
         if found:
-            problems.append(("escape-leak", f"{stream} has raw {found.group()!r} near "
-                             f"{text[max(found.start() - 30, 0): found.end() + 30]!r}"))
+            problems.append(
+                (
+                    "escape-leak",
+                    f"{stream} has raw {found.group()!r} near "
+                    f"{text[max(found.start() - 30, 0) : found.end() + 30]!r}",
+                )
+            )
     fmt = case.args[case.args.index("--format") + 1] if "--format" in case.args else "table"
     text = result.stdout.decode("utf-8", "replace")
     if fmt == "csv":
@@ -749,7 +956,11 @@ def injection_problems(case: Case, result: Result) -> list:
             cells = [c for row in csv.reader(io.StringIO(text, newline="")) for c in row]
         except csv.Error as exc:
             cells, problems = [], problems + [("formula-cell", f"CSV output does not parse: {exc}")]
-        bad = [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not _NUMBER.match(c))]
+        bad = [
+            c
+            for c in cells
+            if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not _NUMBER.match(c))
+        ]
         if bad:
             problems.append(("formula-cell", f"CSV cell starts a formula: {bad[0][:60]!r}"))
     if fmt == "markdown" and re.search(r"<(script|img)\b", text, re.IGNORECASE):
@@ -762,7 +973,17 @@ def last_line(data: bytes) -> str:
     return lines[-1][:300] if lines else ""
 
 
-CRASH_KINDS = ("traceback", "hang", "slow", "exit3", "bad-exit", "memory", "stray-file", "missing-output", "input-changed")
+CRASH_KINDS = (
+    "traceback",
+    "hang",
+    "slow",
+    "exit3",
+    "bad-exit",
+    "memory",
+    "stray-file",
+    "missing-output",
+    "input-changed",
+)
 INJECTION_KINDS = ("escape-leak", "formula-cell", "raw-html")
 
 
@@ -789,8 +1010,16 @@ def load_saved(folder: Path) -> tuple[Case, dict]:
             files[key] = (names.get(key, path.name), path.read_bytes())
     for key, (generator, params) in meta.get("generate", {}).items():  # inputs too large to keep as files
         files[key] = (names.get(key, f"{key}.json"), GENERATORS[generator](**params))
-    case = Case(meta.get("seed", 0), meta["command"], meta["args"], {}, meta.get("output"), meta.get("env", {}),
-                bool(meta.get("hostile")), float(meta.get("max_cpu_seconds", CPU_SECONDS)))
+    case = Case(
+        meta.get("seed", 0),
+        meta["command"],
+        meta["args"],
+        {},
+        meta.get("output"),
+        meta.get("env", {}),
+        bool(meta.get("hostile")),
+        float(meta.get("max_cpu_seconds", CPU_SECONDS)),
+    )
     return case, files
 
 
@@ -817,6 +1046,15 @@ def save_case(folder: Path, case: Case, files: dict, note: str, **extra) -> None
         if name != plain:
             names[key] = name
         (folder / plain).write_bytes(data)
-    meta = {"note": note, "command": case.command, "args": case.args, "output": case.output, "env": case.env,
-            "seed": case.seed, "hostile": case.hostile, **({"names": names} if names else {}), **extra}
+    meta = {
+        "note": note,
+        "command": case.command,
+        "args": case.args,
+        "output": case.output,
+        "env": case.env,
+        "seed": case.seed,
+        "hostile": case.hostile,
+        **({"names": names} if names else {}),
+        **extra,
+    }
     (folder / "case.json").write_text(json.dumps(meta, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")

@@ -1,6 +1,7 @@
 """``traceview annotate``: every corpus trace written back with its classification reloads
 with identical events and GPU activities, carries the classification in each GPU
 activity's args, and loads in HTA."""
+
 from __future__ import annotations
 
 import gzip
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS, corpus_params
 
 import traceview as tv
-from corpus import CORPUS, corpus_params
 from traceview.analyses.trace.annotate import PREFIX, annotations
 from traceview.cli import main
 from traceview.render.annotated import COUNTER, write_annotated
@@ -40,7 +41,10 @@ def test_annotated_trace_reloads_identically(path, tmp_path):
     assert bool(counters) == bool(len(t.kernels) and t.kernels["step"].notna().any())
 
 
-HTA_TRACES = ["tokenomics/trace0.json.gz", "hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"]
+HTA_TRACES = [
+    "tokenomics/trace0.json.gz",
+    "hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+]
 
 
 @pytest.mark.parametrize("name", HTA_TRACES)
@@ -73,8 +77,10 @@ def test_annotate_reads_compression_by_magic_bytes(tmp_path):
     import synth
 
     packed = Path(synth.make(tmp_path, "sdpa_math", name="made"))
-    cases = {"gzip_named_plain.json": packed.read_bytes(),
-             "plain_named_gzip.json.gz": gzip.decompress(packed.read_bytes())}
+    cases = {
+        "gzip_named_plain.json": packed.read_bytes(),
+        "plain_named_gzip.json.gz": gzip.decompress(packed.read_bytes()),
+    }
     for name, data in cases.items():
         src = tmp_path / name
         src.write_bytes(data)

@@ -4,6 +4,7 @@ Part 1: the issue-2 list (missing, empty, not JSON, truncated, corrupt gzip,
 JSON that is not a trace, a directory). Part 2: limits (gzip bomb, memory).
 Part 3: one regression test per bug the fuzzer (tests/test_fuzz.py) found.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -37,7 +38,16 @@ def _error(path, match: str, **kw) -> str:
 
 
 def _event(**kw) -> dict:
-    ev = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 50, "args": {}}
+    ev = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "aten::mm",
+        "pid": 1,
+        "tid": 1,
+        "ts": 1000,
+        "dur": 50,
+        "args": {},
+    }
     ev.update(kw)
     return ev
 
@@ -47,6 +57,7 @@ def _trace(tmp_path, events, name="t.json", **meta):
 
 
 # ---------------------------------------------------------------- issue 2
+
 
 def test_missing_file(tmp_path):
     _error(tmp_path / "nope.json", "no such file")
@@ -92,17 +103,20 @@ def test_gzip_header_only(tmp_path):
     _error(_write(tmp_path, b"\x1f\x8b", "t.json.gz"), "truncated gzip")
 
 
-@pytest.mark.parametrize("data, match", [
-    (b'{"foo": 1}', "no traceEvents key"),
-    (b"{}", "no traceEvents key"),
-    (b"[1, 2, 3]", "not a profiler trace"),
-    (b'"str"', "not an object or a list"),
-    (b"null", "not an object or a list"),
-    (b"42", "not an object or a list"),
-    (b'{"traceEvents": {}}', "traceEvents is not a list"),
-    (b'{"traceEvents": 5}', "traceEvents is not a list"),
-    (b'{"traceEvents": [1, "x", null, []]}', "none of the 4 items"),
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (b'{"foo": 1}', "no traceEvents key"),
+        (b"{}", "no traceEvents key"),
+        (b"[1, 2, 3]", "not a profiler trace"),
+        (b'"str"', "not an object or a list"),
+        (b"null", "not an object or a list"),
+        (b"42", "not an object or a list"),
+        (b'{"traceEvents": {}}', "traceEvents is not a list"),
+        (b'{"traceEvents": 5}', "traceEvents is not a list"),
+        (b'{"traceEvents": [1, "x", null, []]}', "none of the 4 items"),
+    ],
+)
 def test_json_that_is_not_a_trace(tmp_path, data, match):
     """Valid JSON that is no trace: ``NotATraceError``, which a folder scan can skip."""
     path = _write(tmp_path, data)
@@ -118,11 +132,15 @@ def test_errors_are_traceview_errors():
 
 # ---------------------------------------------------------------- limits
 
+
 def test_gzip_bomb_stops_at_the_cap_quickly(tmp_path):
     bomb = _write(tmp_path, gzip.compress(b"\0" * (200 << 20), compresslevel=9), "bomb.json.gz")
     start = time.perf_counter()
-    message = _error(bomb, r"decompresses to more than the 10.0 MiB size limit \(--max-size MIB raises it\)",
-                     max_bytes=10 << 20)
+    message = _error(
+        bomb,
+        r"decompresses to more than the 10.0 MiB size limit \(--max-size MIB raises it\)",
+        max_bytes=10 << 20,
+    )
     assert time.perf_counter() - start < 5
     assert "max_bytes" not in message  # the message speaks the user's words, not an internal argument
     # a higher cap (and no ratio limit: this bomb expands ~1000x) lets it through to the next error
@@ -165,11 +183,16 @@ def test_memory_error_becomes_a_trace_read_error(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- fuzzer finds (regressions)
 
-@pytest.mark.parametrize("data", [
-    b"[" * 100_000 + b"]" * 100_000,
-    b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
-    b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "traceEvents": []}',
-], ids=["bare", "in_event", "in_metadata"])
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
+        b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b', "traceEvents": []}',
+    ],
+    ids=["bare", "in_event", "in_metadata"],
+)
 def test_deep_nesting_is_an_error_not_recursion_error(tmp_path, data):
     """Found: RecursionError escaped from msgspec (split_document, event_chunks, metadata decode)."""
     path = _write(tmp_path, data)
@@ -180,7 +203,9 @@ def test_deep_nesting_is_an_error_not_recursion_error(tmp_path, data):
 def test_metadata_number_beyond_float_range_loads(tmp_path):
     """Found: msgspec.ValidationError ('Number out of range') escaped from the metadata decode."""
     # one event: an empty capture is refused (issue 21), and this test is about the metadata
-    path = _write(tmp_path, b'{"traceEvents": [' + json.dumps(_event()).encode() + b'], "x": 1e400, "y": [-1e999]}')
+    path = _write(
+        tmp_path, b'{"traceEvents": [' + json.dumps(_event()).encode() + b'], "x": 1e400, "y": [-1e999]}'
+    )
     trace = tv.load(path, cache=False)
     assert trace.meta["x"] == float("inf") and trace.meta["y"] == [float("-inf")]
 
@@ -216,14 +241,19 @@ def test_base_time_beyond_int64(tmp_path):
 
 def test_step_number_beyond_int64(tmp_path):
     """Found: OverflowError in step_table for ProfilerStep#<20 digits>; it is not taken as a step."""
-    events = [_event(cat="user_annotation", name="ProfilerStep#99999999999999999999999", dur=500),
-              _event(cat="user_annotation", name="ProfilerStep#7", ts=990, dur=500), _event()]
+    events = [
+        _event(cat="user_annotation", name="ProfilerStep#99999999999999999999999", dur=500),
+        _event(cat="user_annotation", name="ProfilerStep#7", ts=990, dur=500),
+        _event(),
+    ]
     trace = tv.load(_trace(tmp_path, events), cache=False)
     assert trace.steps["step"].tolist() == [7]
 
 
-@pytest.mark.parametrize("field, value", [("tid", "stream 99999999999999999999"),
-                                          ("pid", 10**30), ("pid", "99999999999999999999999")])
+@pytest.mark.parametrize(
+    "field, value",
+    [("tid", "stream 99999999999999999999"), ("pid", 10**30), ("pid", "99999999999999999999999")],
+)
 def test_kernel_stream_or_device_label_beyond_int64(tmp_path, field, value):
     """Found: OverflowError in model._id_from for a pid/tid label ending in a huge number."""
     trace = tv.load(_trace(tmp_path, [_event(cat="kernel", name="k", **{field: value})]), cache=False)
@@ -231,14 +261,23 @@ def test_kernel_stream_or_device_label_beyond_int64(tmp_path, field, value):
     assert trace.kernels[{"tid": "stream", "pid": "device"}[field]].isna().all()
 
 
-@pytest.mark.parametrize("args", [
-    {"correlation": 2**63 + 1}, {"External id": 10**30}, {"device": 2**64}, {"bytes": [1, [2]]},
-    {"bytes": [1, 2]}, {"bytes": {"a": 1}}, {"stream": -(2**70)},
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"correlation": 2**63 + 1},
+        {"External id": 10**30},
+        {"device": 2**64},
+        {"bytes": [1, [2]]},
+        {"bytes": [1, 2]},
+        {"bytes": {"a": 1}},
+        {"stream": -(2**70)},
+    ],
+)
 def test_args_of_the_wrong_type_or_size(tmp_path, args):
     """Found (fixed in read.codes.int_values meanwhile): OverflowError/ValueError on ints beyond int64 and lists."""
-    trace = tv.load(_trace(tmp_path, [_event(cat="kernel", args=args), _event(cat="kernel", args=args)]),
-                    cache=False)
+    trace = tv.load(
+        _trace(tmp_path, [_event(cat="kernel", args=args), _event(cat="kernel", args=args)]), cache=False
+    )
     assert len(trace.kernels) == 2
 
 

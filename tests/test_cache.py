@@ -1,4 +1,5 @@
 """The columnar cache: hits, invalidation, bypass, folders, failures, exact round trip."""
+
 from __future__ import annotations
 
 import gzip
@@ -13,17 +14,19 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from corpus import corpus_files
 
 import traceview as tv
 from traceview import cache as cache_mod
 
-from corpus import corpus_files
-
 pytest.importorskip("pyarrow")
 
 SAMPLES = sorted((Path(__file__).resolve().parents[1] / "sample_traces").glob("*.json.gz"))
-CORPUS_PICK = [f for f in corpus_files() if f.name.startswith(("trace_diff__control", "ns_resolution",
-                                                                "tb_plugin_test__gpu_metrics"))][:3]
+CORPUS_PICK = [
+    f
+    for f in corpus_files()
+    if f.name.startswith(("trace_diff__control", "ns_resolution", "tb_plugin_test__gpu_metrics"))
+][:3]
 
 
 @pytest.fixture(autouse=True)
@@ -35,8 +38,19 @@ def _cache_env(tmp_path, monkeypatch):
 
 
 def _events(n=3, cat="kernel"):
-    return [{"ph": "X", "cat": cat, "name": f"k{i}", "pid": 0, "tid": 7, "ts": 1000 + 10 * i, "dur": 5,
-             "args": {"correlation": i, "stream": 7, "device": 0}} for i in range(n)]
+    return [
+        {
+            "ph": "X",
+            "cat": cat,
+            "name": f"k{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 1000 + 10 * i,
+            "dur": 5,
+            "args": {"correlation": i, "stream": 7, "device": 0},
+        }
+        for i in range(n)
+    ]
 
 
 def _write_trace(path: Path, events) -> Path:
@@ -141,8 +155,10 @@ def test_a_blank_xdg_cache_home_is_unset(tmp_path, monkeypatch):
 def test_default_folder_is_the_platforms_cache_folder(tmp_path):
     """platformdirs picks the folder: on macOS ~/Library/Caches/traceview. A real interpreter whose
     platformdirs was imported as on macOS (it chooses its platform on import); the rest runs as is."""
-    script = ("import sys; real = sys.platform; sys.platform = 'darwin'; import platformdirs; "
-              "sys.platform = real; from traceview import cache; print(cache.cache_dir(None))")
+    script = (
+        "import sys; real = sys.platform; sys.platform = 'darwin'; import platformdirs; "
+        "sys.platform = real; from traceview import cache; print(cache.cache_dir(None))"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEVIEW_", "XDG_"))}
     env["HOME"] = str(tmp_path / "home")
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
@@ -161,8 +177,9 @@ def test_never_writes_next_to_the_trace(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["t.json"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else False,
-                    reason="root ignores directory permissions")
+@pytest.mark.skipif(
+    os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores directory permissions"
+)
 def test_unwritable_folder_does_not_fail(tmp_path):
     trace = _write_trace(tmp_path / "t.json", _events())
     locked = tmp_path / "locked"
@@ -183,6 +200,7 @@ def test_write_failure_does_not_fail(tmp_path, monkeypatch):
 
     def disk_full(*a, **k):
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(cache_mod, "_write", disk_full)
     assert len(tv.load(trace).kernels) == 3
     assert _entries(tmp_path / "default-cache") == []  # no half-written entry left behind
@@ -271,7 +289,11 @@ def test_info_and_clear_return_data(tmp_path):
     assert out == {"folder": str(folder), "removed": 2, "bytes": on_disk}
     assert sorted(p.name for p in folder.iterdir()) == ["README", "notes"]
     assert cache_mod.info()["entries"] == 0
-    assert cache_mod.clear(tmp_path / "nowhere") == {"folder": str(tmp_path / "nowhere"), "removed": 0, "bytes": 0}
+    assert cache_mod.clear(tmp_path / "nowhere") == {
+        "folder": str(tmp_path / "nowhere"),
+        "removed": 0,
+        "bytes": 0,
+    }
 
 
 def test_least_recently_used_goes_first(tmp_path, monkeypatch):
@@ -353,8 +375,9 @@ def test_cache_folder_that_is_a_file(tmp_path, monkeypatch):
     assert not d["writable"] and not d["enabled"] and d["entries"] == 0
 
 
-@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else False,
-                    reason="root ignores directory permissions")
+@pytest.mark.skipif(
+    os.geteuid() == 0 if hasattr(os, "geteuid") else False, reason="root ignores directory permissions"
+)
 def test_unremovable_entries_are_one_line(tmp_path):
     tv.load(_write_trace(tmp_path / "t.json", _events()))
     folder = tmp_path / "default-cache"
@@ -378,6 +401,7 @@ def test_clear_that_is_refused_is_one_line(tmp_path, monkeypatch):
 
     def refused(path, *a, **k):
         raise PermissionError(13, "Permission denied", str(path))
+
     monkeypatch.setattr(cache_mod.shutil, "rmtree", refused)
     with pytest.raises(tv.TraceviewError, match="cannot remove this cache entry: Permission denied") as err:
         cache_mod.clear()
@@ -387,8 +411,14 @@ def test_clear_that_is_refused_is_one_line(tmp_path, monkeypatch):
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "traceview", "cache", *args], cwd=REPO, capture_output=True,
-                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "traceview", "cache", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 def test_cli_info_and_clear(tmp_path):
@@ -406,7 +436,7 @@ def test_cli_info_and_clear(tmp_path):
     r = runner.invoke(main, ["cache", "info", "--format", "json"])
     assert json.loads(r.output) == cache_mod.info()
     r = runner.invoke(main, ["cache", "clear"])
-    assert r.exit_code == 0 and r.output.startswith(f"removed 1 entries (") and str(folder) in r.output
+    assert r.exit_code == 0 and r.output.startswith("removed 1 entries (") and str(folder) in r.output
     assert _entries(folder) == []
     other = tmp_path / "other"
     tv.load(tmp_path / "t.json", cache=str(other))
@@ -417,9 +447,11 @@ def test_cli_info_and_clear(tmp_path):
 def test_cli_failures_are_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    for args, env in ((["info"], {"TRACEVIEW_CACHE_DIR": str(blocker)}),
-                      (["clear"], {"TRACEVIEW_CACHE_DIR": str(blocker)}),
-                      (["info"], {"TRACEVIEW_CACHE_MAX_MB": "lots"})):
+    for args, env in (
+        (["info"], {"TRACEVIEW_CACHE_DIR": str(blocker)}),
+        (["clear"], {"TRACEVIEW_CACHE_DIR": str(blocker)}),
+        (["info"], {"TRACEVIEW_CACHE_MAX_MB": "lots"}),
+    ):
         r = _cli(*args, env=env)
         assert r.returncode == 1, (args, r.stderr)
         assert r.stdout == "" and r.stderr.startswith("traceview: error: ")
@@ -442,8 +474,14 @@ def test_session_caches_in_a_temporary_folder():
 def test_missing_corpus_is_reported_once(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("TRACEVIEW_CACHE_DIR", "XDG_CACHE_HOME")}
     env.update(TRACEVIEW_CORPUS="/nonexistent", HOME=str(tmp_path / "home"))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_corpus_exact.py"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_corpus_exact.py"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [ln for ln in r.stdout.splitlines() if "corpus tests skipped" in ln]
     assert len(lines) == 1, r.stdout
@@ -473,8 +511,13 @@ def test_readme_first_command_does_not_touch_home_cache(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TRACEVIEW_", "XDG_"))}
     env["HOME"] = str(tmp_path / "home")
     root = Path(__file__).resolve().parents[1]
-    res = subprocess.run([sys.executable, "-m", "traceview", "compare", str(root / "sample_traces")],
-                         capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "traceview", "compare", str(root / "sample_traces")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert not (tmp_path / "home" / ".cache").exists()
 
@@ -556,6 +599,7 @@ def test_replaced_during_a_load_is_never_cached(tmp_path, monkeypatch, when):
         if when == "after the read":
             swap()
         return out
+
     monkeypatch.setattr(load_mod, "_load_uncached", load_and_swap)
     first = tv.load(trace)
     changed = [w for w in first.warnings if "changed while it was read" in w]
@@ -699,8 +743,10 @@ def test_concurrent_cold_loads_agree(tmp_path):
     """Three processes load one trace into one empty cache at once: same output, no note."""
     trace = _write_trace(tmp_path / "t.json", _events(200))
     cmd = [sys.executable, "-m", "traceview", "kernels", str(trace), "--format", "json"]
-    procs = [subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     assert len({o for o, _ in outs}) == 1 and not any(NOTE in e for _, e in outs)
@@ -726,6 +772,7 @@ def test_reader_of_a_replaced_entry_sees_no_damage(tmp_path):
         while not stop.is_set():
             cache_mod.store(versions[i % 2], None, seen)
             i += 1
+
     t = threading.Thread(target=writer)
     t.start()
     try:

@@ -1,5 +1,6 @@
 """Kernel taxonomy: every rule decides its own examples, the must-know names are right,
 user rule files override defaults, malformed ones fail with a one-line RuleError."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,7 +12,7 @@ import pytest
 
 from traceview.classify import (
     COLUMNS,
-    KernelClass,
+    _load_words,
     annotate,
     classify,
     classify_names,
@@ -20,7 +21,6 @@ from traceview.classify import (
     load_rules,
     unclassified,
 )
-from traceview.classify import _load_words
 from traceview.errors import RuleError
 
 RULES = default_rules()
@@ -68,60 +68,188 @@ MUST = [
     # name, category, tensor_core, attention_backend, library, precision, pass
     ("ampere_sgemm_32x128_nt", "gemm", False, None, "cublas", "fp32", None),
     ("volta_sgemm_64x64_nn", "gemm", False, None, "cublas", "fp32", None),
-    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8>"
-     "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8::Params)",
-     "gemm", True, None, "cutlass", "bf16", None),
+    (
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8>"
+        "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x6_tn_align8::Params)",
+        "gemm",
+        True,
+        None,
+        "cutlass",
+        "bf16",
+        None,
+    ),
     # hand-written: xmma on CUDA cores (ffma) -> False even though it is xmma
-    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_"
-     "alignc4_execute_kernel__5x_cublas", "gemm", False, None, "cublas", "fp32", None),
-    ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x128x32_stage5_"
-     "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_infer", "conv", True, None, "cudnn", "tf32", "fwd"),
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
-     "segment_k_off_kernel__5x_cublas", "gemm", True, None, "cublas", "bf16", None),
+    (
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_"
+        "alignc4_execute_kernel__5x_cublas",
+        "gemm",
+        False,
+        None,
+        "cublas",
+        "fp32",
+        None,
+    ),
+    (
+        "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x128x32_stage5_"
+        "warpsize2x2x1_g1_tensor16x8x8_execute_kernel_cudnn_infer",
+        "conv",
+        True,
+        None,
+        "cudnn",
+        "tf32",
+        "fwd",
+    ),
+    (
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+        "segment_k_off_kernel__5x_cublas",
+        "gemm",
+        True,
+        None,
+        "cublas",
+        "bf16",
+        None,
+    ),
     ("nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT", "gemm", True, None, "cublasLt", None, None),
     ("cudnn_infer_volta_scudnn_128x64_relu_medium_nn_v1", "conv", False, None, "cudnn", "fp32", None),
     ("Memcpy DtoD (Device -> Device)", "memcpy", None, None, None, None, None),
     ("Memset (Device)", "memset", None, None, None, None, None),
-    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
-     "<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
-     "attention", None, "mem_efficient", "xformers", "bf16", "fwd"),
-    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, "
-     "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, "
-     "cutlass::bfloat16_t> >, false, false, false, false, true, true, false, false>"
-     "(pytorch_flash::Flash_fwd_params)", "attention", None, "flash", "flash_attn", "bf16", "fwd"),
-    ("void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>"
-     "(float*, float const*, int, int, int, bool const*, int, bool)", "softmax", None, None, "aten", "fp32", "fwd"),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, "
-     "c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>"
-     "(c10::BFloat16*, c10::BFloat16 const*, int)", "softmax", None, None, "aten", "bf16", "fwd"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-     "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
-     "elementwise", None, None, "aten", "fp32", None),
-    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>"
-     "(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 128, 1>,"
-     " at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)",
-     "copy", None, None, "aten", "fp32", None),
-    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
-     "float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps"
-     "<float, float, float, float>, unsigned int, float, 4>)", "reduction", None, None, "aten", "fp32", None),
-    ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, "
-     "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, "
-     "c10::BFloat16*)", "norm", None, None, "aten", "bf16", None),
-    ("void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
-     "norm", None, None, "cudnn", "fp32", "fwd"),
-    ("void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, c10::BFloat16 const*, long, long, "
-     "long, long, long, c10::BFloat16 const*, float, int, int)", "norm", None, None, "vllm", "bf16", None),
-    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-     "communication", None, None, "nccl", "fp32", None),
-    ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
-     "communication", None, None, "nccl", "fp32", None),
+    (
+        "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
+        "<cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+        "attention",
+        None,
+        "mem_efficient",
+        "xformers",
+        "bf16",
+        "fwd",
+    ),
+    (
+        "void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64, 128, 128, 4, "
+        "false, false, cutlass::bfloat16_t, pytorch_flash::Flash_kernel_traits<64, 128, 128, 4, "
+        "cutlass::bfloat16_t> >, false, false, false, false, true, true, false, false>"
+        "(pytorch_flash::Flash_fwd_params)",
+        "attention",
+        None,
+        "flash",
+        "flash_attn",
+        "bf16",
+        "fwd",
+    ),
+    (
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>"
+        "(float*, float const*, int, int, int, bool const*, int, bool)",
+        "softmax",
+        None,
+        None,
+        "aten",
+        "fp32",
+        "fwd",
+    ),
+    (
+        "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, c10::BFloat16, float, "
+        "c10::BFloat16, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>"
+        "(c10::BFloat16*, c10::BFloat16 const*, int)",
+        "softmax",
+        None,
+        None,
+        "aten",
+        "bf16",
+        "fwd",
+    ),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)",
+        "elementwise",
+        None,
+        None,
+        "aten",
+        "fp32",
+        None,
+    ),
+    (
+        "void at::native::(anonymous namespace)::CatArrayBatchedCopy<float, unsigned int, 2, 128, 1>"
+        "(float*, at::native::(anonymous namespace)::CatArrInputTensorMetadata<float, unsigned int, 128, 1>,"
+        " at::native::(anonymous namespace)::TensorSizeStride<unsigned int, 4u>, int, unsigned int)",
+        "copy",
+        None,
+        None,
+        "aten",
+        "fp32",
+        None,
+    ),
+    (
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+        "float, float, float>, unsigned int, float, 4> >(at::native::ReduceOp<float, at::native::MeanOps"
+        "<float, float, float, float>, unsigned int, float, 4>)",
+        "reduction",
+        None,
+        None,
+        "aten",
+        "fp32",
+        None,
+    ),
+    (
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::BFloat16, float>(int, "
+        "float, c10::BFloat16 const*, c10::BFloat16 const*, c10::BFloat16 const*, float*, float*, "
+        "c10::BFloat16*)",
+        "norm",
+        None,
+        None,
+        "aten",
+        "bf16",
+        None,
+    ),
+    (
+        "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
+        "norm",
+        None,
+        None,
+        "cudnn",
+        "fp32",
+        "fwd",
+    ),
+    (
+        "void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, c10::BFloat16 const*, long, long, "
+        "long, long, long, c10::BFloat16 const*, float, int, int)",
+        "norm",
+        None,
+        None,
+        "vllm",
+        "bf16",
+        None,
+    ),
+    (
+        "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+        "communication",
+        None,
+        None,
+        "nccl",
+        "fp32",
+        None,
+    ),
+    (
+        "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        "communication",
+        None,
+        None,
+        "nccl",
+        "fp32",
+        None,
+    ),
     ("triton_poi_fused_add_cos_sin_0", "elementwise", None, None, "triton", None, None),
     # hand-written Inductor names
     ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "reduction", None, None, "triton", None, None),
     ("triton_per_fused_sum_1", "reduction", None, None, "triton", None, None),
     ("triton_tem_fused_mm_0", "gemm", None, None, "triton", None, None),
-    ("Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1",
-     "gemm", True, None, "hipblaslt", "bf16", None),
+    (
+        "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT256x32x64_MI16x16x1_SN_LDSB1_AFC1",
+        "gemm",
+        True,
+        None,
+        "hipblaslt",
+        "bf16",
+        None,
+    ),
 ]
 
 
@@ -129,33 +257,70 @@ MUST = [
 def test_must_know_names(name, category, tc, backend, library, precision, pass_):
     k = classify(name)
     assert (k.category, k.tensor_core, k.attention_backend, k.library, k.precision, k.pass_) == (
-        category, tc, backend, library, precision, pass_)
+        category,
+        tc,
+        backend,
+        library,
+        precision,
+        pass_,
+    )
     assert k.rule is not None and k.confidence == "rule"
 
 
 ATTENTION = [
     # the attention story: which SDPA / package backend ran (hand-written where the corpus has none)
-    ("fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, "
-     "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)", "mem_efficient", "fwd"),
-    ("fmha_cutlassB_bf16_aligned_128x64_k128_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<"
-     "cutlass::arch::Sm80, cutlass::bfloat16_t, true, false, true, 128, 64, 128, false>::Params)",
-     "mem_efficient", "bwd"),
-    ("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<pytorch_flash::Flash_bwd_kernel_"
-     "traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_bwd_params)",
-     "flash", "bwd"),
-    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, "
-     "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true>(Flash_fwd_params)",
-     "flash_attn", "fwd"),
-    ("void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::half_t"
-     "> >(Flash_fwd_params)", "flash_attn", "fwd"),
-    ("void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4, false, "
-     "false, cutlass::half_t> >(Flash_bwd_params)", "flash_attn", "bwd"),
-    ("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
-     "CollectiveMainloopFwdSm90<2> > > >(flash::FlashAttnFwdSm90<...>::Params)", "flash_attn", "fwd"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_128x128x128_4x1x1_kernel0_0",
-     "cudnn", "fwd"),
-    ("fmhaSm100fKernel_QkvBfloat16OBfloat16H128PagedKvCausalP64VarSeqQ8Kv128PersistentSwapsAbForGen",
-     "trtllm", "fwd"),
+    (
+        "fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, "
+        "cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+        "mem_efficient",
+        "fwd",
+    ),
+    (
+        "fmha_cutlassB_bf16_aligned_128x64_k128_sm80(PyTorchMemEffAttention::AttentionBackwardKernel<"
+        "cutlass::arch::Sm80, cutlass::bfloat16_t, true, false, true, 128, 64, 128, false>::Params)",
+        "mem_efficient",
+        "bwd",
+    ),
+    (
+        "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<pytorch_flash::Flash_bwd_kernel_"
+        "traits<64, 128, 128, 8, 2, 4, 2, false, false, cutlass::bfloat16_t> >(pytorch_flash::Flash_bwd_params)",
+        "flash",
+        "bwd",
+    ),
+    (
+        "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t, "
+        "Flash_kernel_traits<128, 128, 64, 4, cutlass::bfloat16_t> >, false, true>(Flash_fwd_params)",
+        "flash_attn",
+        "fwd",
+    ),
+    (
+        "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::half_t"
+        "> >(Flash_fwd_params)",
+        "flash_attn",
+        "fwd",
+    ),
+    (
+        "void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64, 128, 128, 8, 4, 4, 4, false, "
+        "false, cutlass::half_t> >(Flash_bwd_params)",
+        "flash_attn",
+        "bwd",
+    ),
+    (
+        "void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<flash::"
+        "CollectiveMainloopFwdSm90<2> > > >(flash::FlashAttnFwdSm90<...>::Params)",
+        "flash_attn",
+        "fwd",
+    ),
+    (
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_128x128x128_4x1x1_kernel0_0",
+        "cudnn",
+        "fwd",
+    ),
+    (
+        "fmhaSm100fKernel_QkvBfloat16OBfloat16H128PagedKvCausalP64VarSeqQ8Kv128PersistentSwapsAbForGen",
+        "trtllm",
+        "fwd",
+    ),
     ("attn_fwd", "triton", "fwd"),
     ("triton_tem_fused_flex_attention_0", "flex", None),
 ]
@@ -192,7 +357,10 @@ def test_classify_names_dedups_and_types():
     assert df["tensor_core"].dtype == "boolean"
     for col in ("category", "attention_backend", "library", "precision", "pass", "rule", "confidence"):
         assert isinstance(df[col].dtype, pd.CategoricalDtype), col
-    assert df.loc["volta_sgemm_64x64_nn", "tensor_core"] is np.False_ or not df.loc["volta_sgemm_64x64_nn", "tensor_core"]
+    assert (
+        df.loc["volta_sgemm_64x64_nn", "tensor_core"] is np.False_
+        or not df.loc["volta_sgemm_64x64_nn", "tensor_core"]
+    )
     assert pd.isna(df.loc["Memset (Device)", "tensor_core"])
     assert df.loc["my_custom_kernel", "category"] == "other"
     assert "other" in df["category"].cat.categories and "gemm" in df["category"].cat.categories
@@ -201,8 +369,10 @@ def test_classify_names_dedups_and_types():
 @pytest.mark.parametrize("as_category", [True, False])
 def test_annotate_maps_through_codes(as_category):
     names = pd.Series(NAMES * 3 + [None], dtype="category" if as_category else object)
-    kernels = pd.DataFrame({"name": names.array, "dur_ns": np.arange(len(names), dtype="int64")},
-                           index=np.arange(100, 100 + len(names)))
+    kernels = pd.DataFrame(
+        {"name": names.array, "dur_ns": np.arange(len(names), dtype="int64")},
+        index=np.arange(100, 100 + len(names)),
+    )
     out = annotate(kernels)
     assert list(out.columns) == ["name", "dur_ns", *COLUMNS]
     assert list(out.index) == list(kernels.index) and "category" not in kernels.columns
@@ -213,7 +383,9 @@ def test_annotate_maps_through_codes(as_category):
 
 
 def test_annotate_is_fast_for_a_million_rows():
-    distinct = [f"void at::native::vectorized_elementwise_kernel<4, Functor{i}<float> >(int)" for i in range(990)]
+    distinct = [
+        f"void at::native::vectorized_elementwise_kernel<4, Functor{i}<float> >(int)" for i in range(990)
+    ]
     distinct += [f"volta_sgemm_{i}x64_nn" for i in range(10)]
     codes = np.random.default_rng(0).integers(0, len(distinct), 1_000_000)
     names = pd.Categorical.from_codes(codes, categories=distinct)
@@ -225,10 +397,12 @@ def test_annotate_is_fast_for_a_million_rows():
 
 
 def test_unclassified_reports_both_tiers_by_time():
-    kernels = pd.DataFrame({
-        "name": ["mystery_a", "volta_sgemm_64x64_nn", "mystery_b", "mystery_a", "matmul_kernel"],
-        "dur_ns": np.array([10, 50, 30, 10, 40], dtype="int64"),
-    })
+    kernels = pd.DataFrame(
+        {
+            "name": ["mystery_a", "volta_sgemm_64x64_nn", "mystery_b", "mystery_a", "matmul_kernel"],
+            "dur_ns": np.array([10, 50, 30, 10, 40], dtype="int64"),
+        }
+    )
     out = unclassified(kernels)
     assert list(out.columns) == ["name", "count", "total_ns", "pct_of_gpu_time", "tier", "rule"]
     assert list(out["name"]) == ["mystery_b", "mystery_a", "matmul_kernel"]  # tier "none" first
@@ -248,7 +422,9 @@ def _write(tmp_path, text, name="my_rules.toml"):
 
 
 def test_user_rule_overrides_default(tmp_path):
-    path = _write(tmp_path, """
+    path = _write(
+        tmp_path,
+        """
 version = 1
 categories = ["my_gemm"]
 
@@ -258,7 +434,8 @@ pattern = '^volta_sgemm_'
 category = "my_gemm"
 library = "mine"
 tensor_core = false
-""")
+""",
+    )
     rules = default_rules().with_overrides(load_rules(path))
     k = classify("volta_sgemm_64x64_nn", rules)
     assert (k.category, k.library, k.rule, k.precision) == ("my_gemm", "mine", "my_sgemm", "fp32")
@@ -267,34 +444,54 @@ tensor_core = false
 
 
 def test_user_rule_with_default_id_replaces_it(tmp_path):
-    path = _write(tmp_path, """
+    path = _write(
+        tmp_path,
+        """
 [[rule]]
 id = "memset"
 pattern = '^Memset'
 category = "copy"
-""")
+""",
+    )
     rules = default_rules().with_overrides(load_rules(path))
     assert [r.id for r in rules.rules].count("memset") == 1
     assert classify("Memset (Device)", rules).category == "copy"
 
 
 BAD = {  # each problem is named by its key path (msgspec's, 0-based) and the rule's id
-    "bad regex": ("[[rule]]\nid = 'x'\npattern = '(unclosed'\ncategory = 'gemm'\n", "rule[0].pattern: bad regex"),
-    "unknown field": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ncolour = 'red'\n",
-                      "rule[0]: unknown field 'colour' (rule 'x')"),
-    "bad category": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'matmul'\n", "rule[0].category: bad category 'matmul'"),
-    "bad precision": ("[[rule]]\nid = 'x'\npattern = 'a'\nprecision = 'fp12'\n", "rule[0].precision: bad precision"),
-    "bad tensor_core": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 'yes'\n",
-                        "rule[0].tensor_core: bad value 'yes'"),
-    "number tensor_core": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 1\n",
-                           "rule[0].tensor_core: expected boolean or string, got integer"),
+    "bad regex": (
+        "[[rule]]\nid = 'x'\npattern = '(unclosed'\ncategory = 'gemm'\n",
+        "rule[0].pattern: bad regex",
+    ),
+    "unknown field": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ncolour = 'red'\n",
+        "rule[0]: unknown field 'colour' (rule 'x')",
+    ),
+    "bad category": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'matmul'\n",
+        "rule[0].category: bad category 'matmul'",
+    ),
+    "bad precision": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\nprecision = 'fp12'\n",
+        "rule[0].precision: bad precision",
+    ),
+    "bad tensor_core": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 'yes'\n",
+        "rule[0].tensor_core: bad value 'yes'",
+    ),
+    "number tensor_core": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\ntensor_core = 1\n",
+        "rule[0].tensor_core: expected boolean or string, got integer",
+    ),
     "bad pass": ("[[rule]]\nid = 'x'\npattern = 'a'\npass = 'up'\n", "rule[0].pass: bad value 'up'"),
     "missing pattern": ("[[rule]]\nid = 'x'\ncategory = 'gemm'\n", "rule[0]: missing 'pattern' (rule 'x')"),
     "missing id": ("[[rule]]\npattern = 'a'\ncategory = 'gemm'\n", "rule[0]: missing 'id'"),
     "empty id": ("[[rule]]\nid = ''\npattern = 'a'\ncategory = 'gemm'\n", "rule[0].id: must not be empty"),
-    "second rule": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\n"
-                    "[[rule]]\nid = 'y'\npattern = 'b'\nlibrary = 'l'\nexamples = ['n', 2]\n",
-                    "rule[1].examples[1]: expected string, got integer (rule 'y')"),
+    "second rule": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\n"
+        "[[rule]]\nid = 'y'\npattern = 'b'\nlibrary = 'l'\nexamples = ['n', 2]\n",
+        "rule[1].examples[1]: expected string, got integer (rule 'y')",
+    ),
     "sets nothing": ("[[rule]]\nid = 'x'\npattern = 'a'\n", "rule[0]: sets no field"),
     "duplicate id": ("[[rule]]\nid = 'x'\npattern = 'a'\ncategory = 'gemm'\n" * 2, "duplicate rule id"),
     "unknown top key": ("verison = 2\n", "unknown top-level key 'verison'"),
@@ -302,8 +499,10 @@ BAD = {  # each problem is named by its key path (msgspec's, 0-based) and the ru
     "rule not a table": ("rule = 3\n", "rule: expected array, got integer"),
     "categories not strings": ("categories = [1]\n", "categories[0]: expected string, got integer"),
     "not toml": ("[[rule]\nid = ", "not a valid TOML rule file"),
-    "bad applies_to": ("[[rule]]\nid = 'x'\npattern = 'a'\nlibrary = 'l'\napplies_to = ['nope']\n",
-                       "rule[0].applies_to: bad category 'nope'"),
+    "bad applies_to": (
+        "[[rule]]\nid = 'x'\npattern = 'a'\nlibrary = 'l'\napplies_to = ['nope']\n",
+        "rule[0].applies_to: bad category 'nope'",
+    ),
 }
 
 
@@ -341,8 +540,11 @@ def test_the_name_tier_table_is_checked(tmp_path):
 
 
 def test_a_user_file_may_declare_categories_and_precisions(tmp_path):
-    path = _write(tmp_path, "categories = ['mine']\nprecisions = ['fp6']\n[[rule]]\nid = 'x'\npattern = '^x'\n"
-                            "category = 'mine'\nprecision = 'fp6'\ntensor_core = 'none'\npass = 'bwd'\n")
+    path = _write(
+        tmp_path,
+        "categories = ['mine']\nprecisions = ['fp6']\n[[rule]]\nid = 'x'\npattern = '^x'\n"
+        "category = 'mine'\nprecision = 'fp6'\ntensor_core = 'none'\npass = 'bwd'\n",
+    )
     k = classify("x_kernel", rules=path)
     assert (k.category, k.precision, k.tensor_core, k.pass_, k.rule) == ("mine", "fp6", None, "bwd", "x")
 

@@ -1,5 +1,6 @@
 """The taxonomy against real traces: nearly all GPU time gets a category, and every kernel
 that looks like attention says which backend ran. Run with -s to see the coverage table."""
+
 from __future__ import annotations
 
 import re
@@ -7,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from corpus import CORPUS, SKIP_REASON
 
 import traceview
 from traceview.classify import annotate, unclassified
 
-from corpus import CORPUS, SKIP_REASON  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 MIN_COVERAGE = 99.0  # % of GPU time (kernels + memcpy + memset) with category != "other"
 # The ROCm traces reach the same bar today (100%); keep them on it rather than a lower one.
 MIN_COVERAGE_ROCM = 99.0
@@ -53,8 +54,10 @@ def _coverage(path: Path, minimum: float):
     left = unclassified(k)
     guessed = left.loc[left["tier"] == "name", "pct_of_gpu_time"].sum()
     top = left[left["tier"] == "none"].head(3)
-    print(f"\ncoverage {pct:7.3f}% (name guesses {guessed:.3f}%)  {k['name'].nunique():4d} names  "
-          f"{total / 1e6:10.3f} ms  {rel}")
+    print(
+        f"\ncoverage {pct:7.3f}% (name guesses {guessed:.3f}%)  {k['name'].nunique():4d} names  "
+        f"{total / 1e6:10.3f} ms  {rel}"
+    )
     for row in top.itertuples():
         print(f"    other {row.pct_of_gpu_time:6.3f}%  {row.name[:100]}")
     if rel in EXEMPT:

@@ -1,4 +1,5 @@
 """The summary and kernels commands: numbers, formats, exit codes."""
+
 from __future__ import annotations
 
 import csv
@@ -10,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS
 
 import traceview as tv
-from corpus import CORPUS
 from traceview.cli import main
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -52,8 +53,16 @@ def test_kernels_json_matches_the_dataframe():
 def test_kernels_csv_and_markdown():
     out = run("kernels", H100, "--format", "csv", "--no-cache").output
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert rows and {"Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)",
-                     "Max (ns)", "Name"} <= set(rows[0])
+    assert rows and {
+        "Time (%)",
+        "Total Time (ns)",
+        "Instances",
+        "Avg (ns)",
+        "Med (ns)",
+        "Min (ns)",
+        "Max (ns)",
+        "Name",
+    } <= set(rows[0])
     md = run("kernels", H100, "--format", "markdown", "--no-cache").output
     assert "| Time (%) | Total Time (ns) | Instances |" in md
 
@@ -78,20 +87,26 @@ def test_unknown_step_is_a_one_line_error(tmp_path):
     assert result.exit_code == 1
 
 
-@pytest.mark.parametrize("content,needle", [
-    (None, "no such file"),
-    (b"", "empty file"),
-    (b"hello", "not JSON"),
-    (b'{"traceEvents": [{"ph": "X", ', "truncated"),
-    (b'{"foo": 1}', "no traceEvents"),
-    (b"\x1f\x8b\x08\x00garbage-garbage", "gzip"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        (None, "no such file"),
+        (b"", "empty file"),
+        (b"hello", "not JSON"),
+        (b'{"traceEvents": [{"ph": "X", ', "truncated"),
+        (b'{"foo": 1}', "no traceEvents"),
+        (b"\x1f\x8b\x08\x00garbage-garbage", "gzip"),
+    ],
+)
 def test_bad_input_is_one_line_on_stderr_exit_1(tmp_path, content, needle):
     path = tmp_path / "bad.json"
     if content is not None:
         path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "traceview", "summary", str(path), "--no-cache"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceview", "summary", str(path), "--no-cache"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
@@ -101,8 +116,9 @@ def test_bad_input_is_one_line_on_stderr_exit_1(tmp_path, content, needle):
 
 
 def test_usage_error_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "traceview", "summary", "--format", "xml", "x"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceview", "summary", "--format", "xml", "x"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -115,8 +131,11 @@ def test_table_fits_columns_and_wide_prints_whole_names():
     assert max(len(line) for line in fitted.splitlines()) <= 80
     wide = CliRunner(env=env).invoke(main, ["kernels", str(H100), "--wide"]).output
     assert max(len(line) for line in wide.splitlines()) > 80 and "…" not in wide
-    piped = CliRunner(env={k: v for k, v in os.environ.items() if k != "COLUMNS"}).invoke(
-        main, ["kernels", str(H100)], env={"COLUMNS": None}).output
+    piped = (
+        CliRunner(env={k: v for k, v in os.environ.items() if k != "COLUMNS"})
+        .invoke(main, ["kernels", str(H100)], env={"COLUMNS": None})
+        .output
+    )
     assert "…" not in piped  # piped with no COLUMNS: whole lines
 
 
@@ -133,8 +152,13 @@ def test_kernels_show_readable_name_and_launching_chain():
 
 def test_every_command_writes_html():
     naive = SAMPLES / "naive.json.gz"
-    for args in (["summary", naive], ["summary", SAMPLES], ["kernels", naive], ["diff", naive, SAMPLES / "sdpa_math.json.gz"],
-                 ["compare", SAMPLES]):
+    for args in (
+        ["summary", naive],
+        ["summary", SAMPLES],
+        ["kernels", naive],
+        ["diff", naive, SAMPLES / "sdpa_math.json.gz"],
+        ["compare", SAMPLES],
+    ):
         out = CliRunner().invoke(main, [str(a) for a in args] + ["--format", "html"]).stdout
         assert out.startswith("<!DOCTYPE html>") and out.count("</html>") == 1, args
 

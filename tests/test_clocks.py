@@ -15,6 +15,7 @@
   run's, within 1 µs a collective.
 * Serially and on a local Dask cluster (worker processes on 127.0.0.1): the same report.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -25,11 +26,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
 from traceview.analyses.runs import clocks
-
-from corpus import CORPUS, SKIP_REASON
 
 PARAM = CORPUS / "param"
 RANKS = sorted(PARAM.glob("dlrm_kineto__worker*"))
@@ -55,16 +55,23 @@ def shifted_run(folder: Path, rank: int, by_us: float) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clocks")
-    return {"plain": tv.ranks(RANKS), "shifted": tv.ranks(shifted_run(tmp / "a", SHIFTED, SHIFT_US)),
-            "shifted_more": tv.ranks(shifted_run(tmp / "b", SHIFTED, 80_000)), "folder": tmp / "a"}
+    return {
+        "plain": tv.ranks(RANKS),
+        "shifted": tv.ranks(shifted_run(tmp / "a", SHIFTED, SHIFT_US)),
+        "shifted_more": tv.ranks(shifted_run(tmp / "b", SHIFTED, 80_000)),
+        "folder": tmp / "a",
+    }
 
 
 @pytest.fixture(scope="module")
 def tiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiled")
     for i, f in enumerate(RANKS):
-        subprocess.run([sys.executable, str(MAKE), str(f), str(folder / f"rank{i}.json"), "--copies", "4"],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, str(MAKE), str(f), str(folder / f"rank{i}.json"), "--copies", "4"],
+            check=True,
+            capture_output=True,
+        )
     return folder
 
 
@@ -101,8 +108,11 @@ def common_tiles(folder: Path, copies: int, drift_rank: int | None = None, ppm: 
 @pytest.fixture(scope="module")
 def drifting(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("drift")
-    return {"even": tv.ranks(common_tiles(tmp / "even", 4)),
-            "drift": tv.ranks(common_tiles(tmp / "drift", 4, SHIFTED, 500.0)), "folder": tmp / "drift"}
+    return {
+        "even": tv.ranks(common_tiles(tmp / "even", 4)),
+        "drift": tv.ranks(common_tiles(tmp / "drift", 4, SHIFTED, 500.0)),
+        "folder": tmp / "drift",
+    }
 
 
 def _waits(report) -> dict:
@@ -194,14 +204,26 @@ def test_cli_refusal_is_a_finding_not_an_error(tiled):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["info"]["clock_alignment"] in ("refused", "applied")
-    assert all(r["wait_caused_ns"] is None for r in doc["tables"]["ranks"]) == (doc["info"]["clock_alignment"] == "refused")
+    assert all(r["wait_caused_ns"] is None for r in doc["tables"]["ranks"]) == (
+        doc["info"]["clock_alignment"] == "refused"
+    )
 
 
 def test_dask_equals_serial(runs, tiled, drifting):
     """Aligned, refused and drift-fitted runs, on 2 worker processes on 127.0.0.1 against serially."""
     distributed = pytest.importorskip("distributed")
-    cases = ((runs["folder"], runs["shifted"]), (tiled, tv.ranks(tiled)), (drifting["folder"], drifting["drift"]))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=":0", silence_logs=50) as cluster:
+    cases = (
+        (runs["folder"], runs["shifted"]),
+        (tiled, tv.ranks(tiled)),
+        (drifting["folder"], drifting["drift"]),
+    )
+    with distributed.LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=":0",
+        silence_logs=50,
+    ) as cluster:
         for folder, serial in cases:
             assert tv.ranks(folder, scheduler=cluster.scheduler_address).to_dict() == serial.to_dict()

@@ -72,7 +72,7 @@ def traces(run, tv):
 def _descendants(ops, row: int) -> list[int]:
     """Row labels of every op below ``row`` in the CPU op tree (via ``parent``)."""
     children: dict[int, list[int]] = {}
-    for idx, parent in zip(ops.index, ops["parent"]):
+    for idx, parent in zip(ops.index, ops["parent"], strict=True):
         children.setdefault(int(parent), []).append(int(idx))
     found, todo = [], list(children.get(int(row), []))
     while todo:
@@ -99,8 +99,8 @@ def _key_averages_view(ops) -> Counter:
     re-dispatched inner ``aten::mul`` under ``aten::mul``) is folded into the
     parent.  Replays that rule on traceview's op tree.
     """
-    name = {int(i): str(n) for i, n in zip(ops.index, ops["name"])}
-    parent = {int(i): int(p) for i, p in zip(ops.index, ops["parent"])}
+    name = {int(i): str(n) for i, n in zip(ops.index, ops["name"], strict=True)}
+    parent = {int(i): int(p) for i, p in zip(ops.index, ops["parent"], strict=True)}
     children: dict[int, list[int]] = {}
     for i in sorted(parent):
         children.setdefault(parent[i], []).append(i)
@@ -144,9 +144,9 @@ def test_every_variant_is_collected_or_skipped(run):
     collected, skipped = set(manifest["collected"]), set(manifest["skipped"])
     assert collected | skipped == set(attention.VARIANTS)
     assert not collected & skipped
-    assert CPU_VARIANTS <= collected
+    assert collected >= CPU_VARIANTS
     # torch has no CPU kernel for these: skipped, with the reason recorded.
-    assert NO_CPU_KERNEL <= skipped
+    assert skipped >= NO_CPU_KERNEL
     for name in skipped:
         entry = manifest["skipped"][name]
         assert entry["backend"] == attention.VARIANTS[name]
@@ -156,7 +156,9 @@ def test_every_variant_is_collected_or_skipped(run):
     for name in attention.VARIANTS:
         assert any(name in line for line in lines), name
     for name in skipped:
-        assert any("skip" in line and name in line and manifest["skipped"][name]["reason"] in line for line in lines)
+        assert any(
+            "skip" in line and name in line and manifest["skipped"][name]["reason"] in line for line in lines
+        )
 
 
 def test_manifest_on_disk_matches_files(run):
@@ -297,7 +299,9 @@ def test_every_step_carries_the_variant_annotation(traces):
         assert len(steps) == STEPS, name
         # one annotation inside each ProfilerStep#N
         for _, s in steps.iterrows():
-            inside = ann[(ann["ts_ns"] >= s["ts_ns"]) & (ann["ts_ns"] + ann["dur_ns"] <= s["ts_ns"] + s["dur_ns"])]
+            inside = ann[
+                (ann["ts_ns"] >= s["ts_ns"]) & (ann["ts_ns"] + ann["dur_ns"] <= s["ts_ns"] + s["dur_ns"])
+            ]
             assert len(inside) == 1, (name, s["name"])
         ops = trace.ops
         assert len(ops) > 0
@@ -379,7 +383,7 @@ def _sample_manifest() -> dict:
 
 def test_sample_traces_match_their_manifest():
     manifest = _sample_manifest()
-    assert CPU_VARIANTS <= set(manifest["collected"])
+    assert set(manifest["collected"]) >= CPU_VARIANTS
     for name, entry in manifest["collected"].items():
         path = SAMPLES / entry["file"]
         data = path.read_bytes()
@@ -409,7 +413,9 @@ def mlp_run(tmp_path_factory):
     from collectors import mlp
 
     out = tmp_path_factory.mktemp("mlp")
-    manifest = mlp.collect(out, tokens=8, d_model=16, d_ff=32, dtype="bf16", device="cpu", warmup=1, steps=STEPS)
+    manifest = mlp.collect(
+        out, tokens=8, d_model=16, d_ff=32, dtype="bf16", device="cpu", warmup=1, steps=STEPS
+    )
     return out, manifest
 
 
@@ -434,10 +440,17 @@ def test_mlp_variants_show_their_ops(mlp_run, tv):
 def test_mlp_autocast_needs_low_precision(tmp_path):
     from collectors import mlp
 
-    manifest = mlp.collect(tmp_path, ["autocast"], tokens=4, d_model=8, d_ff=8, dtype="fp32", device="cpu", warmup=1, steps=1)
+    manifest = mlp.collect(
+        tmp_path, ["autocast"], tokens=4, d_model=8, d_ff=8, dtype="fp32", device="cpu", warmup=1, steps=1
+    )
     assert manifest["collected"] == {}
     assert "autocast" in manifest["skipped"]["autocast"]["reason"]
-    assert mlp.main(["--device", "cpu", "--dtype", "fp32", "--variants", "autocast", "--out", str(tmp_path / "cli")]) == 1
+    assert (
+        mlp.main(
+            ["--device", "cpu", "--dtype", "fp32", "--variants", "autocast", "--out", str(tmp_path / "cli")]
+        )
+        == 1
+    )
 
 
 def test_traceview_collect_fronts_the_collector(tmp_path):
@@ -446,10 +459,33 @@ def test_traceview_collect_fronts_the_collector(tmp_path):
     from traceview.cli import main
 
     out = tmp_path / "c"
-    result = CliRunner().invoke(main, ["collect", "attention", "--device", "cpu", "--dtype", "fp32",
-                                       "--batch", "1", "--heads", "1", "--seq-len", "16", "--head-dim", "8",
-                                       "--warmup", "1", "--steps", "1", "--variants", "naive",
-                                       "--out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "collect",
+            "attention",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--batch",
+            "1",
+            "--heads",
+            "1",
+            "--seq-len",
+            "16",
+            "--head-dim",
+            "8",
+            "--warmup",
+            "1",
+            "--steps",
+            "1",
+            "--variants",
+            "naive",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     import traceview as tv
 
@@ -487,17 +523,25 @@ def test_traceview_collect_collector_help(which, flag):
 
 
 def test_collect_help_in_a_real_process():
-    for args, usage in ((["collect", "--help"], "Usage: "), (["collect", "attention", "--help"],
-                                                            "usage: traceview collect attention ")):
-        r = subprocess.run([sys.executable, "-m", "traceview", *args], cwd=REPO, capture_output=True, text=True,
-                           timeout=120)
+    for args, usage in (
+        (["collect", "--help"], "Usage: "),
+        (["collect", "attention", "--help"], "usage: traceview collect attention "),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "traceview", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith(usage) and r.stderr == ""
 
 
 def test_collector_module_keeps_its_own_usage():
-    r = subprocess.run([sys.executable, "-m", "collectors.attention", "--help"], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "collectors.attention", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and r.stdout.startswith("usage: python -m collectors.attention ")
 
 

@@ -1,4 +1,5 @@
 """``traceview compare``: one row per trace, per step, ratios to a baseline."""
+
 from __future__ import annotations
 
 import csv
@@ -8,17 +9,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
 import synth
-import traceview as tv
+from click.testing import CliRunner
 from corpus import CORPUS
+
+import traceview as tv
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 STORY = ["naive", "naive_inplace", "sdpa_math", "sdpa_efficient", "sdpa_flash"]
-HTA = [CORPUS / "hta" / "trace_diff__control__control.json.gz", CORPUS / "hta" / "trace_diff__test__test.json.gz"]
+HTA = [
+    CORPUS / "hta" / "trace_diff__control__control.json.gz",
+    CORPUS / "hta" / "trace_diff__test__test.json.gz",
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,21 +57,30 @@ def test_the_attention_story_table(story):
     assert r.kind == "compare" and r.info["baseline"] == "naive" and r.info["gpu"] is True
     t = r["compare"].set_index("trace")
     assert t.index.tolist() == STORY
-    for trace, v in zip(story, STORY):
+    for trace, v in zip(story, STORY, strict=True):
         kernels, gpu_ns = independent(trace)
         assert t.loc[v, "gpu_activities_per_step"] == kernels == synth.EXPECTED_PER_STEP[v]
-        assert t.loc[v, "kernels_per_step"] == kernels_only(trace) == kernels - (v == "naive")  # naive's memcpy
+        assert (
+            t.loc[v, "kernels_per_step"] == kernels_only(trace) == kernels - (v == "naive")
+        )  # naive's memcpy
         assert t.loc[v, "gpu_time_per_step_ns"] == pytest.approx(gpu_ns)
         assert t.loc[v, "regions"] == len(trace.steps)
     base_ns = t.loc["naive", "gpu_time_per_step_ns"]
     assert t.loc["naive", "ratio_gpu_time"] == 1.0
-    assert t.loc["sdpa_math", "ratio_gpu_time"] == pytest.approx(t.loc["sdpa_math", "gpu_time_per_step_ns"] / base_ns)
+    assert t.loc["sdpa_math", "ratio_gpu_time"] == pytest.approx(
+        t.loc["sdpa_math", "gpu_time_per_step_ns"] / base_ns
+    )
     assert t.loc["sdpa_math", "ratio_kernels"] == pytest.approx(17 / 5)
     assert t.loc["naive", "tensor_core_pct"] == 100.0 and t.loc["sdpa_math", "tensor_core_pct"] == 0.0
     assert np.isnan(t.loc["sdpa_flash", "tensor_core_pct"])
     assert t.loc["sdpa_math", "gemm_family"] == "sgemm" and t.loc["naive", "gemm_family"] == "s16816"
-    assert t["attention_backend"].to_dict() == {"naive": "none", "naive_inplace": "none", "sdpa_math": "math",
-                                        "sdpa_efficient": "mem_efficient", "sdpa_flash": "flash"}
+    assert t["attention_backend"].to_dict() == {
+        "naive": "none",
+        "naive_inplace": "none",
+        "sdpa_math": "math",
+        "sdpa_efficient": "mem_efficient",
+        "sdpa_flash": "flash",
+    }
     assert t.loc["sdpa_efficient", "top_categories"] == "attention 100%"
     assert t.loc["naive", "top_categories"].startswith("gemm 68%")
     cats = r["by_category"]
@@ -76,8 +89,10 @@ def test_the_attention_story_table(story):
     text = "\n".join(r.findings)
     assert "sdpa_flash takes the least GPU time per step" in text and "sdpa_math the most" in text
     assert "GEMMs run on CUDA cores in sdpa_math (sgemm); on tensor cores in naive (s16816)" in text
-    assert "attention: naive none; naive_inplace none; sdpa_math math; sdpa_efficient mem_efficient; " \
-           "sdpa_flash flash" in text
+    assert (
+        "attention: naive none; naive_inplace none; sdpa_math math; sdpa_efficient mem_efficient; "
+        "sdpa_flash flash" in text
+    )
 
 
 def test_baseline_by_label_path_index_or_trace(story, story_dir):
@@ -111,7 +126,10 @@ def test_cpu_sample_traces_compare_cpu_ops():
         assert t.loc[variant, "cpu_ops_per_step"] == sum(m["trace_op_counts"].values()) / m["steps"], variant
         trace = tv.load(SAMPLES / m["file"])
         assert t.loc[variant, "cpu_time_per_step_ns"] == pytest.approx(trace.steps["dur_ns"].mean())
-    assert t.loc["sdpa_math", "attention_backend"] == "math" and t.loc["sdpa_flash", "attention_backend"] == "flash (cpu)"
+    assert (
+        t.loc["sdpa_math", "attention_backend"] == "math"
+        and t.loc["sdpa_flash", "attention_backend"] == "flash (cpu)"
+    )
     assert t.loc["naive", "attention_backend"] == "none"
     assert r.findings[0].startswith("no trace holds GPU activity")
     assert any("sdpa_math runs the most CPU ops per step (63)" in f for f in r.findings)
@@ -127,7 +145,9 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     res = runner.invoke(main, ["compare", str(story_dir), "--no-cache"])
     assert res.exit_code == 0, res.output
     assert "Compare 5 traces (per step, baseline naive)" in res.stdout
-    res = runner.invoke(main, ["compare", str(story_dir), "--baseline", "sdpa_flash", "--format", "json", "--no-cache"])
+    res = runner.invoke(
+        main, ["compare", str(story_dir), "--baseline", "sdpa_flash", "--format", "json", "--no-cache"]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["kind"] == "compare" and doc["info"]["baseline"] == "sdpa_flash"
@@ -138,15 +158,30 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     docs = (Path(__file__).resolve().parents[1] / "docs" / "json-schema.md").read_text()
     for col in doc["tables"]["compare"][0]:
         assert f"`{col}`" in docs, col
-    res = runner.invoke(main, ["compare", str(story_dir / "naive.json.gz"), str(story_dir / "naive_inplace.json.gz"),
-                               "--baseline", str(story_dir / "naive_inplace.json.gz"), "--format", "csv",
-                               "--no-cache", "--step", "4"])
+    res = runner.invoke(
+        main,
+        [
+            "compare",
+            str(story_dir / "naive.json.gz"),
+            str(story_dir / "naive_inplace.json.gz"),
+            "--baseline",
+            str(story_dir / "naive_inplace.json.gz"),
+            "--format",
+            "csv",
+            "--no-cache",
+            "--step",
+            "4",
+        ],
+    )
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     compare_rows = [r for r in rows if r["table"] == "compare"]
     assert [r["trace"] for r in compare_rows] == ["naive", "naive_inplace"]
     assert float(compare_rows[0]["ratio_kernels"]) == pytest.approx(5 / 5)  # the memcpy is not a kernel
-    assert float(compare_rows[0]["gpu_activities_per_step"]) == 6 and float(compare_rows[1]["gpu_activities_per_step"]) == 5
+    assert (
+        float(compare_rows[0]["gpu_activities_per_step"]) == 6
+        and float(compare_rows[1]["gpu_activities_per_step"]) == 5
+    )
 
 
 def test_cli_compare_errors_are_one_line(tmp_path, story_dir):
@@ -169,7 +204,7 @@ def test_corpus_pair():
     traces = [tv.load(p, cache=False) for p in HTA]
     r = tv.compare(traces)
     t = r["compare"]
-    for row, trace in zip(t.itertuples(index=False), traces):
+    for row, trace in zip(t.itertuples(index=False), traces, strict=True):
         kernels, gpu_ns = independent(trace)
         assert row.gpu_activities_per_step == kernels
         assert row.kernels_per_step == kernels_only(trace)

@@ -3,6 +3,7 @@
 The expected figures come from an independent reading in the test: stdlib json
 with Decimal numbers, so no float rounding is shared with the loader.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -12,12 +13,18 @@ from decimal import Decimal
 
 import pandas as pd
 import pytest
-
-import traceview as tv
 from corpus import corpus_params
 
-KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
-         "Kernel": "kernel", "Memcpy": "memcpy", "Memset": "memset"}
+import traceview as tv
+
+KINDS = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Kernel": "kernel",
+    "Memcpy": "memcpy",
+    "Memset": "memset",
+}
 
 
 def independent_counts(path):
@@ -60,8 +67,10 @@ def test_linkage(loaded):
     path, trace = loaded
     k = trace.kernels
     linked = float(k["op"].notna().mean()) if len(k) else 1.0
-    print(f"\n{path.parent.name}/{path.name}: {len(k)} GPU activities, {linked:.1%} linked to a CPU op, "
-          f"{float((k['launch'] >= 0).mean()) if len(k) else 1:.1%} to a launch")
+    print(
+        f"\n{path.parent.name}/{path.name}: {len(k)} GPU activities, {linked:.1%} linked to a CPU op, "
+        f"{float((k['launch'] >= 0).mean()) if len(k) else 1:.1%} to a launch"
+    )
     if len(trace.ops) == 0:
         assert k["op"].isna().all()  # nothing to link to: say so, invent nothing
         return
@@ -70,7 +79,10 @@ def test_linkage(loaded):
     assert (launched["launch_name"].notna()).all()
     # Modern eager traces link (nearly) everything; sglang's are CUDA-graph replays
     # launched from Python, outside any aten op, and stay linked to their launch only.
-    if path.parent.name in ("tracelens", "tokenomics", "torch_profiling_tutorial") and "sglang" not in path.name:
+    if (
+        path.parent.name in ("tracelens", "tokenomics", "torch_profiling_tutorial")
+        and "sglang" not in path.name
+    ):
         assert linked >= 0.99
 
 

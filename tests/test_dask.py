@@ -2,6 +2,7 @@
 (bounded in time, always stopped). The run through them equals the serial run; a worker
 killed mid-run (SIGKILL, a real process) loses nothing, its ranks run on the other worker;
 ``--workers 2`` (a local cluster) gives the same report too."""
+
 from __future__ import annotations
 
 import json
@@ -13,11 +14,10 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
 from traceview.cli import main
-
-from corpus import CORPUS, SKIP_REASON
 
 distributed = pytest.importorskip("distributed")
 PARAM = CORPUS / "param"
@@ -27,8 +27,9 @@ START_S = 60
 
 
 def _spawn(args: list, log) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def _stop(address, procs):
@@ -37,7 +38,7 @@ def _stop(address, procs):
         try:
             with distributed.Client(address, timeout=5) as c:
                 c.shutdown()
-        except Exception:  # noqa: BLE001 - stopping anyway
+        except Exception:
             pass
     for p in procs:
         try:
@@ -54,8 +55,21 @@ def cluster(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("dask")
     sched_file = tmp_path / "scheduler.json"
     log = open(tmp_path / "dask.log", "w")
-    procs = [_spawn(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-                     "--no-dashboard", "--scheduler-file", str(sched_file)], log)]
+    procs = [
+        _spawn(
+            [
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(sched_file),
+            ],
+            log,
+        )
+    ]
     address = None
     try:
         deadline = time.monotonic() + START_S
@@ -63,9 +77,24 @@ def cluster(tmp_path_factory):
             time.sleep(0.1)
         assert sched_file.exists(), (tmp_path / "dask.log").read_text()
         address = json.loads(sched_file.read_text())["address"]
-        workers = [_spawn(["distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1",
-                           "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", str(START_S)], log)
-                   for _ in range(2)]
+        workers = [
+            _spawn(
+                [
+                    "distributed.cli.dask_worker",
+                    address,
+                    "--no-nanny",
+                    "--nthreads",
+                    "1",
+                    "--host",
+                    "127.0.0.1",
+                    "--no-dashboard",
+                    "--death-timeout",
+                    str(START_S),
+                ],
+                log,
+            )
+            for _ in range(2)
+        ]
         procs += workers
         with distributed.Client(address, timeout=START_S) as c:
             c.wait_for_workers(2, timeout=START_S)

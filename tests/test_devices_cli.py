@@ -4,6 +4,7 @@ A user's device table is checked before any trace is read: a file that is not TO
 field the table does not know, is a one-line error naming the file (exit 1). A device it adds
 is then found for a trace whose GPU the built-in table does not know.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -12,13 +13,12 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS
 
 import traceview as tv
 from traceview.analyses.measure.efficiency import kernel_efficiency, op_table
 from traceview.analyses.select.region import Selection, region
 from traceview.cli import main
-
-from corpus import CORPUS
 
 FALCON = CORPUS / "tracelens" / "h100__Falconsai_nsfw_image_detection__1016002.json.gz"
 needs_falcon = pytest.mark.skipif(not FALCON.exists(), reason="corpus absent")
@@ -57,8 +57,9 @@ def one_line_error(res, *words):
         assert w in lines[0], (w, lines[0])
 
 
-@pytest.mark.parametrize("command", [["kernels", "T"], ["diff", "T", "T"], ["compare", "T"],
-                                     ["report", "T", "-o", "OUT"]])
+@pytest.mark.parametrize(
+    "command", [["kernels", "T"], ["diff", "T", "T"], ["compare", "T"], ["report", "T", "-o", "OUT"]]
+)
 def test_malformed_toml_is_one_line_naming_the_file(tmp_path, command):
     bad = tmp_path / "peaks.toml"
     bad.write_text("version = 1\n[[device]\nname = 'x'\n")
@@ -70,15 +71,19 @@ def test_malformed_toml_is_one_line_naming_the_file(tmp_path, command):
 def test_unknown_field_and_bad_values_are_one_line_errors(tmp_path):
     trace = tmp_path / "never-read.json"
     second = GOOD + "[[device]]\nname = 'Imaginary X2'\nmatch = 'X2'\nmemory_gbps = 1\n"  # lacks its source
-    for text, words in ((GOOD.replace("memory_gbps", "bandwidth"),
-                         ["device[0]: unknown field 'bandwidth'", "Imaginary X1", "memory_gbps"]),
-                        (GOOD + "colour = 'red'\n", ["unknown field 'colour'"]),
-                        (GOOD.replace("bf16 = 500.0", "bf16 = 'fast'"), ["device[0].tensor", "expected number"]),
-                        (GOOD.replace("'Imaginary X1'", "'(unclosed'"), ["device[0].match: not a regular expression"]),
-                        ("[gpu]\nname = 'x'\n", ["unknown top-level key 'gpu'"]),
-                        (GOOD.replace("2000", "true"), ["device[0].memory_gbps: expected number, got boolean"]),
-                        (GOOD.replace("2000", "2000\nsms = 0"), ["device[0].sms", ">= 1"]),
-                        (second, ["device[1]: missing 'source'", "Imaginary X2"])):
+    for text, words in (
+        (
+            GOOD.replace("memory_gbps", "bandwidth"),
+            ["device[0]: unknown field 'bandwidth'", "Imaginary X1", "memory_gbps"],
+        ),
+        (GOOD + "colour = 'red'\n", ["unknown field 'colour'"]),
+        (GOOD.replace("bf16 = 500.0", "bf16 = 'fast'"), ["device[0].tensor", "expected number"]),
+        (GOOD.replace("'Imaginary X1'", "'(unclosed'"), ["device[0].match: not a regular expression"]),
+        ("[gpu]\nname = 'x'\n", ["unknown top-level key 'gpu'"]),
+        (GOOD.replace("2000", "true"), ["device[0].memory_gbps: expected number, got boolean"]),
+        (GOOD.replace("2000", "2000\nsms = 0"), ["device[0].sms", ">= 1"]),
+        (second, ["device[1]: missing 'source'", "Imaginary X2"]),
+    ):
         f = tmp_path / f"d{abs(hash(text))}.toml"
         f.write_text(text)
         one_line_error(run("kernels", trace, "--devices", f), str(f), *words)
@@ -90,7 +95,9 @@ def test_a_device_from_the_file_then_matches(tmp_path, imaginary):
     dev = tmp_path / "peaks.toml"
     dev.write_text(GOOD)
     plain = json.loads(run("kernels", imaginary, "--format", "json", "--no-cache").stdout)
-    assert any("'Imaginary X1' is not in the device table" in n and "--devices FILE" in n for n in plain["notes"])
+    assert any(
+        "'Imaginary X1' is not in the device table" in n and "--devices FILE" in n for n in plain["notes"]
+    )
     assert all(r["pct_of_peak_tflops"] is None for r in plain["tables"]["kernels"])
     res = run("kernels", imaginary, "--format", "json", "--no-cache", "--devices", dev)
     assert res.exit_code == 0, res.output
@@ -119,7 +126,9 @@ def test_ops_table_flops_add_up_to_the_kernels_flops_of_the_step():
     step = int(t.steps["step"].iloc[0])
     r = region(t, Selection(step=step))
     ops = op_table(r)
-    kernel_flops = kernel_efficiency(t, r.activities)["flops"].sum()  # FLOPs attributed to this step's kernels
+    kernel_flops = kernel_efficiency(t, r.activities)[
+        "flops"
+    ].sum()  # FLOPs attributed to this step's kernels
     assert kernel_flops > 1e11
     assert ops["flops"].sum() == pytest.approx(kernel_flops, rel=1e-12)
     assert not ops.duplicated(["op", "input_dims"]).any()  # one row per op name and shapes
@@ -127,8 +136,18 @@ def test_ops_table_flops_add_up_to_the_kernels_flops_of_the_step():
     # the CLI prints it behind --ops, the API returns it as data
     doc = json.loads(run("kernels", FALCON, "--ops", "--step", step, "--format", "json", "--no-cache").stdout)
     assert sum(x["flops"] or 0 for x in doc["tables"]["ops"]) == pytest.approx(kernel_flops, rel=1e-12)
-    assert list(doc["tables"]["ops"][0]) == ["op", "input_dims", "count", "flops", "bytes_moved", "gpu_time_ns",
-                                             "tflops", "gbps", "pct_of_peak_tflops", "pct_of_peak_gbps"]
+    assert list(doc["tables"]["ops"][0]) == [
+        "op",
+        "input_dims",
+        "count",
+        "flops",
+        "bytes_moved",
+        "gpu_time_ns",
+        "tflops",
+        "gbps",
+        "pct_of_peak_tflops",
+        "pct_of_peak_gbps",
+    ]
     assert "ops" in tv.kernels(FALCON, ops=True, step=step, cache=False).tables
     assert "ops" not in tv.kernels(FALCON, step=step, cache=False).tables
     addmm = [x for x in doc["tables"]["ops"] if x["op"] == "aten::addmm" and x["pct_of_peak_tflops"]]

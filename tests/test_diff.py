@@ -5,6 +5,7 @@ real kernel names of the attention story; CPU-side behaviour on the CPU sample
 traces; real-world behaviour on the HTA trace_diff pair of the shared corpus
 (an A100 vs a V100 run of the same model), skipped when the corpus is absent.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,17 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
-
 import synth
-import traceview as tv
+from click.testing import CliRunner
 from corpus import CORPUS
-from traceview.analyses.wording.names import normalise_kernel_name, short_kernel_name
-from traceview.domain import gemm_family
-from traceview.link import ARROW
+
+import traceview as tv
 from traceview.analyses.select.region import Selection
+from traceview.analyses.wording.names import normalise_kernel_name, short_kernel_name
 from traceview.cli import main
+from traceview.domain import gemm_family
 from traceview.errors import TraceviewError
+from traceview.link import ARROW
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 HTA_A = CORPUS / "hta" / "trace_diff__control__control.json.gz"
@@ -46,7 +47,7 @@ def synth_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def st(synth_dir):
     """Loaded synthetic traces by file stem."""
-    return {p.name[:-len(".json.gz")]: tv.load(p, cache=False) for p in sorted(synth_dir.glob("*.json.gz"))}
+    return {p.name[: -len(".json.gz")]: tv.load(p, cache=False) for p in sorted(synth_dir.glob("*.json.gz"))}
 
 
 def per_step_kernels(trace) -> float:
@@ -62,71 +63,103 @@ def per_step_gpu_ns(trace) -> float:
 
 def overview(report) -> dict:
     o = report["overview"]
-    return {m: (a, b) for m, a, b in zip(o["metric"], o["a"], o["b"])}
+    return {m: (a, b) for m, a, b in zip(o["metric"], o["a"], o["b"], strict=True)}
 
 
 # ------------------------------------------------------------------ kernel-name matching
 
 
-@pytest.mark.parametrize("a, b", [
-    ("ampere_sgemm_128x64_tn", "ampere_sgemm_64x32_tn"),                      # tile size
-    ("ampere_sgemm_128x64_tn", "volta_sgemm_128x32_tn"),                      # architecture
-    ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn",
-     "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_tn"),           # dtype + tiles
-    (synth.MUL, synth.MUL_F32),                                               # template type args
-    (synth.SOFTMAX, synth.SOFTMAX_F32),
-    (synth.FMHA, "fmha_cutlassF_f16_aligned_32x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
-                 "cutlass::half_t, cutlass::arch::Sm80, true, 32, 128, 128, true, true>::Params)"),
-    (synth.FLASH, synth.FLASH.replace("64, 128, 128, 4", "128, 64, 64, 4").replace("true, false>", "false, false>")),
-    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(cutlass_80_tensorop_s1688gemm_"
-     "64x64_16x6_nn_align4::Params)",
-     "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x256_32x3_nn_align1>(cutlass_80_tensorop_s1688gemm_"
-     "128x256_32x3_nn_align1::Params)"),
-    (synth.MASKED_FILL, synth.MASKED_FILL.replace("c10::BFloat16, bool", "float, bool").replace("#10", "#7")),
-    ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_12"),
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("ampere_sgemm_128x64_tn", "ampere_sgemm_64x32_tn"),  # tile size
+        ("ampere_sgemm_128x64_tn", "volta_sgemm_128x32_tn"),  # architecture
+        (
+            "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn",
+            "ampere_fp16_s16816gemm_fp16_256x128_ldg8_f2f_stages_32x3_tn",
+        ),  # dtype + tiles
+        (synth.MUL, synth.MUL_F32),  # template type args
+        (synth.SOFTMAX, synth.SOFTMAX_F32),
+        (
+            synth.FMHA,
+            "fmha_cutlassF_f16_aligned_32x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+            "cutlass::half_t, cutlass::arch::Sm80, true, 32, 128, 128, true, true>::Params)",
+        ),
+        (
+            synth.FLASH,
+            synth.FLASH.replace("64, 128, 128, 4", "128, 64, 64, 4").replace("true, false>", "false, false>"),
+        ),
+        (
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(cutlass_80_tensorop_s1688gemm_"
+            "64x64_16x6_nn_align4::Params)",
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x256_32x3_nn_align1>(cutlass_80_tensorop_s1688gemm_"
+            "128x256_32x3_nn_align1::Params)",
+        ),
+        (
+            synth.MASKED_FILL,
+            synth.MASKED_FILL.replace("c10::BFloat16, bool", "float, bool").replace("#10", "#7"),
+        ),
+        ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_12"),
+    ],
+)
 def test_same_kernel_matches_across_numbers_templates_and_dtypes(a, b):
     assert normalise_kernel_name(a) == normalise_kernel_name(b)
 
 
-@pytest.mark.parametrize("a, b", [
-    ("ampere_sgemm_128x64_tn", "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn"),  # CUDA vs tensor cores
-    (synth.MUL, synth.ADD),                                   # different functor, same template
-    (synth.MUL, synth.FILL),
-    ("Memcpy DtoD (Device -> Device)", "Memcpy HtoD (Pageable -> Device)"),
-    (synth.FMHA, synth.FLASH),
-    (synth.WHERE, synth.MASKED_FILL),                         # lambdas of different kernels
-    ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_nn"),     # layout is not a number
-])
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        (
+            "ampere_sgemm_128x64_tn",
+            "ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn",
+        ),  # CUDA vs tensor cores
+        (synth.MUL, synth.ADD),  # different functor, same template
+        (synth.MUL, synth.FILL),
+        ("Memcpy DtoD (Device -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        (synth.FMHA, synth.FLASH),
+        (synth.WHERE, synth.MASKED_FILL),  # lambdas of different kernels
+        ("ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_nn"),  # layout is not a number
+    ],
+)
 def test_different_kernels_stay_apart(a, b):
     assert normalise_kernel_name(a) != normalise_kernel_name(b)
 
 
 def test_normalised_names_read_well():
-    assert normalise_kernel_name(synth.MUL) == \
-        "at::native::vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>, Array>"
+    assert (
+        normalise_kernel_name(synth.MUL)
+        == "at::native::vectorized_elementwise_kernel<AUnaryFunctor<MulFunctor>, Array>"
+    )
     assert normalise_kernel_name(synth.SOFTMAX) == "softmax_warp_forward"
     assert normalise_kernel_name("ampere_sgemm_128x64_tn") == "ARCH_sgemm_NxN_tn"
-    assert normalise_kernel_name(synth.MASKED_FILL) == \
-        "at::native::elementwise_kernel<gpu_kernel_impl_nocast<masked_fill_kernel>>"
+    assert (
+        normalise_kernel_name(synth.MASKED_FILL)
+        == "at::native::elementwise_kernel<gpu_kernel_impl_nocast<masked_fill_kernel>>"
+    )
     assert normalise_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
     # unbalanced brackets (operator<) must not raise
     assert normalise_kernel_name("void foo<int(bar") != ""
 
 
 def test_readable_names_keep_what_the_name_says():
-    from traceview.analyses.wording.names import kernel_label, readable_kernel_name as readable
+    from traceview.analyses.wording.names import kernel_label
+    from traceview.analyses.wording.names import readable_kernel_name as readable
 
     # issue 21: the dtype and the number arguments stay, so bf16 and fp32 kernels no longer read the same
     assert readable(synth.MUL) == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [BFloat16]"
     assert readable(synth.MUL_F32) == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [float]"
-    assert readable(synth.MASKED_FILL) == "elementwise_kernel<128, 2, gpu_kernel_impl_nocast<masked_fill_kernel>> [BFloat16]"
+    assert (
+        readable(synth.MASKED_FILL)
+        == "elementwise_kernel<128, 2, gpu_kernel_impl_nocast<masked_fill_kernel>> [BFloat16]"
+    )
     assert readable(synth.WHERE) != readable(synth.MASKED_FILL)  # the wrapped functor tells them apart
     assert readable("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"
     # a return type before the name (cuBLAS gemv) is not the kernel's name
-    gemv = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
-            "false, true, true, false, 7, false, cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>, "
-            "cublasGemvTensorStrided<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>>)")
+    gemv = (
+        "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
+        "false, true, true, false, 7, false, cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>, "
+        "cublasGemvTensorStrided<float>, float> >(cublasGemvParamsEx<int, cublasGemvTensorStrided<float const>>)"
+    )
     assert readable(gemv) == "internal::gemvx::kernel<7> [float]"  # float, not the int index type
     assert kernel_label("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD (Device -> Device)"
 
@@ -136,8 +169,10 @@ def test_summary_top_kernels_show_readable_names_and_keep_full_ones(st):
     assert top.columns.tolist() == ["kernel", "count", "total_ns", "pct_time", "name"]
     row = top.set_index("name").loc[synth.GEMM_SIMT]
     assert row["kernel"] == "ampere_sgemm_128x64_tn"
-    assert top.set_index("name").loc[synth.MUL_F32, "kernel"] == \
-        "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [float]"  # dtype kept (issue 21)
+    assert (
+        top.set_index("name").loc[synth.MUL_F32, "kernel"]
+        == "vectorized_elementwise_kernel<4, AUnaryFunctor<MulFunctor>> [float]"
+    )  # dtype kept (issue 21)
     assert len(top) == top["name"].nunique()  # still one row per full name
 
 
@@ -145,7 +180,9 @@ def test_gemm_families_and_short_names():
     assert gemm_family(synth.GEMM_TC) == "s16816"
     assert gemm_family(synth.GEMM_SIMT) == "sgemm"
     assert gemm_family("volta_sgemm_128x32_nt") == "sgemm"
-    assert gemm_family("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x)") == "s1688"
+    assert (
+        gemm_family("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(x)") == "s1688"
+    )
     assert short_kernel_name(synth.FMHA) == "fmha_cutlassF"
     assert short_kernel_name(synth.FLASH) == "flash_fwd_kernel"
     assert short_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
@@ -202,10 +239,17 @@ def test_naive_vs_sdpa_math_gemms_move_to_cuda_cores(st):
     assert att.loc["A", "backend"] == "none" and att.loc["B", "backend"] == "unfused: math"
 
 
-@pytest.mark.parametrize("variant, backend, words", [
-    ("sdpa_efficient", "mem_efficient", "attention runs as one fmha_cutlassF kernel per step (memory-efficient backend)"),
-    ("sdpa_flash", "flash", "attention runs as one flash_fwd_kernel kernel per step (flash backend)"),
-])
+@pytest.mark.parametrize(
+    "variant, backend, words",
+    [
+        (
+            "sdpa_efficient",
+            "mem_efficient",
+            "attention runs as one fmha_cutlassF kernel per step (memory-efficient backend)",
+        ),
+        ("sdpa_flash", "flash", "attention runs as one flash_fwd_kernel kernel per step (flash backend)"),
+    ],
+)
 def test_fused_attention_backend(st, variant, backend, words):
     r = tv.diff(st["naive"], st[variant])
     att = r["attention"].set_index("side")
@@ -219,7 +263,12 @@ def test_five_steps_compare_with_three_per_step(st):
     ov = overview(r)
     assert ov["regions"] == (5.0, 3.0)
     o = r["overview"].set_index("metric")
-    for metric in ("gpu_activities_per_step", "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step"):
+    for metric in (
+        "gpu_activities_per_step",
+        "gpu_time_per_step_ns",
+        "kernel_launches_per_step",
+        "cpu_ops_per_step",
+    ):
         assert o.loc[metric, "delta"] == 0 and o.loc[metric, "ratio"] == pytest.approx(1.0), metric
     assert len(r["only_in_a"]) == 0 and len(r["only_in_b"]) == 0
     assert (r["by_category"]["ratio_count"] == 1.0).all()
@@ -237,8 +286,13 @@ def test_one_step_and_annotation_selection(st, synth_dir):
     assert overview(r)["gpu_activities_per_step"] == (6.0, 17.0)
     with pytest.raises(TraceviewError, match="has no step 99"):
         tv.diff(st["naive"], st["sdpa_math"], step=99)
-    r = tv.diff(synth_dir / "naive.json.gz", synth_dir / "sdpa_math.json.gz", annotation="naive",
-                annotation_b="sdpa_math", cache=False)
+    r = tv.diff(
+        synth_dir / "naive.json.gz",
+        synth_dir / "sdpa_math.json.gz",
+        annotation="naive",
+        annotation_b="sdpa_math",
+        cache=False,
+    )
     assert r.info["normalised_by"] == "annotation: 3 in A, 3 in B"
     assert overview(r)["gpu_activities_per_step"] == (6.0, 17.0)
     with pytest.raises(TraceviewError, match="no annotation named 'nope'"):
@@ -246,7 +300,9 @@ def test_one_step_and_annotation_selection(st, synth_dir):
 
 
 def test_stream_selection_that_matches_nothing_is_an_error_listing_the_streams(st):
-    with pytest.raises(TraceviewError, match=r"naive.json.gz: has no GPU activity with stream 99 \(streams: 7\)"):
+    with pytest.raises(
+        TraceviewError, match=r"naive.json.gz: has no GPU activity with stream 99 \(streams: 7\)"
+    ):
         tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=99))
     r = tv.diff(st["naive"], st["naive_inplace"], sel=Selection(stream=7))
     assert overview(r)["cpu_ops_per_step"] == (22.0, 17.0)  # CPU side unaffected by a GPU stream filter
@@ -261,18 +317,27 @@ def test_cpu_traces_compare_ops_per_step():
     assert "by_category" not in r.tables and "only_in_a" not in r.tables
     assert r.findings[0].startswith("neither trace holds GPU activity")
     manifest = json.loads((SAMPLES / "manifest.json").read_text())["collected"]
-    expect = {v: sum(manifest[v]["trace_op_counts"].values()) / manifest[v]["steps"] for v in ("naive", "naive_inplace")}
+    expect = {
+        v: sum(manifest[v]["trace_op_counts"].values()) / manifest[v]["steps"]
+        for v in ("naive", "naive_inplace")
+    }
     assert overview(r)["cpu_ops_per_step"] == (expect["naive"], expect["naive_inplace"]) == (45.0, 36.0)
     ops = r["cpu_ops"].set_index("op")
     assert ops.loc["aten::copy_", "a_count"] == 2 and ops.loc["aten::copy_", "b_count"] == 1
     a_steps = a.ops[a.ops["step"].notna()]
     assert ops.loc["aten::bmm", "a_time_ns"] == pytest.approx(
-        a_steps.loc[a_steps["name"] == "aten::bmm", "dur_ns"].sum() / 3)
+        a_steps.loc[a_steps["name"] == "aten::bmm", "dur_ns"].sum() / 3
+    )
     assert "aten::masked_fill → aten::clone → aten::copy_" in r["cpu_only_in_a"]["chain"].tolist()
     text = "\n".join(r.findings)
-    assert "A runs aten::masked_fill, aten::clone, aten::empty_like and aten::empty per step that B does not" in text
-    assert "aten::masked_fill copies (aten::copy_ under it: aten::masked_fill → aten::clone → aten::copy_, " \
-           "1 per step) in A, not in B" in text
+    assert (
+        "A runs aten::masked_fill, aten::clone, aten::empty_like and aten::empty per step that B does not"
+        in text
+    )
+    assert (
+        "aten::masked_fill copies (aten::copy_ under it: aten::masked_fill → aten::clone → aten::copy_, "
+        "1 per step) in A, not in B" in text
+    )
     assert "B runs 36 CPU ops per step vs 45 in A" in text
 
 
@@ -283,7 +348,10 @@ def test_cpu_traces_math_backend_ops():
         assert name in new_ops
     assert any("SDPA math backend" in f for f in r.findings)
     r = tv.diff(SAMPLES / "sdpa_math.json.gz", SAMPLES / "sdpa_flash.json.gz")
-    assert "B: attention runs as aten::_scaled_dot_product_flash_attention_for_cpu (CPU flash backend)" in r.findings
+    assert (
+        "B: attention runs as aten::_scaled_dot_product_flash_attention_for_cpu (CPU flash backend)"
+        in r.findings
+    )
 
 
 # ------------------------------------------------------------------ JSON
@@ -291,26 +359,80 @@ def test_cpu_traces_math_backend_ops():
 
 DIFF_TABLES = {
     "overview": ["metric", "a", "b", "delta", "ratio"],
-    "by_category": ["category", "a_count", "b_count", "delta_count", "ratio_count", "a_time_ns", "b_time_ns",
-                    "delta_time_ns", "ratio_time"],
+    "by_category": [
+        "category",
+        "a_count",
+        "b_count",
+        "delta_count",
+        "ratio_count",
+        "a_time_ns",
+        "b_time_ns",
+        "delta_time_ns",
+        "ratio_time",
+    ],
     "only_in_a": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"],
     "only_in_b": ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"],
-    "by_kernel": ["kernel", "category", "a_count", "b_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time",
-                  "a_example", "b_example", "match_key"],
-    "gemm_path": ["side", "trace", "gemm_kernels", "gemm_time_ns", "gemm_pct", "tensor_core_pct",
-                  "dominant_family", "families"],
+    "by_kernel": [
+        "kernel",
+        "category",
+        "a_count",
+        "b_count",
+        "a_time_ns",
+        "b_time_ns",
+        "delta_time_ns",
+        "ratio_time",
+        "a_example",
+        "b_example",
+        "match_key",
+    ],
+    "gemm_path": [
+        "side",
+        "trace",
+        "gemm_kernels",
+        "gemm_time_ns",
+        "gemm_pct",
+        "tensor_core_pct",
+        "dominant_family",
+        "families",
+    ],
     "attention": ["side", "trace", "backend", "kernels", "time_ns", "kernel", "sdpa_op"],
-    "efficiency": ["trace", "device", "gemm_tflops", "gemm_pct_of_peak", "gemm_runs_on", "attention_tflops",
-                   "attention_pct_of_peak", "attention_runs_on"],
-    "cpu_ops": ["op", "a_count", "b_count", "delta_count", "a_time_ns", "b_time_ns", "delta_time_ns", "ratio_time"],
+    "efficiency": [
+        "trace",
+        "device",
+        "gemm_tflops",
+        "gemm_pct_of_peak",
+        "gemm_runs_on",
+        "attention_tflops",
+        "attention_pct_of_peak",
+        "attention_runs_on",
+    ],
+    "cpu_ops": [
+        "op",
+        "a_count",
+        "b_count",
+        "delta_count",
+        "a_time_ns",
+        "b_time_ns",
+        "delta_time_ns",
+        "ratio_time",
+    ],
     "cpu_only_in_a": ["chain", "op", "count", "time_ns"],
     "cpu_only_in_b": ["chain", "op", "count", "time_ns"],
 }
 
 
 def test_json_holds_the_documented_fields(synth_dir):
-    res = CliRunner().invoke(main, ["diff", str(synth_dir / "naive.json.gz"), str(synth_dir / "sdpa_math.json.gz"),
-                                    "--format", "json", "--no-cache"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "diff",
+            str(synth_dir / "naive.json.gz"),
+            str(synth_dir / "sdpa_math.json.gz"),
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["schema"] == "traceview.report" and doc["schema_version"] == 1 and doc["kind"] == "diff"
@@ -319,9 +441,23 @@ def test_json_holds_the_documented_fields(synth_dir):
     for name, cols in DIFF_TABLES.items():
         assert doc["tables"][name], name
         assert list(doc["tables"][name][0]) == cols, name
-    for key in ("a", "b", "a_label", "b_label", "normalised_by", "a_gpu_time_per_step_ns", "b_gpu_time_per_step_ns",
-                "ratio_gpu_time", "a_kernels_per_step", "b_kernels_per_step", "ratio_kernels",
-                "a_cpu_time_per_step_ns", "b_cpu_time_per_step_ns", "a_cpu_ops_per_step", "b_cpu_ops_per_step"):
+    for key in (
+        "a",
+        "b",
+        "a_label",
+        "b_label",
+        "normalised_by",
+        "a_gpu_time_per_step_ns",
+        "b_gpu_time_per_step_ns",
+        "ratio_gpu_time",
+        "a_kernels_per_step",
+        "b_kernels_per_step",
+        "ratio_kernels",
+        "a_cpu_time_per_step_ns",
+        "b_cpu_time_per_step_ns",
+        "a_cpu_ops_per_step",
+        "b_cpu_ops_per_step",
+    ):
         assert key in doc["info"], key
     assert doc["info"]["a_kernels_per_step"] == 5.0 and doc["info"]["b_kernels_per_step"] == 17.0
     assert any("GEMMs moved" in f for f in doc["findings"])
@@ -334,8 +470,17 @@ def test_json_holds_the_documented_fields(synth_dir):
 
 
 def test_json_on_cpu_traces_has_cpu_tables_only():
-    res = CliRunner().invoke(main, ["diff", str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz"),
-                                    "--format", "json", "--no-cache"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "diff",
+            str(SAMPLES / "naive.json.gz"),
+            str(SAMPLES / "naive_inplace.json.gz"),
+            "--format",
+            "json",
+            "--no-cache",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert set(doc["tables"]) == {"overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b"}
@@ -358,13 +503,16 @@ def test_cli_diff_table_markdown_csv(synth_dir):
 
 
 def test_cli_diff_bad_path_is_one_line(tmp_path, synth_dir):
-    res = CliRunner().invoke(main, ["diff", str(tmp_path / "missing.json.gz"), str(synth_dir / "naive.json.gz")])
+    res = CliRunner().invoke(
+        main, ["diff", str(tmp_path / "missing.json.gz"), str(synth_dir / "naive.json.gz")]
+    )
     assert res.exit_code == 1
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "missing.json.gz" in lines[0] and "no such file" in lines[0]
     assert "Traceback" not in res.output
-    res = CliRunner().invoke(main, ["diff", str(synth_dir / "naive.json.gz"), str(synth_dir / "naive.json.gz"),
-                                    "--step", "42"])
+    res = CliRunner().invoke(
+        main, ["diff", str(synth_dir / "naive.json.gz"), str(synth_dir / "naive.json.gz"), "--step", "42"]
+    )
     assert res.exit_code == 1 and len(res.stderr.strip().splitlines()) == 1 and "no step 42" in res.stderr
 
 
@@ -417,8 +565,8 @@ def test_annotation_outside_the_selected_step_is_empty_not_a_crash():
     from pathlib import Path
 
     import traceview as tv
-    from traceview.analyses.variants.diff import diff as diff_fn
     from traceview.analyses.select.region import Selection
+    from traceview.analyses.variants.diff import diff as diff_fn
 
     t = tv.load(Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz", cache=False)
     rep = diff_fn(t, t, Selection(step=5, annotation="ProfilerStep#3"))

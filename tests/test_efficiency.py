@@ -4,6 +4,7 @@ The independent reference is torch's own ``torch.utils.flop_counter.FlopCounterM
 live on CPU tensors (each op profiled with shapes and counted by torch in the same
 run), and as recorded by the collectors in sample_traces/manifest.json.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -13,15 +14,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpus import CORPUS, SKIP_REASON, corpus_params
 
 import traceview as tv
-from traceview.analyses.measure.efficiency import (COLUMNS, efficiency, efficiency_notes, kernel_efficiency,
-                                           kernel_work)
-from traceview.analyses.select.region import region
+from traceview.analyses.measure.efficiency import (
+    COLUMNS,
+    efficiency,
+    efficiency_notes,
+    kernel_efficiency,
+    kernel_work,
+)
 from traceview.analyses.measure.work import op_work, trace_work
+from traceview.analyses.select.region import region
 from traceview.devices import find_device, load_devices, trace_device
-
-from corpus import CORPUS, SKIP_REASON, corpus_params
 
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count  # noqa: E402
@@ -72,7 +77,9 @@ def _profile(tmp_path, fn, *args) -> tuple:
         counter = FlopCounterMode(display=False)
         with counter:
             fn(*args)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True
+        ) as prof:
             fn(*args)
     path = tmp_path / "t.json"
     prof.export_chrome_trace(str(path))
@@ -93,9 +100,21 @@ LIVE = {
     "linear": (F.linear, _r(2, 9, 16), _r(8, 16), _r(8)),
     "linear no bias": (F.linear, _r(9, 16), _r(8, 16)),
     "conv2d": (lambda x, w: F.conv2d(x, w), _r(2, 3, 17, 19), _r(8, 3, 3, 3)),
-    "conv2d stride padding": (lambda x, w: F.conv2d(x, w, stride=2, padding=1), _r(2, 3, 17, 19), _r(8, 3, 3, 3)),
-    "conv2d dilation": (lambda x, w: F.conv2d(x, w, dilation=2, padding=(1, 2)), _r(1, 4, 16, 16), _r(6, 4, 3, 3)),
-    "conv2d groups": (lambda x, w: F.conv2d(x, w, groups=4, stride=(2, 1)), _r(2, 8, 15, 15), _r(12, 2, 3, 3)),
+    "conv2d stride padding": (
+        lambda x, w: F.conv2d(x, w, stride=2, padding=1),
+        _r(2, 3, 17, 19),
+        _r(8, 3, 3, 3),
+    ),
+    "conv2d dilation": (
+        lambda x, w: F.conv2d(x, w, dilation=2, padding=(1, 2)),
+        _r(1, 4, 16, 16),
+        _r(6, 4, 3, 3),
+    ),
+    "conv2d groups": (
+        lambda x, w: F.conv2d(x, w, groups=4, stride=(2, 1)),
+        _r(2, 8, 15, 15),
+        _r(12, 2, 3, 3),
+    ),
     "conv1d": (lambda x, w: F.conv1d(x, w, stride=3), _r(2, 4, 50), _r(6, 4, 5)),
     "conv_transpose2d": (lambda x, w: F.conv_transpose2d(x, w, stride=2), _r(1, 4, 9, 9), _r(4, 6, 3, 3)),
 }
@@ -241,8 +260,10 @@ def test_every_device_has_a_source_and_dense_figures():
 
 def test_user_device_file_overrides(tmp_path):
     own = tmp_path / "devices.toml"
-    own.write_text('[[device]]\nname = "H100 SXM5 80GB"\nmatch = "H100 80GB HBM3"\n'
-                   'tensor = { bf16 = 500.0 }\nmemory_gbps = 1000\nsource = "my measurement"\n')
+    own.write_text(
+        '[[device]]\nname = "H100 SXM5 80GB"\nmatch = "H100 80GB HBM3"\n'
+        'tensor = { bf16 = 500.0 }\nmemory_gbps = 1000\nsource = "my measurement"\n'
+    )
     d = find_device("NVIDIA H100 80GB HBM3", 132, str(own))
     assert d.source == "my measurement" and d.peak_tflops("tensor", "bf16") == 500.0
     assert find_device("NVIDIA A100-SXM4-80GB", 108, str(own)).name == "A100 SXM4 80GB"

@@ -1,4 +1,5 @@
 """int64 values above 2**53 print exactly in every format (a float has only 53 bits)."""
+
 from __future__ import annotations
 
 import json
@@ -11,15 +12,19 @@ from traceview.render import render
 from traceview.render.cells import cell
 from traceview.report import Report
 
-TS = 1_694_128_201_545_674_000      # an absolute timestamp in ns: float() makes it ...673,920 or so
-ODD = 2**53 + 1                     # the first integer a float can't hold
+TS = 1_694_128_201_545_674_000  # an absolute timestamp in ns: float() makes it ...673,920 or so
+ODD = 2**53 + 1  # the first integer a float can't hold
 
 
 def _report() -> Report:
-    df = pd.DataFrame({"ts_ns": np.array([TS, TS + 1], dtype=np.int64),
-                       "count": np.array([ODD, ODD + 2], dtype=np.int64),
-                       "nullable_ns": pd.array([TS + 3, None], dtype="Int64"),
-                       "avg": [1.5, 2.25]})
+    df = pd.DataFrame(
+        {
+            "ts_ns": np.array([TS, TS + 1], dtype=np.int64),
+            "count": np.array([ODD, ODD + 2], dtype=np.int64),
+            "nullable_ns": pd.array([TS + 3, None], dtype="Int64"),
+            "avg": [1.5, 2.25],
+        }
+    )
     return Report(kind="x", title="exact", tables={"t": df}, info={"start_ns": TS, "events": ODD})
 
 

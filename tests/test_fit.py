@@ -6,18 +6,19 @@ diff runs on a representative subset of pairs (all 48x47 pairs would take minute
 H100/MI300 BERT pair (longest names), each folder's first two traces, and the largest
 traces against each other. compare runs once per corpus folder.
 """
+
 from __future__ import annotations
 
 import re
 
 import pytest
+from corpus import SKIP_REASON, corpus_files
 
 import traceview as tv
-from corpus import SKIP_REASON, corpus_files
-from traceview.analyses.variants.compare import compare
-from traceview.analyses.variants.diff import diff
 from traceview.analyses.trace.kernels import kernel_stats
 from traceview.analyses.trace.summary import summary
+from traceview.analyses.variants.compare import compare
+from traceview.analyses.variants.diff import diff
 from traceview.render import render
 from traceview.render.fit import ELLIPSIS, middle, terminal_width
 
@@ -41,12 +42,12 @@ def check(text: str) -> None:
             continue
         header = lines[i - 1]
         for m in re.finditer(r"-+", line):
-            name = header[m.start():m.end()].strip()
+            name = header[m.start() : m.end()].strip()
             if name not in KERNEL_COLUMNS:
                 continue
-            body = lines[i + 1:]
-            body = body[:body.index("")] if "" in body else body  # this table only
-            cells = [row[m.start():m.end()] for row in body]
+            body = lines[i + 1 :]
+            body = body[: body.index("")] if "" in body else body  # this table only
+            cells = [row[m.start() : m.end()] for row in body]
             shortened = any(ELLIPSIS in c for c in cells)
             assert m.end() - m.start() >= 30 or not shortened, f"{name} column {m.end() - m.start()} wide"
 
@@ -117,8 +118,13 @@ def test_rich_output_fits_and_shows_markup_as_written():
     from traceview.report import Report
 
     evil = "[bold]x[/bold] :smile: <script>" + "k" * 120
-    r = Report(kind="t", title=f"Title {evil}", tables={"kernels": pd.DataFrame(
-        {"kernel": [evil], "count": [3], "total_ns": [1234.0]})}, findings=[f"finding {evil}"], info={"label": evil})
+    r = Report(
+        kind="t",
+        title=f"Title {evil}",
+        tables={"kernels": pd.DataFrame({"kernel": [evil], "count": [3], "total_ns": [1234.0]})},
+        findings=[f"finding {evil}"],
+        info={"label": evil},
+    )
     text = _re.sub(r"\x1b\[[0-9;]*m", "", render(r, "table", rich=True, width=80))
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "[bold]x[/bold] :smile:" in text and "<script>" in text and "😄" not in text

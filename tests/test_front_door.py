@@ -4,6 +4,7 @@ The CLI imports no analysis (checked with ``ast``, as test_layers does); no sett
 on the click context; every command has an API function whose signature shows the same
 options (no ``**kw``); and an option a command cannot apply is a usage error, never dropped.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -13,10 +14,10 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-
-import traceview as tv
 from corpus import CORPUS
 from test_layers import PKG, imports, modules
+
+import traceview as tv
 from traceview import api
 from traceview.cli import main
 
@@ -25,8 +26,16 @@ RANKS = sorted((CORPUS / "param").glob("dlrm_kineto__worker[01]_*.json.gz"))
 needs_ranks = pytest.mark.skipif(len(RANKS) < 2, reason="corpus absent (param dlrm ranks)")
 
 #: CLI option (click parameter name) -> the API keyword it becomes
-KEYWORD = {"max_size": "max_bytes", "no_cache": "cache", "no_ns_rounding": "ns_rounding", "fmt": None,
-           "out": None, "wide": None, "output_file": None, "plot": None}
+KEYWORD = {
+    "max_size": "max_bytes",
+    "no_cache": "cache",
+    "no_ns_rounding": "ns_rounding",
+    "fmt": None,
+    "out": None,
+    "wide": None,
+    "output_file": None,
+    "plot": None,
+}
 #: commands that are not analyses of traces (the cache folder, running a collector)
 NOT_ANALYSES = {"cache", "collect"}
 
@@ -38,9 +47,13 @@ def run(*args):
 def test_cli_imports_no_analysis():
     mods = modules()
     known = set(mods)
-    found = [f"traceview.{m} imports traceview.{d}" for m, path in mods.items()
-             if m == "cli" or m.startswith("cli.") for d in imports(m, path, known)
-             if d == "analyses" or d.startswith("analyses.")]
+    found = [
+        f"traceview.{m} imports traceview.{d}"
+        for m, path in mods.items()
+        if m == "cli" or m.startswith("cli.")
+        for d in imports(m, path, known)
+        if d == "analyses" or d.startswith("analyses.")
+    ]
     assert not found, "\n".join(found)
 
 
@@ -51,8 +64,12 @@ def test_the_import_check_sees_an_analysis_import():
 
 
 def test_no_setting_travels_on_the_click_context():
-    uses = [f"{p.relative_to(PKG)}:{i}" for p in PKG.rglob("*.py")
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "ctx.meta" in line]
+    uses = [
+        f"{p.relative_to(PKG)}:{i}"
+        for p in PKG.rglob("*.py")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "ctx.meta" in line
+    ]
     assert not uses, uses
 
 
@@ -115,8 +132,9 @@ def test_annotate_api_writes_the_trace(tmp_path):
 
 def test_report_api_writes_html(tmp_path):
     pytest.importorskip("matplotlib")
-    text = tv.report([SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"], output=tmp_path / "r.html",
-                     cache=False)
+    text = tv.report(
+        [SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"], output=tmp_path / "r.html", cache=False
+    )
     assert text.startswith("<!") and (tmp_path / "r.html").read_text(encoding="utf-8") == text
 
 

@@ -14,6 +14,7 @@ Sized to run in well under two minutes on two cores. Set
 ``TRACEVIEW_FUZZ_EXAMPLES`` (default 25 per test) to fuzz longer, e.g. 500 in
 a nightly job.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,12 +36,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from corpus import CORPUS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import traceview as tv
 
-from corpus import CORPUS  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 # A few small real traces (< 500 KB of JSON), from different writers.
 SMALL_CORPUS = (
@@ -54,16 +55,32 @@ EXAMPLES = int(os.environ.get("TRACEVIEW_FUZZ_EXAMPLES", "25"))
 CASE_SECONDS = 30  # hard per-case guard (SIGALRM); the hypothesis deadline is the soft one
 MEMORY_GROWTH = 1 << 30  # peak RSS may not grow by more than this across the fuzz cases
 
-FUZZ = settings(max_examples=EXAMPLES, deadline=timedelta(seconds=10), derandomize=False,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=timedelta(seconds=10),
+    derandomize=False,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 
 
 # ---------------------------------------------------------------- the inputs
 
+
 def _event(**kw) -> dict:
-    ev = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 50,
-          "args": {"External id": 1, "Input Dims": [[2, 3], [3, 4]]}}
+    ev = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "aten::mm",
+        "pid": 1,
+        "tid": 1,
+        "ts": 1000,
+        "dur": 50,
+        "args": {"External id": 1, "Input Dims": [[2, 3], [3, 4]]},
+    }
     ev.update(kw)
     return ev
 
@@ -77,10 +94,24 @@ def handmade() -> dict:
             _event(cat="user_annotation", name="ProfilerStep#3", ts=900, dur=400, args={}),
             _event(),
             _event(cat="cuda_runtime", name="cudaLaunchKernel", ts=1010, dur=5, args={"correlation": 7}),
-            _event(cat="kernel", name="sgemm_128x64", pid=0, tid=7, ts=1100, dur=20,
-                   args={"correlation": 7, "device": 0, "stream": 7, "External id": 1}),
-            _event(cat="gpu_memcpy", name="Memcpy HtoD", pid=0, tid=7, ts=1130, dur=3,
-                   args={"correlation": 8, "bytes": 4096}),
+            _event(
+                cat="kernel",
+                name="sgemm_128x64",
+                pid=0,
+                tid=7,
+                ts=1100,
+                dur=20,
+                args={"correlation": 7, "device": 0, "stream": 7, "External id": 1},
+            ),
+            _event(
+                cat="gpu_memcpy",
+                name="Memcpy HtoD",
+                pid=0,
+                tid=7,
+                ts=1130,
+                dur=3,
+                args={"correlation": 8, "bytes": 4096},
+            ),
             {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1010, "name": "ac2g"},
             {"ph": "f", "bp": "e", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 1100, "name": "ac2g"},
             {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
@@ -119,6 +150,7 @@ def seed_docs() -> tuple[tuple[str, dict], ...]:
 
 
 # ---------------------------------------------------------------- the oracle
+
 
 class CaseTimeout(BaseException):
     """Raised by the alarm; a BaseException so that no ``except Exception`` in the loader hides it."""
@@ -192,6 +224,7 @@ doc_index = st.integers(min_value=0, max_value=max(len(seed_docs()) - 1, 0))
 
 # ---------------------------------------------------------------- byte-level damage
 
+
 @FUZZ
 @given(name=seed_names, frac=st.floats(min_value=0.0, max_value=1.0), compress=st.booleans())
 def test_truncated_json(name, frac, compress):
@@ -251,7 +284,7 @@ def test_flipped_deleted_inserted_bytes(name, data, gz):
         if kind == "flip":
             text[at] ^= 1 << data.draw(st.integers(0, 7), label="bit")
         elif kind == "delete":
-            del text[at: at + data.draw(st.integers(1, 64), label="n")]
+            del text[at : at + data.draw(st.integers(1, 64), label="n")]
         elif kind == "insert":
             text[at:at] = data.draw(st.binary(min_size=1, max_size=8), label="bytes")
         else:
@@ -264,21 +297,44 @@ def test_flipped_deleted_inserted_bytes(name, data, gz):
 def test_non_utf8_inside_strings(name, data):
     """Invalid UTF-8 inside a string value: the event is dropped and counted, not the trace lost."""
     text = dict(seeds())[name]
-    quotes = [i for i in range(0, min(len(text), 200_000)) if text[i] == 0x22][:5000]
+    quotes = [i for i in range(min(len(text), 200_000)) if text[i] == 0x22][:5000]
     at = data.draw(st.sampled_from(quotes), label="quote") + 1
-    junk = data.draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80",
-                                      b"\xe2\x82"]), label="junk")
+    junk = data.draw(
+        st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80", b"\xe2\x82"]),
+        label="junk",
+    )
     both_modes(write_case(text[:at] + junk + text[at:], "utf8.json"))
 
 
 # ---------------------------------------------------------------- structural damage
 
 JUNK = st.one_of(
-    st.none(), st.booleans(), st.text(max_size=12),
+    st.none(),
+    st.booleans(),
+    st.text(max_size=12),
     st.integers(min_value=-(2**70), max_value=2**70),
-    st.sampled_from([0, -1, 2**62, 2**63 - 1, 2**63, 2**64, -(2**63), 10**30, 1e300, -1e300, 1e-300,
-                     math.nan, math.inf, -math.inf, 0.1, 1.5e15 + 0.001]),
-    st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.sampled_from(
+        [
+            0,
+            -1,
+            2**62,
+            2**63 - 1,
+            2**63,
+            2**64,
+            -(2**63),
+            10**30,
+            1e300,
+            -1e300,
+            1e-300,
+            math.nan,
+            math.inf,
+            -math.inf,
+            0.1,
+            1.5e15 + 0.001,
+        ]
+    ),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
 FIELDS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args", "s"]
 ARG_FIELDS = ["correlation", "External id", "external id", "device", "stream", "bytes", "name", "Input Dims"]
@@ -287,10 +343,26 @@ ARG_FIELDS = ["correlation", "External id", "external id", "device", "stream", "
 def _mutate(doc: dict, data) -> None:
     events = doc["traceEvents"]
     for _ in range(data.draw(st.integers(1, 8), label="edits")):
-        kind = data.draw(st.sampled_from([
-            "drop_key", "wrong_type", "arg_wrong_type", "ts_string", "duplicate", "shuffle", "reverse",
-            "orphan_kernels", "orphan_launches", "empty", "meta", "not_object", "drop_top",
-        ]), label="kind")
+        kind = data.draw(
+            st.sampled_from(
+                [
+                    "drop_key",
+                    "wrong_type",
+                    "arg_wrong_type",
+                    "ts_string",
+                    "duplicate",
+                    "shuffle",
+                    "reverse",
+                    "orphan_kernels",
+                    "orphan_launches",
+                    "empty",
+                    "meta",
+                    "not_object",
+                    "drop_top",
+                ]
+            ),
+            label="kind",
+        )
         if not events and kind not in ("meta", "empty", "drop_top"):
             continue
         i = data.draw(st.integers(0, max(len(events) - 1, 0)), label="i")
@@ -306,10 +378,11 @@ def _mutate(doc: dict, data) -> None:
         elif kind == "ts_string" and isinstance(ev, dict) and "ts" in ev:
             ev["ts"] = str(ev["ts"])
         elif kind == "duplicate":
-            events.extend(copy.deepcopy(events[i: i + data.draw(st.integers(1, 50), label="n")]))
+            events.extend(copy.deepcopy(events[i : i + data.draw(st.integers(1, 50), label="n")]))
         elif kind == "shuffle":
             seed = data.draw(st.integers(0, 2**32 - 1), label="seed")
             import random
+
             random.Random(seed).shuffle(events)
         elif kind == "reverse":
             events.reverse()
@@ -319,8 +392,14 @@ def _mutate(doc: dict, data) -> None:
         elif kind == "empty":
             events.clear()
         elif kind == "meta":
-            doc[data.draw(st.sampled_from(["baseTimeNanoseconds", "deviceProperties", "traceview",
-                                           "schemaVersion", "traceName"]), label="key")] = data.draw(JUNK)
+            doc[
+                data.draw(
+                    st.sampled_from(
+                        ["baseTimeNanoseconds", "deviceProperties", "traceview", "schemaVersion", "traceName"]
+                    ),
+                    label="key",
+                )
+            ] = data.draw(JUNK)
         elif kind == "not_object":
             events[i] = data.draw(JUNK, label="value")
         elif kind == "drop_top":
@@ -340,23 +419,48 @@ def test_structural_damage(i, data):
 
 
 JSON_VALUES = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-              st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**70), max_value=2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 EVENT = st.fixed_dictionaries(
     {},
     optional={
         "ph": st.one_of(st.sampled_from(["X", "B", "E", "i", "s", "f", "t", "M", "C", ""]), JSON_VALUES),
-        "cat": st.one_of(st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "ac2g",
-                                          "gpu_memcpy", "python_function"]), JSON_VALUES),
-        "name": st.one_of(st.sampled_from(["ProfilerStep#1", "ProfilerStep#99999999999999999999",
-                                           "aten::add", "cudaLaunchKernel", "k"]), JSON_VALUES),
-        "pid": st.one_of(st.integers(-3, 3), st.sampled_from(["stream 7", "99999999999999999999999"]),
-                         JSON_VALUES),
-        "tid": st.one_of(st.integers(-3, 3), st.sampled_from(["stream 99999999999999999999", ""]),
-                         JSON_VALUES),
+        "cat": st.one_of(
+            st.sampled_from(
+                [
+                    "cpu_op",
+                    "kernel",
+                    "cuda_runtime",
+                    "user_annotation",
+                    "ac2g",
+                    "gpu_memcpy",
+                    "python_function",
+                ]
+            ),
+            JSON_VALUES,
+        ),
+        "name": st.one_of(
+            st.sampled_from(
+                ["ProfilerStep#1", "ProfilerStep#99999999999999999999", "aten::add", "cudaLaunchKernel", "k"]
+            ),
+            JSON_VALUES,
+        ),
+        "pid": st.one_of(
+            st.integers(-3, 3), st.sampled_from(["stream 7", "99999999999999999999999"]), JSON_VALUES
+        ),
+        "tid": st.one_of(
+            st.integers(-3, 3), st.sampled_from(["stream 99999999999999999999", ""]), JSON_VALUES
+        ),
         "ts": st.one_of(st.integers(-(2**64), 2**64), st.floats(), st.text(max_size=20), JSON_VALUES),
         "dur": st.one_of(st.integers(-(2**64), 2**64), st.floats(), JSON_VALUES),
         "id": JSON_VALUES,
@@ -366,10 +470,15 @@ EVENT = st.fixed_dictionaries(
 
 
 @FUZZ
-@given(events=st.lists(st.one_of(EVENT, JSON_VALUES), max_size=30),
-       meta=st.dictionaries(st.sampled_from(["baseTimeNanoseconds", "deviceProperties", "traceview",
-                                             "schemaVersion"]), JSON_VALUES, max_size=3),
-       bare=st.booleans())
+@given(
+    events=st.lists(st.one_of(EVENT, JSON_VALUES), max_size=30),
+    meta=st.dictionaries(
+        st.sampled_from(["baseTimeNanoseconds", "deviceProperties", "traceview", "schemaVersion"]),
+        JSON_VALUES,
+        max_size=3,
+    ),
+    bare=st.booleans(),
+)
 def test_generated_events(events, meta, bare):
     """Events made of arbitrary JSON values in every field traceview reads."""
     doc = events if bare else {**meta, "traceEvents": events}
@@ -378,14 +487,34 @@ def test_generated_events(events, meta, bare):
 
 # ---------------------------------------------------------------- whole-file cases
 
-@pytest.mark.parametrize("text", [
-    b"", b"   \n", b"\x00" * 64, b"null", b"true", b"0", b'"str"', b"[1,2,3]", b"[]", b"{}",
-    b'{"foo": 1}', b'{"traceEvents": {}}', b'{"traceEvents": null}', b'{"traceEvents": []}',
-    b'{"traceEvents": [], "traceEvents": [{"ph": "X"}]}', b'\xef\xbb\xbf{"traceEvents": []}',
-    '{"traceEvents": []}'.encode("utf-16"), b'{"traceEvents": [{"ph": "X", "ts": NaN}]}',
-    b'{"traceEvents": [], "x": 1e400}', b'{"traceEvents": [], "x": "\xff"}',
-    b'{"traceEvents": [{"ph": "X", "ts": 1e400, "dur": -1e400}]}',
-], ids=repr)
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"",
+        b"   \n",
+        b"\x00" * 64,
+        b"null",
+        b"true",
+        b"0",
+        b'"str"',
+        b"[1,2,3]",
+        b"[]",
+        b"{}",
+        b'{"foo": 1}',
+        b'{"traceEvents": {}}',
+        b'{"traceEvents": null}',
+        b'{"traceEvents": []}',
+        b'{"traceEvents": [], "traceEvents": [{"ph": "X"}]}',
+        b'\xef\xbb\xbf{"traceEvents": []}',
+        '{"traceEvents": []}'.encode("utf-16"),
+        b'{"traceEvents": [{"ph": "X", "ts": NaN}]}',
+        b'{"traceEvents": [], "x": 1e400}',
+        b'{"traceEvents": [], "x": "\xff"}',
+        b'{"traceEvents": [{"ph": "X", "ts": 1e400, "dur": -1e400}]}',
+    ],
+    ids=repr,
+)
 def test_small_whole_files(text):
     both_modes(write_case(text, "whole.json"))
     both_modes(write_case(gzip.compress(text), "whole.json.gz"))
@@ -425,8 +554,9 @@ DEEP_SCRIPT = textwrap.dedent("""
 def test_deep_nesting_in_subprocess(tmp_path):
     """100k nested arrays/objects: no RecursionError, no segfault (run apart so a crash cannot take
     the test session down), under a 4 GiB address-space limit and a time limit."""
-    proc = subprocess.run([sys.executable, "-c", DEEP_SCRIPT, str(tmp_path)], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", DEEP_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("OK"), proc.stdout[-2000:]
 
@@ -434,9 +564,28 @@ def test_deep_nesting_in_subprocess(tmp_path):
 # ---------------------------------------------------------------- hostile text (issue 22)
 
 HOSTILE = st.one_of(
-    st.sampled_from(["\x1b]0;title\x07", "\x1b[2J", "ok\rEVIL", "abc\u202edcba", "\u2066x\u2069", "a\nb",
-                     '=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(1)", "$\\frac{a}{b}$",
-                     "<script>alert(1)</script>", "a|b", "\x00", "\x85", "\ufeff", "x" * 5000, "", " "]),
+    st.sampled_from(
+        [
+            "\x1b]0;title\x07",
+            "\x1b[2J",
+            "ok\rEVIL",
+            "abc\u202edcba",
+            "\u2066x\u2069",
+            "a\nb",
+            '=HYPERLINK("http://x","y")',
+            "+cmd|' /C calc'!A0",
+            "@SUM(1)",
+            "$\\frac{a}{b}$",
+            "<script>alert(1)</script>",
+            "a|b",
+            "\x00",
+            "\x85",
+            "\ufeff",
+            "x" * 5000,
+            "",
+            " ",
+        ]
+    ),
     st.text(alphabet=st.characters(categories=["Cc", "Cf", "Zl", "Zp", "Co", "So"]), max_size=12),
     st.text(max_size=12),
 )
@@ -451,8 +600,11 @@ def test_hostile_names(i, data, raw):
         pytest.skip("no seeds")
     _, doc = seed_docs()[i]
     doc = copy.deepcopy(doc)
-    named = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("name"), str)
-             and e.get("ph") == "X"]
+    named = [
+        e
+        for e in doc["traceEvents"]
+        if isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("ph") == "X"
+    ]
     if not named:
         return
     changed = {}

@@ -21,6 +21,7 @@ machine runs fewer cases, not longer). Set both higher for a longer run, e.g.
 first case's seed (otherwise random, and printed with any failure). A failing case replays with
 ``python benchmarks/fuzz_campaign.py --replay SEED`` (``--hostile`` for the injection test).
 """
+
 from __future__ import annotations
 
 import json
@@ -31,9 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
-
 import fuzzcli as F
+import pytest
 
 EXAMPLES = int(os.environ.get("TRACEVIEW_FUZZ_EXAMPLES", "25"))
 SECONDS = float(os.environ.get("TRACEVIEW_FUZZ_SECONDS", "40"))
@@ -65,8 +65,10 @@ def _fuzz(workdir: Path, first: int, *, hostile, kinds) -> tuple[int, list]:
 
 
 def _report(n: int, failures: list, flag: str = "") -> str:
-    return (f"{len(failures)} problem(s) in {n} cases (first seed {FIRST_SEED}; replay one with "
-            f"`python benchmarks/fuzz_campaign.py --replay SEED{flag}`):\n" + "\n".join(failures[:20]))
+    return (
+        f"{len(failures)} problem(s) in {n} cases (first seed {FIRST_SEED}; replay one with "
+        f"`python benchmarks/fuzz_campaign.py --replay SEED{flag}`):\n" + "\n".join(failures[:20])
+    )
 
 
 def test_cli_fuzz(workdir):
@@ -83,7 +85,11 @@ def test_cli_injection(workdir):
 
 
 def _saved_params():
-    folders = sorted(p for p in F.CASES_DIR.iterdir() if (p / "case.json").is_file()) if F.CASES_DIR.is_dir() else []
+    folders = (
+        sorted(p for p in F.CASES_DIR.iterdir() if (p / "case.json").is_file())
+        if F.CASES_DIR.is_dir()
+        else []
+    )
     params = []
     for folder in folders:
         reason = XFAIL.get(folder.name)

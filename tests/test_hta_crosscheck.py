@@ -18,6 +18,7 @@ Cross-validation accounting (what HTA does differently, checked here on real tra
   HTA's temporal breakdown. With ``ns_rounding=False`` (HTA_DISABLE_NS_ROUNDING) totals agree
   to float precision.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -29,25 +30,39 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
 
 import traceview
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
-from corpus import CORPUS, SKIP_REASON  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
-KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+KIND = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+}
 
 # (file, steps: HTA filters by step, ns: fractional-µs timestamps), small-to-medium, different formats
 CROSSCHECK = [
-    ("hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz", 0, False),  # cuda_sync events
-    ("tokenomics/trace0.json.gz", 0, True),                         # ns floats, NCCL
+    (
+        "hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+        0,
+        False,
+    ),  # cuda_sync events
+    ("tokenomics/trace0.json.gz", 0, True),  # ns floats, NCCL
     ("rocm/hta__mi250_minitoy_train_ROCm6_2_kineto.json.gz", 2, True),  # AMD ROCm
-    ("tracelens/b300__moe_03_top1_sparse.json.gz", 0, True),        # 2026: baseTimeNanoseconds, CUDA 13
+    ("tracelens/b300__moe_03_top1_sparse.json.gz", 0, True),  # 2026: baseTimeNanoseconds, CUDA 13
     ("kineto/tb_plugin_test__gpu_metrics_input.json.gz", 1, False),  # capitalised 2021 categories
-    ("torch_profiling_tutorial/log_transformer__dc3b0e7228dd_851.1752215573993169006.pt.trace.json.gz", 3, False),
+    (
+        "torch_profiling_tutorial/log_transformer__dc3b0e7228dd_851.1752215573993169006.pt.trace.json.gz",
+        3,
+        False,
+    ),
     ("param/dlrm_kineto__worker3_step_12.1694128201557.pt.trace.json.gz", 1, False),  # rank 3 of 8
-    ("hta/trace_filter__sampled_rank-0.json.gz", 2, False),         # no deviceProperties
-    ("shift_equivariant_vit/trace.json.gz", 0, False),              # Kernel/Memcpy/Memset, 825 activities
+    ("hta/trace_filter__sampled_rank-0.json.gz", 2, False),  # no deviceProperties
+    ("shift_equivariant_vit/trace.json.gz", 0, False),  # Kernel/Memcpy/Memset, 825 activities
 ]
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
 
@@ -71,7 +86,9 @@ def _expected(tv):
         return k
     launch = k["launch"].to_numpy()
     linked = launch >= 0
-    launch_ts = np.where(linked, tv.events["ts_ns"].to_numpy()[np.clip(launch, 0, None)], np.iinfo(np.int64).max)
+    launch_ts = np.where(
+        linked, tv.events["ts_ns"].to_numpy()[np.clip(launch, 0, None)], np.iinfo(np.int64).max
+    )
     return k[linked & (launch_ts <= (tv.steps["ts_ns"] + tv.steps["dur_ns"]).max())]
 
 
@@ -101,10 +118,16 @@ def test_counts_and_time_agree_with_hta(hta_mod, name, n_steps, ns):
 
 
 @needs_corpus
-@pytest.mark.parametrize("name,dropped", [
-    ("torch_profiling_tutorial/log_transformer__dc3b0e7228dd_851.1752215573993169006.pt.trace.json.gz", 16),
-    ("hta/trace_filter__sampled_rank-0.json.gz", 602),
-])
+@pytest.mark.parametrize(
+    "name,dropped",
+    [
+        (
+            "torch_profiling_tutorial/log_transformer__dc3b0e7228dd_851.1752215573993169006.pt.trace.json.gz",
+            16,
+        ),
+        ("hta/trace_filter__sampled_rank-0.json.gz", 602),
+    ],
+)
 def test_hta_default_drops_the_last_step(hta_mod, name, dropped):
     from traceview.interop.hta import to_hta
 
@@ -134,8 +157,11 @@ def test_sub_microsecond_kernel_is_parsed_without_rounding_by_default(hta_mod):
     from hta.trace_analysis import TraceAnalysis  # HTA's own parse, rounded: still one line when it fails
 
     with _ns_rounding(True):
-        rounded = HTARun(TraceAnalysis(trace_files={0: str(path)}, include_last_profiler_step=True), [str(path)],
-                         {0: str(path)})
+        rounded = HTARun(
+            TraceAnalysis(trace_files={0: str(path)}, include_last_profiler_step=True),
+            [str(path)],
+            {0: str(path)},
+        )
     assert float(_hta_gpu(rounded)["dur"].iloc[0]) == -1
     with pytest.raises(HTAFailed) as err:
         temporal(tv, rounded)
@@ -145,21 +171,71 @@ def test_sub_microsecond_kernel_is_parsed_without_rounding_by_default(hta_mod):
 
 # --- the bridge, on small synthetic traces -------------------------------------------------------
 
-def _trace_doc(rank=None, kernels=(("ampere_sgemm_32x32_sliced1x4_tn", 30), ("void at::native::vectorized_elementwise_kernel<4>", 10))):
+
+def _trace_doc(
+    rank=None,
+    kernels=(
+        ("ampere_sgemm_32x32_sliced1x4_tn", 30),
+        ("void at::native::vectorized_elementwise_kernel<4>", 10),
+    ),
+):
     """A small, complete Kineto trace: one ProfilerStep, an op per kernel, launches with flows."""
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 500}]
+    ev = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1000,
+            "dur": 500,
+        }
+    ]
     t = 1010
     for i, (name, dur) in enumerate(kernels):
         corr = 100 + i
         ev += [
-            {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": t, "dur": 40,
-             "args": {"External id": i + 1}},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5, "dur": 10,
-             "args": {"correlation": corr, "External id": i + 1}},
-            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t + 20, "dur": dur,
-             "args": {"device": 0, "stream": 7, "correlation": corr, "External id": i + 1}},
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f"aten::op{i}",
+                "pid": 1,
+                "tid": 1,
+                "ts": t,
+                "dur": 40,
+                "args": {"External id": i + 1},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 5,
+                "dur": 10,
+                "args": {"correlation": corr, "External id": i + 1},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": name,
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 20,
+                "dur": dur,
+                "args": {"device": 0, "stream": 7, "correlation": corr, "External id": i + 1},
+            },
             {"ph": "s", "id": corr, "pid": 1, "tid": 1, "ts": t + 5, "cat": "ac2g", "name": "ac2g"},
-            {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": t + 20, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+            {
+                "ph": "f",
+                "id": corr,
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 20,
+                "cat": "ac2g",
+                "name": "ac2g",
+                "bp": "e",
+            },
         ]
         t += 100
     doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100"}], "traceEvents": ev}
@@ -191,7 +267,9 @@ def test_many_refuses_colliding_ranks(hta_mod, tmp_path):
     from traceview.interop.hta import to_hta_many
 
     a, b = _write(tmp_path / "a.json", _trace_doc(rank=3)), _write(tmp_path / "b.json", _trace_doc(rank=3))
-    with pytest.raises(TraceviewError, match=r"rank 3 is claimed by 2 traces: .*a\.json, .*b\.json.*renumber"):
+    with pytest.raises(
+        TraceviewError, match=r"rank 3 is claimed by 2 traces: .*a\.json, .*b\.json.*renumber"
+    ):
         to_hta_many([a, b])
     c, d = _write(tmp_path / "c.json", _trace_doc()), _write(tmp_path / "d.json", _trace_doc())
     with pytest.raises(TraceviewError, match="no distributedInfo.rank"):
@@ -208,7 +286,9 @@ def test_many_refuses_colliding_ranks(hta_mod, tmp_path):
 def test_suffix_hta_refuses_is_linked(hta_mod, tmp_path):
     from traceview.interop.hta import to_hta
 
-    p = _write(tmp_path / "trace.pt.trace", _trace_doc(rank=2), gz=True)  # gzip without .gz: traceview reads it
+    p = _write(
+        tmp_path / "trace.pt.trace", _trace_doc(rank=2), gz=True
+    )  # gzip without .gz: traceview reads it
     ta = to_hta(p, workdir=tmp_path / "work")
     assert ta.t.get_ranks() == [2]
     assert len(_hta_gpu(ta)) == 2
@@ -239,11 +319,14 @@ def test_hta_errors_become_one_line(hta_mod, tmp_path):
     def boom():
         raise TypeError("The axis argument to unique is not supported for dtype object")
 
-    with pytest.raises(HTAFailed, match=r"t\.json: HTA analysis 'freqseq' failed under \S+ [\d.]+: TypeError: The axis"):
+    with pytest.raises(
+        HTAFailed, match=r"t\.json: HTA analysis 'freqseq' failed under \S+ [\d.]+: TypeError: The axis"
+    ):
         call(ta, "freqseq", boom)
 
 
 # --- CLI -----------------------------------------------------------------------------------------
+
 
 def test_cli_hta(hta_mod, tmp_path):
     p = _write(tmp_path / "t.json", _trace_doc(rank=3))

@@ -1,6 +1,7 @@
 """The HTML report in a real browser (Debian's chromium, headless, driven by playwright):
 it renders, logs no console error, sends no request outside the file, has its tables and
 figures, looks non-blank; trace text with markup in it shows as written and runs nothing."""
+
 from __future__ import annotations
 
 import gzip
@@ -17,19 +18,34 @@ from traceview.cli import main
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                                reason="chromium not installed (apt-get install chromium; .ci/run does)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="chromium not installed (apt-get install chromium; .ci/run does)"
+)
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 EVIL = '<script>window.pwned=1</script>" onload="window.pwned=2" [bold]x[/bold]'
 
 
 def open_page(path: Path, tmp_path: Path, screenshot: Path | None = None) -> dict:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed (pip install .[test])")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright not installed (pip install .[test])"
+    )
     errors, requests = [], []
     with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
-                                                   headless=True, args=ARGS, viewport={"width": 1280, "height": 900})
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
         page = ctx.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -58,10 +74,16 @@ def non_blank(png: bytes) -> bool:
 
 def test_sample_report_renders_offline(tmp_path):
     out = tmp_path / "report.html"
-    r = CliRunner().invoke(main, ["report", *sorted(str(p) for p in SAMPLES.glob("*.json.gz")), "-o", str(out)])
+    r = CliRunner().invoke(
+        main, ["report", *sorted(str(p) for p in SAMPLES.glob("*.json.gz")), "-o", str(out)]
+    )
     assert r.exit_code == 0, r.output
     # TRACEVIEW_UPDATE_DOCS=1 refreshes the committed screenshot (docs/report-sample-traces.png)
-    shot = DOCS / "report-sample-traces.png" if os.environ.get("TRACEVIEW_UPDATE_DOCS") else tmp_path / "shot.png"
+    shot = (
+        DOCS / "report-sample-traces.png"
+        if os.environ.get("TRACEVIEW_UPDATE_DOCS")
+        else tmp_path / "shot.png"
+    )
     info = open_page(out, tmp_path, screenshot=shot)
     assert info["errors"] == [] and info["requests"] == []
     assert info["tables"] >= 3 and info["svgs"] >= 1 + 5
@@ -74,8 +96,18 @@ def test_untrusted_text_shows_as_written(tmp_path):
     src.setdefault("traceview", {})["variant"] = EVIL
     src["deviceProperties"] = [{"name": EVIL}]  # metadata shown as the device
     first = next(e for e in src["traceEvents"] if e.get("ph") == "X")
-    src["traceEvents"].append({"ph": "X", "cat": "kernel", "name": EVIL, "pid": 0, "tid": 7, "ts": first["ts"],
-                               "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 1}})
+    src["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": EVIL,
+            "pid": 0,
+            "tid": 7,
+            "ts": first["ts"],
+            "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": 1},
+        }
+    )
     for e in src["traceEvents"]:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
             e["name"] = EVIL

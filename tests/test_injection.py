@@ -7,6 +7,7 @@ annotation, variant label, device name and file name; every command that prints 
 text runs through the real CLI (click's CliRunner, and a subprocess on a pseudo-terminal
 for the rich table) in table, markdown, CSV and JSON.
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,15 +21,17 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from synth import Builder, kineto, op, write
+
 from traceview.cli import main
 from traceview.render.safe import UNSAFE, defused, visible
 
 # ---------------------------------------------------------------- the payloads
 
-TERMINAL = ("sgemm\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\\x1b[2J\rfake"
-            "\u202eevil\x9b31m\x7f")
+TERMINAL = (
+    "sgemm\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\\x1b[2J\rfake"
+    "\u202eevil\x9b31m\x7f"
+)
 HYPERLINK = '=HYPERLINK("http://evil.example","x")'
 CMD = "+cmd|' /C calc'!A0"
 SUM = "@SUM(1+1)"
@@ -62,7 +65,9 @@ def traces(tmp_path_factory):
     in A, and negative changes)."""
     folder = tmp_path_factory.mktemp("hostile")
     a = _trace(folder / FILE)
-    b = _trace(folder / "b.json.gz", kernels=KERNELS[::2], extra=[op("aten::add", kernels=[("add_kernel", 3)])])
+    b = _trace(
+        folder / "b.json.gz", kernels=KERNELS[::2], extra=[op("aten::add", kernels=[("add_kernel", 3)])]
+    )
     (folder / "junk\x1b[2J\u202e.json").write_text('{"not": "a trace"}')
     return folder, a, b
 
@@ -75,13 +80,20 @@ def _run(*args, env=None):
 
 def _clean(text: str, where: str) -> None:
     bad = RAW.search(text)
-    assert bad is None, f"{where}: raw {bad.group()!r} at {bad.start()}: {text[max(0, bad.start() - 60):][:120]!r}"
+    assert bad is None, (
+        f"{where}: raw {bad.group()!r} at {bad.start()}: {text[max(0, bad.start() - 60) :][:120]!r}"
+    )
 
 
 def _commands(folder, a, b):
-    return {"summary": ["summary", a], "kernels": ["kernels", a], "diff": ["diff", a, b],
-            "compare": ["compare", a, b], "compare-folder": ["compare", folder],
-            "timeline": ["timeline", a, "--plot", folder / "t.svg"]}
+    return {
+        "summary": ["summary", a],
+        "kernels": ["kernels", a],
+        "diff": ["diff", a, b],
+        "compare": ["compare", a, b],
+        "compare-folder": ["compare", folder],
+        "timeline": ["timeline", a, "--plot", folder / "t.svg"],
+    }
 
 
 # ---------------------------------------------------------------- every text output
@@ -112,9 +124,24 @@ def test_timeline_stderr(traces):
     it lacks, quoting it: a real process, so that Python's warnings reach stderr."""
     pytest.importorskip("matplotlib")
     folder, a, _ = traces
-    res = subprocess.run([sys.executable, "-m", "traceview", "timeline", a, "--plot", str(folder / "t2.svg"),
-                          "--format", "csv", "--no-cache"], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "COLUMNS": "80"})
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceview",
+            "timeline",
+            a,
+            "--plot",
+            str(folder / "t2.svg"),
+            "--format",
+            "csv",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert res.returncode == 0, res.stderr
     _clean(res.stdout, "timeline stdout")
     _clean(res.stderr, "timeline stderr")
@@ -140,8 +167,14 @@ def test_rich_table_on_a_terminal(traces):
     termios.tcsetattr(slave, termios.TCSANOW, attrs)
     env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"}
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "traceview", "kernels", a, "--no-cache"], stdin=slave,
-                            stdout=slave, stderr=slave, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traceview", "kernels", a, "--no-cache"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -176,7 +209,11 @@ def test_csv_cells_never_start_a_formula(traces):
         assert "'" + visible(payload) in names, (payload, names)  # neutralised, still readable
     for row in rows:
         for value in row.values():
-            assert not value.startswith(("=", "+", "-", "@", "\t", "\r", "\uff1d")) or _number(value) or value == "-"
+            assert (
+                not value.startswith(("=", "+", "-", "@", "\t", "\r", "\uff1d"))
+                or _number(value)
+                or value == "-"
+            )
     # a stacked (several-table) CSV: every cell, headers too
     for args in (["summary", a], ["diff", a, b], ["compare", a, b]):
         text = _run(*args, "--format", "csv").stdout
@@ -258,8 +295,25 @@ def test_html_escapes_controls_too(traces):
 
 
 def test_visible_escapes_and_is_idempotent():
-    for ch in ["\x00", "\x07", "\x1b", "\r", "\n", "\t", "\x7f", "\x85", "\x9b", "\u061c", "\u200e", "\u200f",
-               "\u202a", "\u202e", "\u2066", "\u2069", "\ud800"]:
+    for ch in [
+        "\x00",
+        "\x07",
+        "\x1b",
+        "\r",
+        "\n",
+        "\t",
+        "\x7f",
+        "\x85",
+        "\x9b",
+        "\u061c",
+        "\u200e",
+        "\u200f",
+        "\u202a",
+        "\u202e",
+        "\u2066",
+        "\u2069",
+        "\ud800",
+    ]:
         shown = visible(f"a{ch}b")
         assert UNSAFE.search(shown) is None and shown.startswith("a\\") and shown.endswith("b"), repr(shown)
         assert visible(shown) == shown

@@ -5,6 +5,7 @@ Reads every module's imports (at module level and inside functions alike) with
 own layer or any layer beneath it, never one above, and the import graph between
 modules has no cycle.
 """
+
 from __future__ import annotations
 
 import ast
@@ -67,7 +68,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 base = here[: len(here) - (node.level - 1)] if node.level > 1 else list(here)
                 target = ".".join(base + ([node.module] if node.module else []))
             elif node.module and node.module.startswith("traceview"):
-                target = node.module[len("traceview."):] if node.module != "traceview" else ""
+                target = node.module[len("traceview.") :] if node.module != "traceview" else ""
             else:
                 continue
             for alias in node.names:  # "from . import x" imports a module x
@@ -76,7 +77,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.startswith("traceview."):
-                    found.add(alias.name[len("traceview."):])
+                    found.add(alias.name[len("traceview.") :])
                 elif alias.name == "traceview":
                     found.add("__init__")
     return {m for m in found if m in known and m != name}
@@ -89,8 +90,12 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_upward_imports(graph):
-    upward = [f"traceview.{m} ({LAYERS[layer_of(m)][0]}) imports traceview.{d} ({LAYERS[layer_of(d)][0]})"
-              for m, deps in graph.items() for d in deps if layer_of(d) > layer_of(m)]
+    upward = [
+        f"traceview.{m} ({LAYERS[layer_of(m)][0]}) imports traceview.{d} ({LAYERS[layer_of(d)][0]})"
+        for m, deps in graph.items()
+        for d in deps
+        if layer_of(d) > layer_of(m)
+    ]
     assert not upward, "imports from a layer above:\n" + "\n".join(sorted(upward))
 
 
@@ -102,7 +107,7 @@ def test_no_import_loops(graph):
         state[m] = 1
         for d in sorted(graph[m]):
             if state.get(d) == 1:
-                loops.append(" -> ".join(stack[stack.index(d):] + [d]))
+                loops.append(" -> ".join(stack[stack.index(d) :] + [d]))
             elif d not in state:
                 visit(d, stack + [d])
         state[m] = 2
@@ -119,7 +124,11 @@ def test_the_checker_sees_imports():
     g = {name: imports(name, path, set(mods)) for name, path in mods.items()}
     assert "model" in g["link"] and "analyses.select.region" in g["analyses.measure.metrics"]
     assert layer_of("render.plot") > layer_of("analyses.select.region") > layer_of("load")
-    assert layer_of("analyses.runs.ranks") > layer_of("analyses.variants.diff") > layer_of("analyses.trace.summary")
+    assert (
+        layer_of("analyses.runs.ranks")
+        > layer_of("analyses.variants.diff")
+        > layer_of("analyses.trace.summary")
+    )
 
 
 def test_analyses_are_grouped():

@@ -5,6 +5,7 @@ The CLI runs in a real subprocess under an address-space limit (``RLIMIT_AS``), 
 memory" is enforced by the kernel, not estimated; times are only loose hang guards (speed
 itself belongs in the benchmarks).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -18,14 +19,13 @@ import zlib
 
 import pytest
 from click.testing import CliRunner
+from corpus import SKIP_REASON, corpus_files
 
 import traceview as tv
 from traceview import limits
 from traceview.analyses.wording.names import normalise_kernel_name, readable_kernel_name
 from traceview.cli import main
 from traceview.read.source import DEFAULT_MAX_RATIO, RATIO_FLOOR, read_source
-
-from corpus import SKIP_REASON, corpus_files
 
 MEMORY = 3 << 29  # 1.5 GiB of address space: a fresh `python -m traceview` needs ~0.4 GiB of it
 HANG = 60  # seconds: a subprocess past this is killed and the test fails
@@ -34,12 +34,18 @@ BOMB_TEXT = 2 << 30  # what the bomb expands to
 
 def _cli(*args, timeout: float = HANG) -> tuple[subprocess.CompletedProcess, float]:
     """``python -m traceview ARGS`` under the memory cap; (result, wall seconds)."""
+
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
 
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "traceview", *map(str, args)], capture_output=True, text=True,
-                          preexec_fn=cap, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceview", *map(str, args)],
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=timeout,
+    )
     return proc, time.perf_counter() - start
 
 
@@ -130,7 +136,16 @@ def test_max_ratio_is_a_usage_error_below_one(bomb):
 
 
 def _event(**kw) -> dict:
-    ev = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000, "dur": 50, "args": {}}
+    ev = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": "aten::mm",
+        "pid": 1,
+        "tid": 1,
+        "ts": 1000,
+        "dur": 50,
+        "args": {},
+    }
     ev.update(kw)
     return ev
 
@@ -154,8 +169,9 @@ def test_high_ratio_trace_loads_when_the_user_raises_the_ratio(padded, tmp_path)
     assert read_source(str(path), max_ratio=2000).data == text  # inflated in many steps, byte for byte
     trace = tv.load(path, cache=False, max_ratio=2000)
     assert trace.stats["n_events"] == 3
-    result = CliRunner().invoke(main, ["summary", "--no-cache", "--max-ratio", "2000", "--format", "json",
-                                       str(path)])
+    result = CliRunner().invoke(
+        main, ["summary", "--no-cache", "--max-ratio", "2000", "--format", "json", str(path)]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["kind"] == "summary"
 
@@ -209,8 +225,10 @@ def test_corpus_ratios_are_far_below_the_default():
 
 # ---------------------------------------------------------------- a 10 MB kernel name
 
-ELEMENTWISE = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
-               "at::native::MulFunctor<float> >, at::detail::Array<char*, 3> >(int, ")
+ELEMENTWISE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+    "at::native::MulFunctor<float> >, at::detail::Array<char*, 3> >(int, "
+)
 NESTED_DEPTH = 10_000_000 // 13
 
 
@@ -218,7 +236,11 @@ def _long_names() -> dict:
     """Two 10 MB names: a parameter list that never ends, and templates nested ~770,000 deep."""
     return {
         "elementwise": ELEMENTWISE + "float, " * (10_000_000 // 7) + "at::detail::Array<char*, 3>)",
-        "gemm": "void gemm_kernel<" + "cutlass::Foo<" * NESTED_DEPTH + "float" + ">" * NESTED_DEPTH + ">(int)",
+        "gemm": "void gemm_kernel<"
+        + "cutlass::Foo<" * NESTED_DEPTH
+        + "float"
+        + ">" * NESTED_DEPTH
+        + ">(int)",
     }
 
 
@@ -227,9 +249,20 @@ def _gpu_trace(names: list) -> dict:
     events = [_event(name="aten::mul", ts=0, dur=10_000)]
     for i, name in enumerate(names, start=1):
         t = 100 * i
-        events.append(_event(cat="cuda_runtime", name="cudaLaunchKernel", ts=t, dur=5, args={"correlation": i}))
-        events.append(_event(cat="kernel", name=name, pid=0, tid=7, ts=t + 20, dur=30,
-                             args={"correlation": i, "device": 0, "stream": 7}))
+        events.append(
+            _event(cat="cuda_runtime", name="cudaLaunchKernel", ts=t, dur=5, args={"correlation": i})
+        )
+        events.append(
+            _event(
+                cat="kernel",
+                name=name,
+                pid=0,
+                tid=7,
+                ts=t + 20,
+                dur=30,
+                args={"correlation": i, "device": 0, "stream": 7},
+            )
+        )
     return {"traceEvents": events}
 
 
@@ -257,7 +290,7 @@ def test_long_kernel_names_are_kept_whole_and_classified_sensibly(long_name_trac
     trace = tv.load(path, cache=False)
     assert time.perf_counter() - start < 20
     k = trace.kernels.assign(name=trace.kernels["name"].astype(str))
-    by_name = dict(zip(k["name"], k["category"].astype(str)))
+    by_name = dict(zip(k["name"], k["category"].astype(str), strict=True))
     for category, name in names.items():
         assert by_name[name] == category  # full name in the data; its category from its head and tail
     assert by_name["ampere_sgemm_128x64_tn"] == "gemm"

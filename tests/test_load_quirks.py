@@ -1,4 +1,5 @@
 """One hand-written trace per format quirk the loader must accept."""
+
 from __future__ import annotations
 
 import gzip
@@ -22,27 +23,106 @@ def modern_events(base_ts=1000.0):
     """naive attention's masked_fill: a cpu_op tree launching one kernel and one memcpy."""
     t = base_ts
     return [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 1, "tid": 1,
-         "ts": t, "dur": 100.0, "args": {"External id": 1}},
-        {"ph": "X", "cat": "user_annotation", "name": "naive", "pid": 1, "tid": 1,
-         "ts": t + 1, "dur": 98.0, "args": {"External id": 2}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::masked_fill", "pid": 1, "tid": 1,
-         "ts": t + 10, "dur": 40.0, "args": {"External id": 3}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::clone", "pid": 1, "tid": 1,
-         "ts": t + 11, "dur": 20.0, "args": {"External id": 4}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1,
-         "ts": t + 12, "dur": 10.0, "args": {"External id": 5}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1,
-         "ts": t + 13, "dur": 5.0, "args": {"External id": 5, "correlation": 100}},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::masked_fill_", "pid": 1, "tid": 1,
-         "ts": t + 32, "dur": 10.0, "args": {"External id": 6}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-         "ts": t + 33, "dur": 4.0, "args": {"External id": 6, "correlation": 101}},
-        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
-         "ts": t + 20, "dur": 3.001, "args": {"device": 0, "stream": 7, "correlation": 100, "bytes": 4096}},
-        {"ph": "X", "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4, "
-         "at::native::FillFunctor<float>>()", "pid": 0, "tid": 7,
-         "ts": t + 40, "dur": 2.5, "args": {"device": 0, "stream": 7, "correlation": 101}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#7",
+            "pid": 1,
+            "tid": 1,
+            "ts": t,
+            "dur": 100.0,
+            "args": {"External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "naive",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 1,
+            "dur": 98.0,
+            "args": {"External id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::masked_fill",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 10,
+            "dur": 40.0,
+            "args": {"External id": 3},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::clone",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 11,
+            "dur": 20.0,
+            "args": {"External id": 4},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::copy_",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 12,
+            "dur": 10.0,
+            "args": {"External id": 5},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 13,
+            "dur": 5.0,
+            "args": {"External id": 5, "correlation": 100},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::masked_fill_",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 32,
+            "dur": 10.0,
+            "args": {"External id": 6},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": t + 33,
+            "dur": 4.0,
+            "args": {"External id": 6, "correlation": 101},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD (Device -> Device)",
+            "pid": 0,
+            "tid": 7,
+            "ts": t + 20,
+            "dur": 3.001,
+            "args": {"device": 0, "stream": 7, "correlation": 100, "bytes": 4096},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>()",
+            "pid": 0,
+            "tid": 7,
+            "ts": t + 40,
+            "dur": 2.5,
+            "args": {"device": 0, "stream": 7, "correlation": 101},
+        },
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 101, "pid": 1, "tid": 1, "ts": t + 33},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 101, "pid": 0, "tid": 7, "ts": t + 40, "bp": "e"},
         {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
@@ -84,10 +164,12 @@ def test_ops_table_tree_and_gpu_totals(tmp_path):
 
 def test_nanoseconds_exact_for_absolute_epoch_timestamps(tmp_path):
     """1695835535123456.789 us needs 19 digits: a float parse would lose the ns."""
-    raw = ('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
-           '"ts": 1695835535123456.789, "dur": 1.001, "args": {"correlation": 1}},'
-           '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
-           '"ts": 1695835535123458.001, "dur": 0.999, "args": {"correlation": 2}}]}')
+    raw = (
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+        '"ts": 1695835535123456.789, "dur": 1.001, "args": {"correlation": 1}},'
+        '{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+        '"ts": 1695835535123458.001, "dur": 0.999, "args": {"correlation": 2}}]}'
+    )
     t = tv.load(write(tmp_path, None, raw=raw), cache=False)
     assert t.kernels["ts_ns"].tolist() == [1695835535123456789, 1695835535123458001]
     assert t.kernels["dur_ns"].tolist() == [1001, 999]
@@ -95,9 +177,21 @@ def test_nanoseconds_exact_for_absolute_epoch_timestamps(tmp_path):
 
 
 def test_relative_timestamps_with_base_time(tmp_path):
-    doc = {"baseTimeNanoseconds": 1775078550000000000,
-           "traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,
-                            "ts": 2239812471046.585, "dur": 3.488, "args": {"correlation": 1}}]}
+    doc = {
+        "baseTimeNanoseconds": 1775078550000000000,
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": 2239812471046.585,
+                "dur": 3.488,
+                "args": {"correlation": 1},
+            }
+        ],
+    }
     t = tv.load(write(tmp_path, doc), cache=False)
     assert t.kernels["ts_ns"].iloc[0] == 1775078550000000000 + 2239812471046585
     assert t.kernels["dur_ns"].iloc[0] == 3488
@@ -105,17 +199,56 @@ def test_relative_timestamps_with_base_time(tmp_path):
 
 def test_2021_capitalised_categories_and_lowercase_external_id(tmp_path):
     events = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#2", "pid": 25738, "tid": "25738",
-         "ts": 1623142623460100, "dur": 1000, "args": {"External id": 1}},
-        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", "pid": 25738, "tid": "25738",
-         "ts": 1623142623460111, "dur": 25, "args": {"External id": 537}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 25738, "tid": "25738",
-         "ts": 1623142623460112, "dur": 10, "args": {"correlation": 34417, "external id": 537}},
-        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm_64x64_nn", "pid": 0, "tid": "stream 7",
-         "ts": 1623142623460200, "dur": 5, "args": {"device": 0, "stream": 7, "correlation": 34417,
-                                                      "external id": 537}},
-        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", "pid": 0, "tid": "stream 7",
-         "ts": 1623142623460300, "dur": 1, "args": {"correlation": 99999, "external id": 537}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#2",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": 1623142623460100,
+            "dur": 1000,
+            "args": {"External id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::conv2d",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": 1623142623460111,
+            "dur": 25,
+            "args": {"External id": 537},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 25738,
+            "tid": "25738",
+            "ts": 1623142623460112,
+            "dur": 10,
+            "args": {"correlation": 34417, "external id": 537},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "volta_sgemm_64x64_nn",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1623142623460200,
+            "dur": 5,
+            "args": {"device": 0, "stream": 7, "correlation": 34417, "external id": 537},
+        },
+        {
+            "ph": "X",
+            "cat": "Memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 1623142623460300,
+            "dur": 1,
+            "args": {"correlation": 99999, "external id": 537},
+        },
     ]
     t = tv.load(write(tmp_path, {"traceEvents": events}), cache=False)
     k = t.kernels.set_index("kind")
@@ -155,12 +288,36 @@ def test_string_and_int_pid_tid_mix(tmp_path):
 
 def test_rocm_hip_runtime_links(tmp_path):
     events = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 10.0, "dur": 50.0,
-         "args": {"External id": 8}},
-        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 5, "tid": 5, "ts": 20.0,
-         "dur": 5.0, "args": {"External id": 8, "stream": "0x0", "correlation": 117}},
-        {"ph": "X", "cat": "kernel", "name": "Cijk_Alik_Bljk_SB_MT64x64x16", "pid": 2, "tid": 0, "ts": 30.0,
-         "dur": 7.0, "args": {"External id": 8, "device": 2, "stream": 0, "correlation": 117}},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 5,
+            "tid": 5,
+            "ts": 10.0,
+            "dur": 50.0,
+            "args": {"External id": 8},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "hipLaunchKernel",
+            "pid": 5,
+            "tid": 5,
+            "ts": 20.0,
+            "dur": 5.0,
+            "args": {"External id": 8, "stream": "0x0", "correlation": 117},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "Cijk_Alik_Bljk_SB_MT64x64x16",
+            "pid": 2,
+            "tid": 0,
+            "ts": 30.0,
+            "dur": 7.0,
+            "args": {"External id": 8, "device": 2, "stream": 0, "correlation": 117},
+        },
     ]
     t = tv.load(write(tmp_path, {"traceEvents": events}), cache=False)
     assert t.kernels["op"].tolist() == ["aten::mm"]
@@ -170,11 +327,28 @@ def test_rocm_hip_runtime_links(tmp_path):
 def test_cuda_graph_launch_links_one_launch_to_many_kernels(tmp_path):
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "replay", "pid": 1, "tid": 1, "ts": 0.0, "dur": 100.0},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 1.0,
-         "dur": 5.0, "args": {"correlation": 55}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.0,
+            "dur": 5.0,
+            "args": {"correlation": 55},
+        },
     ] + [
-        {"ph": "X", "cat": "kernel", "name": f"kernel_{i}", "pid": 0, "tid": 7, "ts": 10.0 + i, "dur": 0.5,
-         "args": {"correlation": 55, "device": 0, "stream": 7}} for i in range(4)
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"kernel_{i}",
+            "pid": 0,
+            "tid": 7,
+            "ts": 10.0 + i,
+            "dur": 0.5,
+            "args": {"correlation": 55, "device": 0, "stream": 7},
+        }
+        for i in range(4)
     ]
     t = tv.load(write(tmp_path, {"traceEvents": events}), cache=False)
     assert (t.kernels["launch_name"] == "cudaGraphLaunch").all()
@@ -185,7 +359,15 @@ def test_cuda_graph_launch_links_one_launch_to_many_kernels(tmp_path):
 def test_flow_events_link_when_kernel_lacks_correlation(tmp_path):
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 2.0, "dur": 1.0},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 2.0,
+            "dur": 1.0,
+        },
         {"ph": "X", "cat": "kernel", "name": "add_kernel", "pid": 0, "tid": 7, "ts": 20.0, "dur": 1.0},
         {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 1, "tid": 1, "ts": 2.0},
         {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 9, "pid": 0, "tid": 7, "ts": 20.0, "bp": "e"},
@@ -210,14 +392,44 @@ def test_missing_optional_fields_and_unknown_categories_tolerated(tmp_path):
 def test_launches_on_a_second_thread_count_for_the_step(tmp_path):
     """Backward-thread launches fall inside the main thread's ProfilerStep span."""
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 0.0,
-         "dur": 100.0},
-        {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1,
-         "tid": 2, "ts": 50.0, "dur": 20.0},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 55.0,
-         "dur": 2.0, "args": {"correlation": 1}},
-        {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": 60.0,
-         "dur": 2.0, "args": {"correlation": 1}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#3",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0.0,
+            "dur": 100.0,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "autograd::engine::evaluate_function: MmBackward0",
+            "pid": 1,
+            "tid": 2,
+            "ts": 50.0,
+            "dur": 20.0,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 2,
+            "ts": 55.0,
+            "dur": 2.0,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ampere_sgemm_128x64_nn",
+            "pid": 0,
+            "tid": 7,
+            "ts": 60.0,
+            "dur": 2.0,
+            "args": {"correlation": 1},
+        },
     ]
     t = tv.load(write(tmp_path, {"traceEvents": events}), cache=False)
     assert t.kernels["step"].tolist() == [3]
@@ -234,5 +446,10 @@ def test_empty_event_list_is_not_a_trace(tmp_path, doc):
 def test_label_from_collector_metadata_else_file_stem(tmp_path):
     doc = {"traceview": {"variant": "sdpa_math"}, "traceEvents": modern_events()}
     assert tv.load(write(tmp_path, doc, name="x.json"), cache=False).label == "sdpa_math"
-    assert tv.load(write(tmp_path, {"traceEvents": modern_events()}, name="run1.pt.trace.json.gz", gz=True),
-                   cache=False).label == "run1"
+    assert (
+        tv.load(
+            write(tmp_path, {"traceEvents": modern_events()}, name="run1.pt.trace.json.gz", gz=True),
+            cache=False,
+        ).label
+        == "run1"
+    )

@@ -1,13 +1,14 @@
 """The name tier (traceview/rules/kernel_words.toml): words of a kernel's name give a class
 when no library rule matched, marked as a guess; checked against the library rules on every
 corpus kernel name they classify. Run with -s to see the agreement figures."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from corpus import corpus_files
 
 import traceview
-from corpus import corpus_files
 from traceview.classify import classify, classify_names, default_rules, explain, name_guess, name_tokens
 
 WORDS = default_rules().words
@@ -16,31 +17,51 @@ WORDS = default_rules().words
 # --------------------------------------------------------------------------- tokens
 
 
-@pytest.mark.parametrize("name,tokens", [
-    ("enormous_kernel", ["enormous", "kernel"]),
-    ("RMSNormKernel<float>", ["rms", "norm", "kernel", "float"]),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>(float*)",
-     ["void", "at", "native", "anonymous", "namespace", "cunn", "soft", "max", "forward", "float", "float"]),
-    ("fft2d_r2c_32x32", ["fft", "d", "r", "c", "x"]),
-    ("nchwToNhwcKernel", ["nchw", "to", "nhwc", "kernel"]),
-])
+@pytest.mark.parametrize(
+    "name,tokens",
+    [
+        ("enormous_kernel", ["enormous", "kernel"]),
+        ("RMSNormKernel<float>", ["rms", "norm", "kernel", "float"]),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<8, float>(float*)",
+            [
+                "void",
+                "at",
+                "native",
+                "anonymous",
+                "namespace",
+                "cunn",
+                "soft",
+                "max",
+                "forward",
+                "float",
+                "float",
+            ],
+        ),
+        ("fft2d_r2c_32x32", ["fft", "d", "r", "c", "x"]),
+        ("nchwToNhwcKernel", ["nchw", "to", "nhwc", "kernel"]),
+    ],
+)
 def test_tokens(name, tokens):
     assert name_tokens(name) == tokens
 
 
-@pytest.mark.parametrize("name,category,word", [
-    ("enormous_kernel", None, None),            # "norm" is a whole word only
-    ("normal_distribution_kernel", "rng", "distribution"),  # ... so "normal" is not "norm"
-    ("my_layer_norm_kernel", "norm", "norm"),
-    ("MyLayernormKernel", "norm", "layernorm"),  # ...
-    ("MyAllGatherKernel", "communication", "allgather"),  # case-change pieces joined back
-    ("OnlineSoftMaxKernel<float>", "softmax", "softmax"),
-    ("void custom::AllReduceKernel<float>(float*)", "communication", "allreduce"),  # not "reduce"
-    ("fused_add_rms_norm_kernel", "norm", "norm"),  # norm before elementwise "add"
-    ("rotary_embedding_fwd", "elementwise", "rotary"),  # rope before embedding
-    ("void my_kernel<MatMulTraits<64>>(float*)", "gemm", "matmul"),  # template args read too
-    ("void copy_then<GemmTraits>(float*)", "copy", "copy"),  # ... but the function name first
-])
+@pytest.mark.parametrize(
+    "name,category,word",
+    [
+        ("enormous_kernel", None, None),  # "norm" is a whole word only
+        ("normal_distribution_kernel", "rng", "distribution"),  # ... so "normal" is not "norm"
+        ("my_layer_norm_kernel", "norm", "norm"),
+        ("MyLayernormKernel", "norm", "layernorm"),  # ...
+        ("MyAllGatherKernel", "communication", "allgather"),  # case-change pieces joined back
+        ("OnlineSoftMaxKernel<float>", "softmax", "softmax"),
+        ("void custom::AllReduceKernel<float>(float*)", "communication", "allreduce"),  # not "reduce"
+        ("fused_add_rms_norm_kernel", "norm", "norm"),  # norm before elementwise "add"
+        ("rotary_embedding_fwd", "elementwise", "rotary"),  # rope before embedding
+        ("void my_kernel<MatMulTraits<64>>(float*)", "gemm", "matmul"),  # template args read too
+        ("void copy_then<GemmTraits>(float*)", "copy", "copy"),  # ... but the function name first
+    ],
+)
 def test_which_word_wins(name, category, word):
     hit = name_guess(name)
     got = (dict(hit[0].fields)["category"], hit[1]) if hit else (None, None)
@@ -53,7 +74,12 @@ def test_which_word_wins(name, category, word):
 def test_custom_matmul_is_a_gemm_guess():
     k = classify("matmul_kernel")
     assert (k.category, k.rule, k.confidence, k.tensor_core, k.library) == (
-        "gemm", "name-word:matmul", "name", None, None)
+        "gemm",
+        "name-word:matmul",
+        "name",
+        None,
+        None,
+    )
 
 
 def test_tensor_core_only_when_the_name_says_so():
@@ -66,7 +92,12 @@ def test_tensor_core_only_when_the_name_says_so():
 
 def test_attention_guess_is_custom_backend():
     k = classify("my_fused_attention_kernel<128>(half*, half*, half*, half*, int)")
-    assert (k.category, k.attention_backend, k.confidence, k.precision) == ("attention", "custom", "name", "fp16")
+    assert (k.category, k.attention_backend, k.confidence, k.precision) == (
+        "attention",
+        "custom",
+        "name",
+        "fp16",
+    )
 
 
 def test_library_rule_beats_the_name_tier():
@@ -103,16 +134,19 @@ MIN_AGREEMENT = 95.0  # % of the GPU time of library-classified names the name t
 
 # Every kind of disagreement (library rule, name-tier category) on the corpus, with the reason.
 KNOWN_DISAGREEMENTS = {
-    ("aten_copy", "elementwise"): "ATen's generic elementwise_kernel instantiated with direct_copy_kernel_cuda: "
-                                  "the function name says elementwise, a template argument says copy",
+    (
+        "aten_copy",
+        "elementwise",
+    ): "ATen's generic elementwise_kernel instantiated with direct_copy_kernel_cuda: "
+    "the function name says elementwise, a template argument says copy",
     ("fbgemm_embedding", "copy"): "FBGEMM linearize_index_kernel prepares embedding indices ('index')",
     ("cudnn_conv_helpers", "reduction"): "cuDNN FFT convolution's pointwise_mult_and_sum_complex ('sum')",
     ("loss_backward", "reduction"): "nll_loss_backward_reduce / ClassNLLCriterion_updateGradInput: a loss "
-                                    "gradient is pointwise, its name says reduce/nll",
+    "gradient is pointwise, its name says reduce/nll",
     ("cutlass_cudnn_splitk", "reduction"): "a conv's split-K reduction (ReduceSplitK) is filed with its conv",
     ("cublas_gemm_helpers", "reduction"): "cuBLAS reduce_1Block_kernel finishes a GEMV/GEMM",
     ("aten_elementwise", "copy"): "elementwise_kernel_with_index (arange) and multi_tensor_apply Copy: "
-                                  "'index'/'copy' in the name of an elementwise kernel",
+    "'index'/'copy' in the name of an elementwise kernel",
     ("cublas_scal", "copy"): "cuBLAS scal_kernel takes cublasTransposeParams ('transpose')",
 }
 

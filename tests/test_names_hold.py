@@ -1,5 +1,6 @@
 """Names that say what they hold (issue 21 item 4): counts are integers in every Report table
 and every JSON/CSV output, one formatter for counts in sentences and cells alike."""
+
 from __future__ import annotations
 
 import json
@@ -10,26 +11,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from corpus import CORPUS, SKIP_REASON
+
 from traceview.analyses.wording.words import num
 from traceview.render.cells import cell
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
-PAIRS = [("kineto/docs_traces__before_fix_trace.json.gz", "kineto/docs_traces__after_fix_trace.json.gz"),
-         ("hta/trace_diff__control__control.json.gz", "hta/trace_diff__test__test.json.gz")]
+PAIRS = [
+    ("kineto/docs_traces__before_fix_trace.json.gz", "kineto/docs_traces__after_fix_trace.json.gz"),
+    ("hta/trace_diff__control__control.json.gz", "hta/trace_diff__test__test.json.gz"),
+]
 #: columns whose name says they hold a count: ``count``, ``*_count``, ``kernels``, ``*_kernels``,
 #: ``regions``. ``*_per_step`` metrics are averages by definition (docs/metrics.md) and may be
 #: fractional; ``ratio_count`` is a ratio.
-COUNT = re.compile(r"^(?!ratio_|pct_)(count|[a-z]+_count|kernels|[a-z]+_kernels|regions|instances|other_chains)$",
-                   re.I)
+COUNT = re.compile(
+    r"^(?!ratio_|pct_)(count|[a-z]+_count|kernels|[a-z]+_kernels|regions|instances|other_chains)$", re.I
+)
 
 
 def _traceview(*args: str, tmp_path: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "traceview", *args, "--format", "json"], capture_output=True,
-                         text=True, env={"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
-                         cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "traceview", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        env={"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -47,17 +56,25 @@ def _count_columns(doc) -> dict[str, list]:
     for report in _documents(doc):
         per_step = set(report["info"].get("per_step_tables", ()))
         for name, rows in report["tables"].items():
-            for col in (rows[0] if rows else {}):
+            for col in rows[0] if rows else {}:
                 values = [row[col] for row in rows]
-                averages = name in per_step and any(isinstance(v, float) and not v.is_integer() for v in values)
+                averages = name in per_step and any(
+                    isinstance(v, float) and not v.is_integer() for v in values
+                )
                 if COUNT.match(col) and not averages:
                     found[f"{report['kind']}.{name}.{col}"] = values
     return found
 
 
 def _commands(a: str, b: str, tmp_path: Path) -> list[tuple]:
-    return [("summary", a), ("kernels", a), ("kernels", a, "--ops"), ("diff", a, b), ("compare", a, b),
-            ("timeline", a, "--plot", str(tmp_path / "t.png"))]
+    return [
+        ("summary", a),
+        ("kernels", a),
+        ("kernels", a, "--ops"),
+        ("diff", a, b),
+        ("compare", a, b),
+        ("timeline", a, "--plot", str(tmp_path / "t.png")),
+    ]
 
 
 def _check(commands, tmp_path: Path) -> set[str]:
@@ -101,7 +118,9 @@ def test_report_tables_hold_counts_as_integer_dtypes():
                 if not COUNT.match(str(col)) or not len(df):
                     continue
                 assert df[col].dtype.kind in "iuf", f"{r.kind}.{name}.{col} is {df[col].dtype}"
-                if df[col].dtype.kind in "iu" or not (df[col] % 1).any():  # a fractional average per step stays float
+                if (
+                    df[col].dtype.kind in "iu" or not (df[col] % 1).any()
+                ):  # a fractional average per step stays float
                     assert df[col].dtype.kind in "iu", f"{r.kind}.{name}.{col} is {df[col].dtype}"
 
 
@@ -121,9 +140,23 @@ def test_one_formatter_for_counts_in_sentences_and_cells():
 
 
 def _ops_trace(path: Path, dims: list) -> Path:
-    events = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5,
-               "args": {"External id": i + 1, **({"Input Dims": d} if d is not ... else {}),
-                        "Input type": ["float", "float"]}} for i, d in enumerate(dims)]
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10 * i,
+            "dur": 5,
+            "args": {
+                "External id": i + 1,
+                **({"Input Dims": d} if d is not ... else {}),
+                "Input type": ["float", "float"],
+            },
+        }
+        for i, d in enumerate(dims)
+    ]
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
@@ -156,9 +189,11 @@ def test_input_dims_lists_keep_the_flops_and_the_ops_table():
     dims = t.ops["input_dims"].dropna()
     assert len(dims) and all(isinstance(d, list) for d in dims)
     w = op_work(t.ops)
-    mm = (t.ops["name"].astype(str) == "aten::bmm").to_numpy() | (t.ops["name"].astype(str) == "aten::mm").to_numpy()
+    mm = (t.ops["name"].astype(str) == "aten::bmm").to_numpy() | (
+        t.ops["name"].astype(str) == "aten::mm"
+    ).to_numpy()
     assert mm.any() and w["flops"][mm].notna().all()
-    for d, f in zip(t.ops["input_dims"][mm], w["flops"][mm]):
+    for d, f in zip(t.ops["input_dims"][mm], w["flops"][mm], strict=True):
         (*batch, m, k), (*_, k2, n) = d[0], d[1]
         assert k == k2 and f == 2 * int(np.prod(batch or [1])) * m * k * n
 

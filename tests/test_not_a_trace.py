@@ -5,6 +5,7 @@ Regression: a bare list of objects without trace events, or ``{"traceEvents":
 (a ``TraceReadError``), which a folder scan can skip. An empty ``traceEvents``
 array stays a valid, empty trace: the profiler writes one for an empty capture.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -54,7 +55,9 @@ def test_load_raises_not_a_trace(tmp_path, doc, salvage):
 
 def test_message_names_what_is_missing(tmp_path):
     path = _write(tmp_path, NOT_TRACES["no_ph_in_object"])
-    with pytest.raises(NotATraceError, match="no trace events \\(objects with a 'ph' field\\) in traceEvents"):
+    with pytest.raises(
+        NotATraceError, match="no trace events \\(objects with a 'ph' field\\) in traceEvents"
+    ):
         tv.load(path, cache=False)
 
 
@@ -88,12 +91,16 @@ def test_metadata_events_only_is_a_trace(tmp_path):
     assert len(tv.load(_write(tmp_path, doc), cache=False).events) == 0
 
 
-@pytest.mark.parametrize("doc", [NOT_TRACES["no_ph_in_object"], NOT_TRACES["no_ph_in_bare_list"]],
-                         ids=["object", "bare_list"])
+@pytest.mark.parametrize(
+    "doc", [NOT_TRACES["no_ph_in_object"], NOT_TRACES["no_ph_in_bare_list"]], ids=["object", "bare_list"]
+)
 def test_cli_exits_1_with_one_line(tmp_path, doc):
     path = _write(tmp_path, doc)
-    proc = subprocess.run([sys.executable, "-m", "traceview", "summary", str(path), "--no-cache"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceview", "summary", str(path), "--no-cache"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()

@@ -8,20 +8,23 @@ An independent count (stdlib json + Decimal, test_corpus_exact) checks the
 totals: the activities per step times the steps, plus those left out, are every
 GPU activity in the file.
 """
+
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
 import pytest
-
-import traceview as tv
 from corpus import corpus_params
 from test_corpus_exact import independent_counts
+
+import traceview as tv
 from traceview.analyses.measure.metrics import GPU_ONLY, NUMERIC
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
-PARAMS = corpus_params() + [pytest.param(p, id=f"samples/{p.name}") for p in sorted(SAMPLES.glob("*.json.gz"))]
+PARAMS = corpus_params() + [
+    pytest.param(p, id=f"samples/{p.name}") for p in sorted(SAMPLES.glob("*.json.gz"))
+]
 
 
 @pytest.fixture(scope="module", params=PARAMS)
@@ -80,8 +83,8 @@ def test_totals_match_an_independent_count(trace):
 # ------------------------------------------------------------------ bugs found by a new user
 
 from click.testing import CliRunner  # noqa: E402
-
 from corpus import CORPUS, SKIP_REASON  # noqa: E402
+
 from traceview.cli import main  # noqa: E402
 
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
@@ -118,7 +121,11 @@ def test_compare_folder_skips_files_that_are_not_traces_and_says_which(tmp_path)
 
     assert [r["trace"] for r in json.loads(res.stdout)["tables"]["compare"]] == ["naive", "sdpa_math"]
     res = run("compare", tmp_path, "--recursive", "--format", "json")
-    assert [r["trace"] for r in json.loads(res.stdout)["tables"]["compare"]] == ["naive", "sdpa_math", "sdpa_flash"]
+    assert [r["trace"] for r in json.loads(res.stdout)["tables"]["compare"]] == [
+        "naive",
+        "sdpa_math",
+        "sdpa_flash",
+    ]
     r = tv.compare(tmp_path)
     assert sum("notes.json" in n for n in r.notes) == 1
     for bad in ("notes.json", "list.json"):  # named on its own, a file that is not a trace is an error
@@ -132,8 +139,16 @@ def _listed(values) -> str:
 
 
 @needs_corpus
-@pytest.mark.parametrize("option", [["--device", "5"], ["--stream", "999"], ["--device", "3", "--stream", "999"],
-                                    ["--step", "99"], ["--annotation", "nosuch"]])
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--device", "5"],
+        ["--stream", "999"],
+        ["--device", "3", "--stream", "999"],
+        ["--step", "99"],
+        ["--annotation", "nosuch"],
+    ],
+)
 @pytest.mark.parametrize("command", ["summary", "kernels", "compare"])
 def test_a_selection_that_matches_nothing_is_an_error_listing_what_exists(command, option):
     path = CORPUS / "hta" / "trace_diff__control__control.json.gz"
@@ -158,7 +173,10 @@ def test_a_kind_that_is_absent_is_an_error(tmp_path):
     path = synth.make(tmp_path, "naive")  # kernels and one memcpy per step, no memset
     for command in ("summary", "kernels", "diff"):
         res = run(command, path, *([path] if command == "diff" else []), "--kind", "memset")
-        assert res.exit_code == 1 and "has no GPU activity with kind memset (kinds: kernel, memcpy)" in res.stderr
+        assert (
+            res.exit_code == 1
+            and "has no GPU activity with kind memset (kinds: kernel, memcpy)" in res.stderr
+        )
     assert tv.summary(path, kind="memcpy", cache=False).info["gpu_activities_per_step"] == 1.0
 
 
@@ -180,7 +198,9 @@ def test_a_trace_without_steps_counts_as_one_step_in_every_command(tmp_path):
     import json
 
     doc = json.loads(gzip.open(SAMPLES / "naive.json.gz").read())
-    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")]
+    doc["traceEvents"] = [
+        e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
     path = tmp_path / "nosteps.json"
     path.write_text(json.dumps(doc))
     t = tv.load(path, cache=False)
@@ -201,7 +221,12 @@ def test_every_shared_metric_is_defined_once_in_the_docs():
     r = tv.summary(SAMPLES / "naive.json.gz")
     from traceview.analyses.measure import metrics
 
-    shared = set(metrics.NUMERIC) | {"attention_backend", "gpu_activities", "gpu_time_ns",
-                                     "left_out_gpu_activities", "linked_to_op_pct"}
+    shared = set(metrics.NUMERIC) | {
+        "attention_backend",
+        "gpu_activities",
+        "gpu_time_ns",
+        "left_out_gpu_activities",
+        "linked_to_op_pct",
+    }
     assert shared <= set(defined), shared - set(defined)
     assert shared <= set(r.info), shared - set(r.info)

@@ -1,6 +1,7 @@
 """Outputs (issue 21 item 5): several reports make one document in every format, any
 format can be written to ``-o FILE`` (the same bytes as stdout), and each format declares
 its extension and whether it is binary."""
+
 from __future__ import annotations
 
 import csv
@@ -59,8 +60,10 @@ def test_summary_of_two_traces_in_csv_has_one_header_and_a_report_column(runner)
     assert traces == {"naive": str(A), "sdpa_flash": str(B)}
     # the same rows, less the report column, as each report alone (numbers unchanged)
     alone = list(csv.reader(io.StringIO(_invoke(runner, "summary", A, "--format", "csv").stdout, newline="")))
-    mine = [dict(zip(header, r)) for r in body if r[0] == "naive"]
-    assert [{k: v for k, v in m.items() if k in alone[0]} for m in mine] == [dict(zip(alone[0], r)) for r in alone[1:]]
+    mine = [dict(zip(header, r, strict=True)) for r in body if r[0] == "naive"]
+    assert [{k: v for k, v in m.items() if k in alone[0]} for m in mine] == [
+        dict(zip(alone[0], r, strict=True)) for r in alone[1:]
+    ]
 
 
 def test_the_same_trace_twice_gets_two_report_labels():
@@ -73,7 +76,7 @@ def test_summary_of_two_traces_in_html_is_one_page(runner):
     page = _invoke(runner, "summary", A, B, "--format", "html").stdout
     assert page.count("<!DOCTYPE html>") == 1 and page.count("</html>") == 1
     assert "<title>Summary of 2 traces</title>" in page
-    assert page.count("<section class=\"report\"") == 2
+    assert page.count('<section class="report"') == 2
 
 
 def test_table_and_markdown_show_the_reports_one_after_another(runner):
@@ -109,20 +112,31 @@ def test_every_command_with_format_takes_output(runner, tmp_path):
 def test_output_into_a_missing_folder_is_one_line_exit_1(tmp_path):
     env = dict(os.environ, TRACEVIEW_CACHE_DIR=str(tmp_path / "cache"))
     missing = tmp_path / "no" / "such" / "out.json"
-    res = subprocess.run([sys.executable, "-m", "traceview", "summary", str(A), "-o", str(missing)],
-                         capture_output=True, text=True, env=env, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "traceview", "summary", str(A), "-o", str(missing)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 1 and res.stdout == ""
-    assert res.stderr.splitlines() == [f"traceview: error: {missing}: cannot write: folder {missing.parent} "
-                                       "does not exist"]
+    assert res.stderr.splitlines() == [
+        f"traceview: error: {missing}: cannot write: folder {missing.parent} does not exist"
+    ]
     assert not missing.parent.exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["-o", "x.xyz"], "no format ends in .xyz"),
-    (["-o", "x.csv", "--format", "json"], "names a csv file but --format is json"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["-o", "x.xyz"], "no format ends in .xyz"),
+        (["-o", "x.csv", "--format", "json"], "names a csv file but --format is json"),
+    ],
+)
 def test_output_and_format_that_disagree_are_usage_errors(runner, tmp_path, args, needle):
-    res = runner.invoke(main, ["summary", str(A), *[str(tmp_path / a) if a.startswith("x.") else a for a in args]])
+    res = runner.invoke(
+        main, ["summary", str(A), *[str(tmp_path / a) if a.startswith("x.") else a for a in args]]
+    )
     assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output
     assert list(tmp_path.glob("x.*")) == []
 
@@ -135,15 +149,23 @@ def test_a_file_without_a_known_extension_takes_the_format_given(runner, tmp_pat
 
 def test_formats_declare_extension_and_binary():
     assert {f: (OUTPUTS[f].extension, OUTPUTS[f].binary) for f in FORMATS} == {
-        "table": (".txt", False), "markdown": (".md", False), "json": (".json", False),
-        "csv": (".csv", False), "html": (".html", False)}
+        "table": (".txt", False),
+        "markdown": (".md", False),
+        "json": (".json", False),
+        "csv": (".csv", False),
+        "html": (".html", False),
+    }
     assert format_for_path("a/B.HTM") == "html" and format_for_path("x.parquet") is None
 
 
 def test_write_takes_a_binary_format(tmp_path):
     # no built-in format is binary yet; write() must still write bytes whole (atomic.write_bytes)
-    gz = Format("json.gz", (".json.gz",), True,
-                lambda reports, **kw: gzip.compress(OUTPUTS["json"].render(reports, **kw).encode(), mtime=0))
+    gz = Format(
+        "json.gz",
+        (".json.gz",),
+        True,
+        lambda reports, **kw: gzip.compress(OUTPUTS["json"].render(reports, **kw).encode(), mtime=0),
+    )
     r = tv.summary(str(A))
     path = write([r, r], gz, tmp_path / "two.json.gz")
     assert len(json.loads(gzip.decompress(path.read_bytes()))["reports"]) == 2
@@ -157,6 +179,7 @@ def test_a_report_set_renders_through_render():
     from traceview.render.htmlreport import render_report_set
 
     rs = report_set([tv.load(str(A)), tv.load(str(B))])
+
     def undated(page):  # matplotlib stamps each SVG with the time it was drawn and random ids
         return re.sub(r"<svg.*?</svg>", "<svg/>", page, flags=re.S)
 

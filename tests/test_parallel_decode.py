@@ -3,6 +3,7 @@
 Small inputs are forced onto the parallel path: a tiny chunk size, no size
 threshold and TRACEVIEW_WORKERS=2; the serial reference runs with TRACEVIEW_WORKERS=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,10 @@ import os
 
 import pandas as pd
 import pytest
+from corpus import CORPUS
 
 import traceview as tv
 from traceview.read import chunks, parallel
-
-from corpus import CORPUS
 
 pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 
@@ -72,19 +72,58 @@ def _events(n, *, junk=False, tricky_names=False, big_floats=False):
     for i in range(n):
         ts = base + i * 10
         name = f"aten::op{i % 37}" + ("x" * 3000 + '"},{"x' if tricky_names and i % 5 == 2 else "")
-        out.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1 + i % 3, "tid": 10 + i % 5,
-                    "ts": ts, "dur": 8, "args": {"External id": i, "Input Dims": [[i % 4, 3]]}})
-        out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 10,
-                    "ts": ts + 1, "dur": 2, "args": {"correlation": i, "External id": i}})
-        out.append({"ph": "X", "cat": "kernel", "name": f"kernel_{i % 11}", "pid": 0, "tid": f"stream {7 + i % 2}",
-                    "ts": ts + 3, "dur": 4.5, "args": {"correlation": i, "device": 0, "stream": 7 + i % 2,
-                                                       "External id": i}})
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": name,
+                "pid": 1 + i % 3,
+                "tid": 10 + i % 5,
+                "ts": ts,
+                "dur": 8,
+                "args": {"External id": i, "Input Dims": [[i % 4, 3]]},
+            }
+        )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 10,
+                "ts": ts + 1,
+                "dur": 2,
+                "args": {"correlation": i, "External id": i},
+            }
+        )
+        out.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"kernel_{i % 11}",
+                "pid": 0,
+                "tid": f"stream {7 + i % 2}",
+                "ts": ts + 3,
+                "dur": 4.5,
+                "args": {"correlation": i, "device": 0, "stream": 7 + i % 2, "External id": i},
+            }
+        )
         out.append({"ph": "s", "cat": "ac2g", "id": i, "pid": 1, "tid": 10, "ts": ts + 1, "name": "ac2g"})
-        out.append({"ph": "f", "cat": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 3, "bp": "e",
-                    "name": "ac2g"})
+        out.append(
+            {"ph": "f", "cat": "ac2g", "id": i, "pid": 0, "tid": 7, "ts": ts + 3, "bp": "e", "name": "ac2g"}
+        )
         if i % 100 == 0:
-            out.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i // 100}", "pid": 1,
-                        "tid": 10, "ts": ts - 0.5, "dur": 999})
+            out.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{i // 100}",
+                    "pid": 1,
+                    "tid": 10,
+                    "ts": ts - 0.5,
+                    "dur": 999,
+                }
+            )
         if junk and i % 97 == 5:
             out.append({"ph": "X", "ts": [1, 2], "name": "bad ts"})  # not a number: dropped
             out.append(17)  # not an object: dropped

@@ -12,6 +12,7 @@ a warning (``Trace.warnings``) or a note:
 - an event msgspec refuses on its own (a lone surrogate escape, nesting ~1,000 deep) is
   dropped, not the whole trace, and the parallel decoder agrees with the serial one.
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,12 +23,11 @@ import multiprocessing
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS
 
 import traceview as tv
 from traceview.cli import main
 from traceview.read import chunks, parallel, split_document
-
-from corpus import CORPUS
 
 GEMM = "ampere_sgemm_128x64_tn"
 ADD = "vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>"
@@ -37,16 +37,41 @@ def ev(cat, name, ts, dur, pid=1, tid=1, **args) -> dict:
     return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
 
-def op_with_kernel(i: int, t0: float, kernel: str, kernel_dur: float, op: str = "aten::mm", corr=None,
-                   ext=None, dims=([64, 128], [128, 32])) -> list[dict]:
+def op_with_kernel(
+    i: int,
+    t0: float,
+    kernel: str,
+    kernel_dur: float,
+    op: str = "aten::mm",
+    corr=None,
+    ext=None,
+    dims=([64, 128], [128, 32]),
+) -> list[dict]:
     """One CPU op (with shapes) launching one kernel on device 0, stream 7."""
     corr = i if corr is None else corr
     ext = 100 + i if ext is None else ext
-    return [ev("cpu_op", op, t0, 40, **{"External id": ext, "Input Dims": list(dims),
-                                         "Input type": ["float", "float"]}),
-            ev("cuda_runtime", "cudaLaunchKernel", t0 + 10, 5, correlation=corr, **{"External id": ext}),
-            ev("kernel", kernel, t0 + 20, kernel_dur, pid=0, tid=7, correlation=corr, device=0, stream=7,
-               **{"External id": ext})]
+    return [
+        ev(
+            "cpu_op",
+            op,
+            t0,
+            40,
+            **{"External id": ext, "Input Dims": list(dims), "Input type": ["float", "float"]},
+        ),
+        ev("cuda_runtime", "cudaLaunchKernel", t0 + 10, 5, correlation=corr, **{"External id": ext}),
+        ev(
+            "kernel",
+            kernel,
+            t0 + 20,
+            kernel_dur,
+            pid=0,
+            tid=7,
+            correlation=corr,
+            device=0,
+            stream=7,
+            **{"External id": ext},
+        ),
+    ]
 
 
 def gpu_trace(kernel_durs=(0, 0, 0), extra=(), steps: int = 1) -> list[dict]:
@@ -64,8 +89,12 @@ def gpu_trace(kernel_durs=(0, 0, 0), extra=(), steps: int = 1) -> list[dict]:
 
 
 def write(tmp_path, events, name="t.json", **meta) -> str:
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
-           **meta, "traceEvents": events}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+        **meta,
+        "traceEvents": events,
+    }
     path = tmp_path / name
     path.write_text(json.dumps(doc))
     return str(path)
@@ -82,8 +111,11 @@ def warned(trace, text: str) -> bool:
 # ---------------------------------------------------------------- rates over zero time
 
 
-@pytest.mark.parametrize("extra", [[], ["--ops"], ["--format", "csv"], ["--ops", "--format", "csv"],
-                                   ["--format", "json"]], ids=["table", "ops", "csv", "ops_csv", "json"])
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--ops"], ["--format", "csv"], ["--ops", "--format", "csv"], ["--format", "json"]],
+    ids=["table", "ops", "csv", "ops_csv", "json"],
+)
 def test_zero_duration_kernels_have_no_rate(tmp_path, extra):
     """Found: every instance of a GEMM with dur 0 made GB/s infinite: exit 3 (OverflowError), CSV 'inf'."""
     path = write(tmp_path, gpu_trace((0, 0, 0)))
@@ -137,13 +169,17 @@ def test_negative_duration_counts_as_zero(tmp_path):
     assert by_kind.set_index("kind").loc["kernel", "total_ns"] == 5_000 + 3_000
 
 
-@pytest.mark.parametrize("ts, base, why", [
-    (float(2**53), None, "no usable ts"),  # a float: read from its text, past 2**62 ns
-    (9999999999999998.0, None, "no usable ts"),  # 16 digits, the most the text path takes: * 1000 wraps
-    (2**53, None, "no usable ts"),  # an int: the int path refuses it (it did before)
-    (2**52, 1_700_000_000_000_000_000, "too large to compute with"),  # fits alone, not with the base
-    (2**50, None, "more than a day from the rest"),  # fits, but 35 years from every other event
-], ids=["2**53_float", "16_digits", "2**53_int", "with_base", "far"])
+@pytest.mark.parametrize(
+    "ts, base, why",
+    [
+        (float(2**53), None, "no usable ts"),  # a float: read from its text, past 2**62 ns
+        (9999999999999998.0, None, "no usable ts"),  # 16 digits, the most the text path takes: * 1000 wraps
+        (2**53, None, "no usable ts"),  # an int: the int path refuses it (it did before)
+        (2**52, 1_700_000_000_000_000_000, "too large to compute with"),  # fits alone, not with the base
+        (2**50, None, "more than a day from the rest"),  # fits, but 35 years from every other event
+    ],
+    ids=["2**53_float", "16_digits", "2**53_int", "with_base", "far"],
+)
 def test_absurd_timestamp_does_not_poison_spans(tmp_path, ts, base, why):
     """Found: a CPU op with ts 2**53 made cpu_time_per_step_ns -9.0e18."""
     meta = {"baseTimeNanoseconds": base} if base else {}
@@ -174,14 +210,19 @@ def test_two_far_apart_halves_are_both_kept(tmp_path):
 
 
 def test_events_without_ph_or_cat_are_counted(tmp_path):
-    events = gpu_trace((5,), extra=[
-        {"name": "no phase", "ts": 1, "pid": 1, "tid": 1}, {"name": "no phase either"},
-        {"ph": "Q", "name": "unknown phase", "ts": 1}, {"ph": "\x1b[2J", "ts": 1},
-        {"ph": "X", "name": "no cat", "ts": 1100, "dur": 1, "pid": 1, "tid": 1},
-        {"ph": "i", "name": "instant", "ts": 1, "pid": 1, "tid": 1, "s": "t"},  # known: not counted
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
-        {"ph": "C", "name": "counter", "ts": 1, "pid": 1, "args": {"v": 1}},
-    ])
+    events = gpu_trace(
+        (5,),
+        extra=[
+            {"name": "no phase", "ts": 1, "pid": 1, "tid": 1},
+            {"name": "no phase either"},
+            {"ph": "Q", "name": "unknown phase", "ts": 1},
+            {"ph": "\x1b[2J", "ts": 1},
+            {"ph": "X", "name": "no cat", "ts": 1100, "dur": 1, "pid": 1, "tid": 1},
+            {"ph": "i", "name": "instant", "ts": 1, "pid": 1, "tid": 1, "s": "t"},  # known: not counted
+            {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+            {"ph": "C", "name": "counter", "ts": 1, "pid": 1, "args": {"v": 1}},
+        ],
+    )
     trace = tv.load(write(tmp_path, events), cache=False)
     assert warned(trace, "skipped 2 event(s) without ph")
     unknown = [w for w in trace.warnings if "unknown ph" in w]
@@ -191,10 +232,14 @@ def test_events_without_ph_or_cat_are_counted(tmp_path):
     assert len(trace.warnings) == 3, trace.warnings
 
 
-CORPUS_SAMPLE = ["hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
-                 "kineto/tb_plugin_samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
-                 "rocm/tracelens__sglang_Qwen3-8B_decode.json.gz", "switchtransformers/trace.json.gz",
-                 "tracelens/b200__eager_trace.json.gz", "hta/negative_queue_length_values_check__rank0.json.gz"]
+CORPUS_SAMPLE = [
+    "hta/critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz",
+    "kineto/tb_plugin_samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+    "rocm/tracelens__sglang_Qwen3-8B_decode.json.gz",
+    "switchtransformers/trace.json.gz",
+    "tracelens/b200__eager_trace.json.gz",
+    "hta/negative_queue_length_values_check__rank0.json.gz",
+]
 
 
 @pytest.mark.parametrize("name", CORPUS_SAMPLE)
@@ -223,8 +268,10 @@ def test_shared_correlation_id_links_nothing(tmp_path):
     trace = tv.load(write(tmp_path, events), cache=False)
     assert trace.kernels["op"].isna().all() and (trace.kernels["launch"] < 0).all()
     assert trace.stats["linked_to_op"] == 0.0
-    assert warned(trace, "3 GPU activities left without a launch: each one's correlation id names several "
-                         "runtime launches")
+    assert warned(
+        trace,
+        "3 GPU activities left without a launch: each one's correlation id names several runtime launches",
+    )
 
 
 def test_shared_correlation_id_with_distinct_external_ids(tmp_path):
@@ -248,11 +295,15 @@ def test_shared_external_id_links_nothing(tmp_path):
 
 def test_graph_launch_still_links_all_its_kernels(tmp_path):
     """One launch, many kernels with its correlation id: not ambiguous."""
-    events = [ev("user_annotation", "ProfilerStep#1", 1000, 1000),
-              ev("cpu_op", "aten::graph", 1010, 200, **{"External id": 1}),
-              ev("cuda_runtime", "cudaGraphLaunch", 1020, 5, correlation=5, **{"External id": 1})]
-    events += [ev("kernel", GEMM, 1030 + 10 * i, 5, pid=0, tid=7, correlation=5, device=0, stream=7)
-               for i in range(4)]
+    events = [
+        ev("user_annotation", "ProfilerStep#1", 1000, 1000),
+        ev("cpu_op", "aten::graph", 1010, 200, **{"External id": 1}),
+        ev("cuda_runtime", "cudaGraphLaunch", 1020, 5, correlation=5, **{"External id": 1}),
+    ]
+    events += [
+        ev("kernel", GEMM, 1030 + 10 * i, 5, pid=0, tid=7, correlation=5, device=0, stream=7)
+        for i in range(4)
+    ]
     trace = tv.load(write(tmp_path, events), cache=False)
     assert (trace.kernels["op"].astype(str) == "aten::graph").all() and not trace.warnings
 
@@ -264,10 +315,12 @@ def test_flow_fallback_skips_a_flow_id_with_two_starts(tmp_path):
     for e in events:
         e["args"].pop("correlation", None)
         e["args"].pop("External id", None)
-    flows = [{"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1020},
-             {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1120},
-             {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 1030, "bp": "e"},
-             {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 1130, "bp": "e"}]
+    flows = [
+        {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1020},
+        {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": 1120},
+        {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 1030, "bp": "e"},
+        {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": 1130, "bp": "e"},
+    ]
     trace = tv.load(write(tmp_path, events + flows), cache=False)
     assert (trace.kernels["launch"] < 0).all()
     flows[1]["id"], flows[3]["id"] = 8, 8  # distinct ids: each kernel finds its own launch
@@ -292,8 +345,9 @@ def test_exact_duplicates_count_once(tmp_path):
 
 def test_events_without_ids_that_look_alike_are_kept(tmp_path):
     """python_function events may differ only in args traceview does not read (their Python id)."""
-    events = gpu_trace((5,)) + [ev("python_function", "<built-in function len>", 1100, 0, **{"Python id": i})
-                                for i in range(2)]
+    events = gpu_trace((5,)) + [
+        ev("python_function", "<built-in function len>", 1100, 0, **{"Python id": i}) for i in range(2)
+    ]
     trace = tv.load(write(tmp_path, events), cache=False)
     assert len(trace.events) == len(events) and not trace.warnings
 
@@ -307,7 +361,9 @@ UNFIT = {
     "surrogate_name": b'{"ph": "X", "cat": "cpu_op", "name": "\\ud800", "ts": 1050, "dur": 1}',
     "surrogate_arg": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, "args": {"y": "\\ud800"}}',
     "low_surrogate": b'{"ph": "X", "cat": "cpu_op", "name": "a\\udc00b", "ts": 1050, "dur": 1}',
-    "deep_args": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, "args": {"y": ' + DEEP + b"}}",
+    "deep_args": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, "args": {"y": '
+    + DEEP
+    + b"}}",
     "deep_name": b'{"ph": "X", "cat": "cpu_op", "name": ' + DEEP + b', "ts": 1050, "dur": 1}',
 }
 
@@ -328,16 +384,18 @@ def test_one_unfit_event_drops_only_that_event(tmp_path, kind, bare):
         assert trace.events["name"].astype(str).tolist() == ["aten::mm", "aten::add"]
         assert trace.warnings == [f"{path}: skipped 1 malformed event(s)"]
     if not bare:
-        assert trace.meta["x"] == "\U0001F600"  # a valid surrogate pair is a character
+        assert trace.meta["x"] == "\U0001f600"  # a valid surrogate pair is a character
 
 
 def test_valid_pairs_and_escaped_backslashes_are_untouched(tmp_path):
     emoji = b'{"ph": "X", "cat": "cpu_op", "name": "\\ud83d\\ude00", "ts": 1050, "dur": 1}'
-    literal = b'{"ph": "X", "cat": "cpu_op", "name": "\\\\ud800", "ts": 1060, "dur": 1}'  # backslash, then text
+    literal = (
+        b'{"ph": "X", "cat": "cpu_op", "name": "\\\\ud800", "ts": 1060, "dur": 1}'  # backslash, then text
+    )
     path = tmp_path / "t.json"
     path.write_bytes(_doc([GOOD, emoji, literal, UNFIT["surrogate_name"], GOOD2]))
     trace = tv.load(path, cache=False)
-    assert trace.events["name"].astype(str).tolist() == ["aten::mm", "\U0001F600", "\\ud800", "aten::add"]
+    assert trace.events["name"].astype(str).tolist() == ["aten::mm", "\U0001f600", "\\ud800", "aten::add"]
 
 
 @pytest.mark.parametrize("kind", ["surrogate_name", "deep_args"])
@@ -353,13 +411,22 @@ def test_unfit_event_in_a_cut_trace_with_salvage(tmp_path, kind):
     assert any("skipped 1 malformed event(s)" in w for w in trace.warnings)
 
 
-@pytest.mark.parametrize("data, match", [
-    (_doc([UNFIT["deep_args"]]), "nested too deeply"),  # nothing would be left: the document's error
-    (_doc([UNFIT["surrogate_name"]]), "hex escape"),
-    (b'{"traceEvents": [' + GOOD + b'], "meta": "\\ud800"}', "hex escape|truncated"),  # not in an event (msgspec may call it a cut)
-    (b'{"traceEvents": [' + GOOD + b'], "meta": ' + DEEP + b"}", "nested too deeply"),
-    (b'{"traceEvents": [' + GOOD + b", " + UNFIT["surrogate_name"] + b", {]}", "not valid JSON"),  # other damage
-])
+@pytest.mark.parametrize(
+    "data, match",
+    [
+        (_doc([UNFIT["deep_args"]]), "nested too deeply"),  # nothing would be left: the document's error
+        (_doc([UNFIT["surrogate_name"]]), "hex escape"),
+        (
+            b'{"traceEvents": [' + GOOD + b'], "meta": "\\ud800"}',
+            "hex escape|truncated",
+        ),  # not in an event (msgspec may call it a cut)
+        (b'{"traceEvents": [' + GOOD + b'], "meta": ' + DEEP + b"}", "nested too deeply"),
+        (
+            b'{"traceEvents": [' + GOOD + b", " + UNFIT["surrogate_name"] + b", {]}",
+            "not valid JSON",
+        ),  # other damage
+    ],
+)
 def test_what_is_not_one_events_problem_stays_an_error(tmp_path, data, match):
     path = tmp_path / "t.json"
     path.write_bytes(data)
@@ -371,7 +438,9 @@ def test_what_is_not_one_events_problem_stays_an_error(tmp_path, data, match):
 def test_parallel_decoder_agrees_on_unfit_events(tmp_path, monkeypatch):
     items = []
     for i in range(2000):
-        items.append(json.dumps(ev("cpu_op", f"aten::op{i % 7}", 1000 + 10 * i, 5, **{"External id": i})).encode())
+        items.append(
+            json.dumps(ev("cpu_op", f"aten::op{i % 7}", 1000 + 10 * i, 5, **{"External id": i})).encode()
+        )
         if i % 400 == 7:
             items.append(UNFIT["surrogate_name" if i % 800 == 7 else "deep_args"])
     path = tmp_path / "t.json"
@@ -406,9 +475,13 @@ def test_annotate_keeps_an_unfit_event_as_written(tmp_path, salvage):
     written = out.read_bytes()
     assert UNFIT["surrogate_name"] in written and UNFIT["deep_args"] in written  # as they were
     again = tv.load(out, cache=False)
-    assert again.events["name"].astype(str).tolist() == ["aten::mm", GEMM] + ([] if salvage else ["aten::add"])
+    assert again.events["name"].astype(str).tolist() == ["aten::mm", GEMM] + (
+        [] if salvage else ["aten::add"]
+    )
     assert again.kernels["category"].astype(str).tolist() == ["gemm"]
     assert any("skipped 2 malformed event(s)" in w for w in again.warnings)
-    shallow = written.replace(UNFIT["deep_args"], b"{}")  # Python's json takes the lone surrogate, not the depth
+    shallow = written.replace(
+        UNFIT["deep_args"], b"{}"
+    )  # Python's json takes the lone surrogate, not the depth
     events = json.loads(shallow)["traceEvents"]
     assert events[1]["name"] == "\ud800" and events[3]["args"]["traceview.category"] == "gemm"

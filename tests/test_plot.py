@@ -1,4 +1,5 @@
 """``--plot`` and ``traceview timeline``: real pictures of non-trivial size, friendly errors."""
+
 from __future__ import annotations
 
 import sys
@@ -6,19 +7,19 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import synth
 from click.testing import CliRunner
 
-import synth
 import traceview as tv
 from traceview.cli import main
 from traceview.errors import TraceviewError
 
 pytest.importorskip("matplotlib")
 
-from traceview.analyses.trace.breakdown import breakdown  # noqa: E402
-from traceview.analyses.select.region import Selection  # noqa: E402
-from traceview.analyses.trace.timeline import timeline  # noqa: E402
-from traceview.render.plot import plot_breakdown, plot_timeline  # noqa: E402
+from traceview.analyses.select.region import Selection
+from traceview.analyses.trace.breakdown import breakdown
+from traceview.analyses.trace.timeline import timeline
+from traceview.render.plot import plot_breakdown, plot_timeline
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -48,7 +49,7 @@ def test_breakdown_png_svg_html(story_dir, tmp_path):
     assert is_svg(Path(plot_breakdown(traces, tmp_path / "b.svg")))
     page = (Path(plot_breakdown(traces, tmp_path / "b.html"))).read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</html>" in page
-    svg = page[page.index("<svg"):page.rindex("</svg>") + len("</svg>")]
+    svg = page[page.index("<svg") : page.rindex("</svg>") + len("</svg>")]
     assert ET.fromstring(svg).tag.endswith("svg")
     # CPU-only traces: CPU self time by op
     cpu = breakdown([tv.load(p) for p in sorted(SAMPLES.glob("*.json.gz"))])
@@ -119,8 +120,10 @@ def test_long_trace_labels_do_not_overlap():
     """diff --plot of the H100 and MI300 BERT traces: the two axis labels never touch."""
     from corpus import CORPUS
 
-    files = [CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz",
-             CORPUS / "rocm" / "tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz"]
+    files = [
+        CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz",
+        CORPUS / "rocm" / "tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+    ]
     if not all(f.exists() for f in files):
         pytest.skip(f"corpus not found at {CORPUS}")
     pytest.importorskip("matplotlib")
@@ -153,7 +156,9 @@ def _drawn_literally(fig, text) -> bool:
     """``text`` takes the room of its characters drawn as plain text (mathtext draws
     ``$\\frac{A}{B}$`` as a narrow fraction; an unknown macro fails to draw at all)."""
     renderer = fig.canvas.get_renderer()
-    ref = fig.text(0, 0, text.get_text(), fontproperties=text.get_fontproperties(), parse_math=False, usetex=False)
+    ref = fig.text(
+        0, 0, text.get_text(), fontproperties=text.get_fontproperties(), parse_math=False, usetex=False
+    )
     try:
         return ref.get_window_extent(renderer).width == pytest.approx(text.get_window_extent(renderer).width)
     finally:
@@ -162,6 +167,7 @@ def _drawn_literally(fig, text) -> bool:
 
 def test_plot_text_is_literal(hostile_trace):
     import matplotlib.text
+
     from traceview.render.plot import breakdown_figure, timeline_figure
 
     t = tv.load(hostile_trace, cache=False)
@@ -179,9 +185,11 @@ def test_plot_text_is_literal(hostile_trace):
 def test_cli_plots_of_markup_names(hostile_trace, tmp_path):
     """Before: exit 3 (ValueError from mathtext) on every picture of this trace."""
     runner = CliRunner()
-    for argv in (["compare", str(hostile_trace), "--plot", str(tmp_path / "c.png")],
-                 ["timeline", str(hostile_trace), "--plot", str(tmp_path / "t.svg")],
-                 ["report", str(hostile_trace), "-o", str(tmp_path / "r.html")]):
+    for argv in (
+        ["compare", str(hostile_trace), "--plot", str(tmp_path / "c.png")],
+        ["timeline", str(hostile_trace), "--plot", str(tmp_path / "t.svg")],
+        ["report", str(hostile_trace), "-o", str(tmp_path / "r.html")],
+    ):
         res = runner.invoke(main, [*argv, "--no-cache"])
         assert res.exit_code == 0, (argv, res.output)
     assert is_png(tmp_path / "c.png") and is_svg(tmp_path / "t.svg")
@@ -193,6 +201,7 @@ def test_plot_text_shows_controls_escaped(tmp_path):
     import subprocess
 
     import matplotlib.text
+
     from traceview.render.plot import breakdown_figure, timeline_figure
     from traceview.render.safe import UNSAFE
 
@@ -204,8 +213,23 @@ def test_plot_text_shows_controls_escaped(tmp_path):
     for fig in (breakdown_figure(breakdown([t])), timeline_figure(timeline(t))[0]):
         fig.canvas.draw()
         texts = [x.get_text() for x in fig.findobj(matplotlib.text.Text)]
-        assert not [x for x in texts if UNSAFE.search(x.replace("\n", ""))]  # wrapping adds real newlines only
+        assert not [
+            x for x in texts if UNSAFE.search(x.replace("\n", ""))
+        ]  # wrapping adds real newlines only
         assert "evil\\x1b]0;T\\x07op" in texts
-    r = subprocess.run([sys.executable, "-m", "traceview", "timeline", str(path), "--plot", str(tmp_path / "t.svg"),
-                        "--no-cache"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "traceview",
+            "timeline",
+            str(path),
+            "--plot",
+            str(tmp_path / "t.svg"),
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and "\x1b" not in r.stderr.replace(str(path), ""), r.stderr

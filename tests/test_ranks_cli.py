@@ -1,14 +1,14 @@
 """``traceview ranks`` in every output format, its one-line errors, and ``traceview diff RUN_A/ RUN_B/``."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
 
 from traceview.cli import main
-
-from corpus import CORPUS, SKIP_REASON
 
 PARAM = CORPUS / "param"
 pytestmark = pytest.mark.skipif(not PARAM.is_dir(), reason=SKIP_REASON)
@@ -30,10 +30,13 @@ def test_every_format(fmt):
         assert {"ranks", "steps", "stragglers", "collectives", "categories", "streams"} <= set(doc["tables"])
 
 
-@pytest.mark.parametrize("args,needle", [
-    (lambda: ["/no/such/run"], "/no/such/run"),
-    (lambda: [*RANKS, RANKS[0]], "rank 0 again"),  # built at run time: RANKS is empty without the corpus
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (lambda: ["/no/such/run"], "/no/such/run"),
+        (lambda: [*RANKS, RANKS[0]], "rank 0 again"),  # built at run time: RANKS is empty without the corpus
+    ],
+)
 def test_errors_are_one_line_exit_1(args, needle):
     res = _run("ranks", *args())
     assert res.exit_code == 1 and needle in res.output
@@ -53,5 +56,7 @@ def test_diff_of_two_runs_matches_ranks(tmp_path):
     assert doc["kind"] == "run_diff" and list(rows) == ["2", "3", "4", "5", "overall"]
     assert rows["2"]["a_idle_ns"] == rows["2"]["b_idle_ns"] == 7_046_000  # the same file in both runs
     assert rows["overall"]["a_span_ns"] == sum(rows[r]["a_span_ns"] for r in "2345")
-    assert sorted(doc["notes"]) == [f"rank {r} is only in {w}" for r, w in ((0, "A"), (1, "A"), (6, "B"), (7, "B"))]
+    assert sorted(doc["notes"]) == [
+        f"rank {r} is only in {w}" for r, w in ((0, "A"), (1, "A"), (6, "B"), (7, "B"))
+    ]
     assert any("stragglers: 2 in A, 7 in B" in f for f in doc["findings"])

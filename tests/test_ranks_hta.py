@@ -19,22 +19,29 @@ timestamps, so HTA's rounding changes nothing and the figures must agree exactly
   instead, and rank 2 (6th to arrive there) becomes its second straggler, with rank 7. The test
   re-derives HTA's [2, 7] from traceview's own collectives table by HTA's rule.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
-
-from corpus import CORPUS, SKIP_REASON
 
 PARAM = CORPUS / "param"
 pytestmark = pytest.mark.skipif(not PARAM.is_dir(), reason=SKIP_REASON)
 
 #: HTA 0.5 on the 8 dlrm ranks, µs: (idle, compute, non-compute, overlap %)
-HTA = {0: (6419, 1034, 5556, 4.50), 1: (6428, 1246, 11075, 2.47), 2: (7046, 1068, 3236, 7.88),
-       3: (8145, 1240, 9468, 3.31), 4: (8887, 1126, 6576, 0.56), 5: (9121, 1041, 6230, 0.64),
-       6: (7051, 1051, 3308, 7.56), 7: (8308, 1059, 1600, 9.51)}
+HTA = {
+    0: (6419, 1034, 5556, 4.50),
+    1: (6428, 1246, 11075, 2.47),
+    2: (7046, 1068, 3236, 7.88),
+    3: (8145, 1240, 9468, 3.31),
+    4: (8887, 1126, 6576, 0.56),
+    5: (9121, 1041, 6230, 0.64),
+    6: (7051, 1051, 3308, 7.56),
+    7: (8308, 1059, 1600, 9.51),
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +53,11 @@ def test_breakdown_and_overlap_match_hta_figures(report):
     r = report["ranks"].set_index("rank")
     for rank, (idle, comp, non_comp, pct) in HTA.items():
         row = r.loc[rank]
-        assert (row.idle_ns, row.computation_ns, row.communication_ns + row.memory_ns) == \
-            (idle * 1000, comp * 1000, non_comp * 1000), rank
+        assert (row.idle_ns, row.computation_ns, row.communication_ns + row.memory_ns) == (
+            idle * 1000,
+            comp * 1000,
+            non_comp * 1000,
+        ), rank
         assert round(row.overlap_pct, 2) == pct, rank
         assert row.span_ns == row.computation_ns + row.communication_ns + row.memory_ns + row.idle_ns
 
@@ -80,8 +90,10 @@ def test_stragglers_native_and_hta_rule(report):
     assert report["stragglers"]["straggler"].tolist() == [7]
     assert ranks.loc[7, "last_at"] == 5 and ranks.loc[7, "wait_caused_ns"] == 35_552_000
     assert ranks.loc[[5, 4], "last_at"].tolist() == [2, 1] and ranks.loc[2, "last_at"] == 0
-    assert report.findings[0].startswith("rank 7 is the straggler in 1 of 1 steps: it arrived last at 5 of 8 "
-                                         "collectives and the others waited 35.552 ms for it")
+    assert report.findings[0].startswith(
+        "rank 7 is the straggler in 1 of 1 steps: it arrived last at 5 of 8 "
+        "collectives and the others waited 35.552 ms for it"
+    )
     assert sorted(hta_rule(report)) == [2, 7]
     assert (report["collectives"]["end_spread_ns"] <= 7000).all()  # clocks agree: collectives end together
 
@@ -106,9 +118,14 @@ def hta_rule(report) -> list[int]:
 
 #: (rank files, what HTA's straggler analysis says)
 OTHER_SETS = {
-    "tokenomics": (["tokenomics/trace0.json.gz", "tokenomics/trace1.json.gz"], None),  # no ProfilerStep: HTA fails
-    "trace_filter": (["hta/trace_filter__sampled_rank-0.json.gz", "hta/trace_filter__sampled_rank-1.json.gz"],
-                     [0, 1]),  # 2 of 128 ranks: HTA names its 2 candidates, i.e. both
+    "tokenomics": (
+        ["tokenomics/trace0.json.gz", "tokenomics/trace1.json.gz"],
+        None,
+    ),  # no ProfilerStep: HTA fails
+    "trace_filter": (
+        ["hta/trace_filter__sampled_rank-0.json.gz", "hta/trace_filter__sampled_rank-1.json.gz"],
+        [0, 1],
+    ),  # 2 of 128 ranks: HTA names its 2 candidates, i.e. both
 }
 
 
@@ -139,9 +156,17 @@ def test_other_rank_sets_agree_with_hta_within_rounding(name, tmp_path):
         (tmp_path / f.split("/")[-1]).symlink_to(CORPUS / f)
     report = tv.ranks(tmp_path)
     r = report["ranks"].set_index("rank")
-    ours = pd.DataFrame({"idle_time(us)": r["idle_ns"], "compute_time(us)": r["computation_ns"],
-                         "non_compute_time(us)": r["communication_ns"] + r["memory_ns"],
-                         "kernel_time(us)": r["span_ns"]}) / 1000
+    ours = (
+        pd.DataFrame(
+            {
+                "idle_time(us)": r["idle_ns"],
+                "compute_time(us)": r["computation_ns"],
+                "non_compute_time(us)": r["communication_ns"] + r["memory_ns"],
+                "kernel_time(us)": r["span_ns"],
+            }
+        )
+        / 1000
+    )
     activities = report["streams"].groupby("rank")["activities"].sum()
     for rounding in (False, True):
         tb, ov, strag = _hta_breakdown(tmp_path, rounding)

@@ -1,4 +1,5 @@
 """The README's Python examples run as doctests, so they never go stale."""
+
 from __future__ import annotations
 
 import doctest
@@ -10,8 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_readme_examples(monkeypatch):
     monkeypatch.chdir(ROOT)  # examples use paths relative to the project root
-    result = doctest.testfile(str(ROOT / "README.md"), module_relative=False,
-                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    result = doctest.testfile(
+        str(ROOT / "README.md"),
+        module_relative=False,
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
+    )
     assert result.attempted >= 5
     assert result.failed == 0
 

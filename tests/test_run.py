@@ -1,5 +1,6 @@
 """A run: rank traces of one job, ranks from distributedInfo; duplicates refused, missing reported,
 unreadable files named (or skipped with skip_bad). Real corpus files; damaged copies live in tmp_path."""
+
 from __future__ import annotations
 
 import gzip
@@ -7,14 +8,14 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from corpus import CORPUS, SKIP_REASON
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceview as tv
 from traceview.analyses.measure import intervals as iv
 from traceview.errors import TraceviewError
 from traceview.run import RULE_META, RULE_ORDER
-
-from corpus import CORPUS, SKIP_REASON
 
 PARAM = CORPUS / "param"
 needs_param = pytest.mark.skipif(not PARAM.is_dir(), reason=SKIP_REASON)
@@ -79,7 +80,9 @@ def test_unreadable_rank_is_an_error_naming_it_or_skipped(tmp_path):
     run = tv.load_run(files, skip_bad=True)
     assert run.missing == [2] and any("worker2_cut.json" in n for n in run.notes)
     report = tv.ranks(files, skip_bad=True)
-    assert report.info["missing_ranks"] == "2" and any("skipped" in n and "worker2_cut" in n for n in report.notes)
+    assert report.info["missing_ranks"] == "2" and any(
+        "skipped" in n and "worker2_cut" in n for n in report.notes
+    )
 
 
 # ------------------------------------------------------------------ interval arithmetic, against brute force
@@ -90,7 +93,7 @@ intervals = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)), max_size
 def _mask(ivs):
     m = np.zeros(80, bool)
     for s, d in ivs:
-        m[s:s + d] = True
+        m[s : s + d] = True
     return m
 
 

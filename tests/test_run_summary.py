@@ -5,6 +5,7 @@ Decimal numbers, nothing shared with the loader): a GPU activity counts for a st
 runtime call that launched it (same correlation id) starts inside that rank's ProfilerStep
 span; with no ProfilerStep the whole trace is one region.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -14,11 +15,10 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
 from traceview.cli import main
-
-from corpus import CORPUS, SKIP_REASON
 
 PARAM = CORPUS / "param"
 TOK = [CORPUS / "tokenomics" / "trace0.json.gz", CORPUS / "tokenomics" / "trace1.json.gz"]
@@ -32,20 +32,32 @@ def recount(path) -> dict:
     doc = json.loads(gzip.open(path).read(), parse_float=Decimal)
     ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     ns = lambda v: int(Decimal(v) * 1000)  # noqa: E731  (µs with fractions -> exact ns)
-    steps = [(e["pid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in ev
-             if str(e.get("name", "")).startswith("ProfilerStep#")]
-    launch = {e["args"]["correlation"]: (e["pid"], ns(e["ts"])) for e in ev
-              if e.get("cat") in LAUNCH and "correlation" in e.get("args", {})}
+    steps = [
+        (e["pid"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+        for e in ev
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    launch = {
+        e["args"]["correlation"]: (e["pid"], ns(e["ts"]))
+        for e in ev
+        if e.get("cat") in LAUNCH and "correlation" in e.get("args", {})
+    }
     acts = [e for e in ev if e.get("cat") in GPU]
     if steps:
+
         def in_step(e):
             pid, ts = launch.get(e.get("args", {}).get("correlation"), (None, None))
             return ts is not None and any(p == pid and a <= ts <= b for p, a, b in steps)
+
         acts = [e for e in acts if in_step(e)]
-    return {"rank": doc["distributedInfo"]["rank"], "regions": max(len(steps), 1), "gpu_activities": len(acts),
-            "gpu_time_ns": sum(max(ns(e["dur"]), 0) for e in acts),
-            "kernels": sum(1 for e in acts if GPU[e["cat"]] == "kernel"),
-            "cpu_time_ns": sum(b - a for _, a, b in steps) if steps else None}
+    return {
+        "rank": doc["distributedInfo"]["rank"],
+        "regions": max(len(steps), 1),
+        "gpu_activities": len(acts),
+        "gpu_time_ns": sum(max(ns(e["dur"]), 0) for e in acts),
+        "kernels": sum(1 for e in acts if GPU[e["cat"]] == "kernel"),
+        "cpu_time_ns": sum(b - a for _, a, b in steps) if steps else None,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +88,11 @@ def check_rows(report, counts: dict):
     assert sorted(rows.index) == sorted(map(str, counts))
     for r, c in counts.items():
         row = rows.loc[str(r)]
-        assert (row.regions, row.gpu_activities, row.gpu_time_ns) == (c["regions"], c["gpu_activities"],
-                                                                       c["gpu_time_ns"]), r
+        assert (row.regions, row.gpu_activities, row.gpu_time_ns) == (
+            c["regions"],
+            c["gpu_activities"],
+            c["gpu_time_ns"],
+        ), r
         assert row.kernels_per_step * c["regions"] == c["kernels"]
         assert row.gpu_time_per_step_ns == c["gpu_time_ns"] / c["regions"]
         if c["cpu_time_ns"] is not None:
@@ -94,7 +109,9 @@ def test_param_run_matches_the_recount(param_counts):
     assert report.kind == "run_summary" and report.info["world_size"] == 8
     assert report.info["rank_rule"] == "distributedInfo.rank" and report.info["missing_ranks"] == "none"
     check_rows(report, param_counts)
-    assert any(c["gpu_activities"] < 300 for c in param_counts.values())  # 64 launches outside the step: left out
+    assert any(
+        c["gpu_activities"] < 300 for c in param_counts.values()
+    )  # 64 launches outside the step: left out
     cats = report["by_category"]
     assert int(cats["total_ns"].sum()) == report.info["gpu_time_ns"]
 
@@ -111,7 +128,9 @@ def test_python_equals_cli_json(param_counts):
     doc = json.loads(res.stdout)
     api = tv.summary_run(PARAM).to_dict()
     assert doc["tables"] == api["tables"] and doc["info"] == api["info"]
-    assert [r["gpu_time_ns"] for r in doc["tables"]["ranks"][:8]] == [param_counts[r]["gpu_time_ns"] for r in range(8)]
+    assert [r["gpu_time_ns"] for r in doc["tables"]["ranks"][:8]] == [
+        param_counts[r]["gpu_time_ns"] for r in range(8)
+    ]
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "json", "csv", "html"])
@@ -144,7 +163,8 @@ def test_compare_runs_ratios_from_the_recount(param_counts, tok_counts, tok_run)
     assert t.loc["param", "ratio_gpu_time"] == 1.0
     ranks = report["ranks"].set_index(["rank", "run"])
     assert ranks.loc[(1, "tok"), "ratio_gpu_time"] == pytest.approx(
-        tok_counts[1]["gpu_time_ns"] / param_counts[1]["gpu_time_ns"], rel=1e-12)
+        tok_counts[1]["gpu_time_ns"] / param_counts[1]["gpu_time_ns"], rel=1e-12
+    )
 
 
 def test_compare_runs_reuses_ranks_and_run_diff(tok_run):
@@ -174,15 +194,22 @@ def test_compare_run_every_format(fmt, tok_run):
     assert "ratio_gpu_time" in res.stdout and "tok" in res.stdout and "span_ns" in res.stdout
     if fmt == "json":
         doc = json.loads(res.stdout)
-        assert doc["kind"] == "run_compare" and len(doc["tables"]["compare"]) == 2 and len(doc["tables"]["ranks"]) == 4
+        assert (
+            doc["kind"] == "run_compare"
+            and len(doc["tables"]["compare"]) == 2
+            and len(doc["tables"]["ranks"]) == 4
+        )
 
 
-@pytest.mark.parametrize("args,code,needle", [
-    (["compare", "--run", str(PARAM), str(TOK[0])], 1, "trace0.json.gz: not a folder"),
-    (["compare", "--run", str(PARAM), "/no/such/run"], 1, "/no/such/run"),
-    (["compare", "--run", str(PARAM), str(PARAM), "--plot", "x.png"], 2, "--plot"),
-    (["summary", "--run", str(TOK[0].parent)], 1, "rank 0 again"),
-])
+@pytest.mark.parametrize(
+    "args,code,needle",
+    [
+        (["compare", "--run", str(PARAM), str(TOK[0])], 1, "trace0.json.gz: not a folder"),
+        (["compare", "--run", str(PARAM), "/no/such/run"], 1, "/no/such/run"),
+        (["compare", "--run", str(PARAM), str(PARAM), "--plot", "x.png"], 2, "--plot"),
+        (["summary", "--run", str(TOK[0].parent)], 1, "rank 0 again"),
+    ],
+)
 def test_run_errors_are_short(args, code, needle):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == code and needle in res.output and "Traceback" not in res.output

@@ -14,6 +14,7 @@ Plus: cut gzip streams, cuts in the metadata before/after the events, damage
 in the middle, strings full of brackets and escapes, intact files (salvage is a
 no-op), and a 100 MB+ trace salvaged in seconds.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -25,11 +26,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from corpus import CORPUS
 
 import traceview as tv
 from traceview.read.salvage import salvage_prefix
 
-from corpus import CORPUS  # noqa: E402  ($TRACEVIEW_CORPUS, else ../shared/corpus)
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -44,11 +45,14 @@ def _trace_files() -> list[Path]:
 def _params():
     files = _trace_files()
     if not files:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {CORPUS} and no sample traces"))]
+        return [
+            pytest.param(None, marks=pytest.mark.skip(reason=f"no corpus at {CORPUS} and no sample traces"))
+        ]
     return [pytest.param(f, id=f"{f.parent.name}/{f.name[:48]}") for f in files]
 
 
 # ---------------------------------------------------------------- reference parser
+
 
 def reference(text: bytes, stop: int | None = None):
     """(metadata before traceEvents, events, byte offset just past each event) by stdlib json;
@@ -184,13 +188,22 @@ def test_salvage_cut_gzip_stream(tmp_path):
 
 # ---------------------------------------------------------------- where the cut lands
 
+
 def _kineto_like() -> dict:
     return {
         "schemaVersion": 1,
-        "deviceProperties": [{"id": 0, "name": "GPU \"0\" {[x]}", "totalGlobalMem": 1}],
+        "deviceProperties": [{"id": 0, "name": 'GPU "0" {[x]}', "totalGlobalMem": 1}],
         "traceEvents": [
-            {"ph": "X", "cat": "cpu_op", "name": f"op{i} \\\"}}]] \u00e9", "pid": 1, "tid": 1,
-             "ts": 1000 + i, "dur": 1, "args": {"Input Dims": [[i]], "note": "\\" * (i % 4)}}
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": f'op{i} \\"}}]] \u00e9',
+                "pid": 1,
+                "tid": 1,
+                "ts": 1000 + i,
+                "dur": 1,
+                "args": {"Input Dims": [[i]], "note": "\\" * (i % 4)},
+            }
             for i in range(200)
         ],
         "traceName": "x.json",
@@ -282,6 +295,7 @@ def test_salvage_nothing_to_recover(tmp_path):
 
 # ---------------------------------------------------------------- intact files: a no-op
 
+
 def _intact_files() -> list[Path]:
     files = _trace_files()
     small = [f for f in files if f.stat().st_size < 150_000][:6]
@@ -303,10 +317,20 @@ def test_salvage_is_a_noop_on_intact_files(path):
 
 # ---------------------------------------------------------------- scale
 
+
 def test_salvage_100mb_in_seconds():
-    event = json.dumps({"ph": "X", "cat": "kernel", "name": "void gemm<\"x\\\\\">{}[]", "pid": 0, "tid": 7,
-                        "ts": 1695835535123456.789, "dur": 12.5,
-                        "args": {"correlation": 1, "External id": 2, "grid": [1, 2, 3]}}).encode()
+    event = json.dumps(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": 'void gemm<"x\\\\">{}[]',
+            "pid": 0,
+            "tid": 7,
+            "ts": 1695835535123456.789,
+            "dur": 12.5,
+            "args": {"correlation": 1, "External id": 2, "grid": [1, 2, 3]},
+        }
+    ).encode()
     n = 110_000_000 // (len(event) + 2)
     text = b'{"schemaVersion": 1, "traceEvents": [' + b", ".join([event] * n) + b"]}"
     cut = text[: len(text) - 1000]

@@ -9,6 +9,7 @@
 * numbers that must not be negative are click usage errors (exit 2);
 * Ctrl-C (SIGINT to the process group, as a terminal sends it) exits 130 with one line.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,26 +25,36 @@ import time
 from pathlib import Path
 
 import pytest
-
 import synth
+
 from traceview.errors import TraceviewError
 from traceview.run import MAX_RANK, RankRanges, plan, rank_info
 
 TRACEVIEW = [sys.executable, "-m", "traceview"]
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MIB = 1536
-posix_only = pytest.mark.skipif(sys.platform != "linux", reason="needs Linux (/proc, process groups, rlimits)")
+posix_only = pytest.mark.skipif(
+    sys.platform != "linux", reason="needs Linux (/proc, process groups, rlimits)"
+)
 
 
 def _cli(*args, env=None, timeout=120, limit_mib=None) -> subprocess.CompletedProcess:
     """``traceview ARGS`` in a real process; ``limit_mib``: its address space capped there."""
+
     def cap():
         lim = limit_mib * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
 
     full_env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run([*TRACEVIEW, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=ROOT, preexec_fn=cap if limit_mib else None)
+    return subprocess.run(
+        [*TRACEVIEW, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=ROOT,
+        preexec_fn=cap if limit_mib else None,
+    )
 
 
 def _invoke(*args, env=None):
@@ -125,13 +136,26 @@ def test_a_refused_port_says_so(run_dir):
     pytest.importorskip("distributed")
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]  # closed when the block ends: nothing listens there any more
-    res = _cli("ranks", "--scheduler", f"127.0.0.1:{port}", run_dir, env={"TRACEVIEW_DASK_TIMEOUT": "2"}, timeout=60)
+    res = _cli(
+        "ranks", "--scheduler", f"127.0.0.1:{port}", run_dir, env={"TRACEVIEW_DASK_TIMEOUT": "2"}, timeout=60
+    )
     _one_line_error(res, f"tcp://127.0.0.1:{port}': can't reach the Dask scheduler")
 
 
-@pytest.mark.parametrize("address", ["tcp://127.0.0.1:notaport", "foo://bar", "", "tcp://127.0.0.1",
-                                     "tcp://:8786", "tcp://127.0.0.1:0", "tcp://127.0.0.1:65536",
-                                     "tcp://127.0.0.1:８７８６", "tcp://a b:1"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "tcp://127.0.0.1:notaport",
+        "foo://bar",
+        "",
+        "tcp://127.0.0.1",
+        "tcp://:8786",
+        "tcp://127.0.0.1:0",
+        "tcp://127.0.0.1:65536",
+        "tcp://127.0.0.1:８７８６",
+        "tcp://a b:1",
+    ],
+)
 def test_a_malformed_address_is_a_usage_error(run_dir, address):
     res = _invoke("ranks", "--scheduler", address, run_dir)  # before: exit 3
     assert res.exit_code == 2 and "not a Dask scheduler address" in res.output, res.output
@@ -140,7 +164,9 @@ def test_a_malformed_address_is_a_usage_error(run_dir, address):
 
 @pytest.mark.parametrize("value", ["soon", "0", "-1", "nan", "inf"])
 def test_a_bad_timeout_is_a_usage_error(run_dir, value):
-    res = _invoke("ranks", "--scheduler", "tcp://127.0.0.1:8786", run_dir, env={"TRACEVIEW_DASK_TIMEOUT": value})
+    res = _invoke(
+        "ranks", "--scheduler", "tcp://127.0.0.1:8786", run_dir, env={"TRACEVIEW_DASK_TIMEOUT": value}
+    )
     assert res.exit_code == 2 and f"TRACEVIEW_DASK_TIMEOUT={value!r}" in res.output, res.output
 
 
@@ -169,8 +195,9 @@ def absurd_runs(tmp_path_factory) -> dict:
 
 @posix_only
 @pytest.mark.parametrize("command", [["ranks"], ["summary", "--run"]])
-@pytest.mark.parametrize("which,missing,world", [("world", "2-999999999", 10**9),
-                                                 ("rank", "1-999999999", 10**9 + 1)])
+@pytest.mark.parametrize(
+    "which,missing,world", [("world", "2-999999999", 10**9), ("rank", "1-999999999", 10**9 + 1)]
+)
 def test_absurd_world_sizes_cost_no_memory(absurd_runs, command, which, missing, world):
     # before: the list of missing ranks ran out of memory (MemoryError under the limit, exit 3)
     res = _cli(*command, absurd_runs[which], "--format", "json", limit_mib=LIMIT_MIB)
@@ -199,15 +226,18 @@ def test_a_world_size_a_job_could_have_gets_no_note():
     assert not any("far beyond" in n for n in p.notes) and str(p.missing) == "1-4095"
 
 
-@pytest.mark.parametrize("info,expected", [
-    ({"rank": -1, "world_size": 4}, None),
-    ({"rank": MAX_RANK + 1}, None),
-    ({"rank": 10**100}, None),
-    ({"rank": True}, None),
-    ({"rank": 3, "world_size": 10**100}, (3, None)),
-    ({"rank": 3, "world_size": 0}, (3, None)),
-    ({"rank": MAX_RANK, "world_size": MAX_RANK}, (MAX_RANK, MAX_RANK)),
-])
+@pytest.mark.parametrize(
+    "info,expected",
+    [
+        ({"rank": -1, "world_size": 4}, None),
+        ({"rank": MAX_RANK + 1}, None),
+        ({"rank": 10**100}, None),
+        ({"rank": True}, None),
+        ({"rank": 3, "world_size": 10**100}, (3, None)),
+        ({"rank": 3, "world_size": 0}, (3, None)),
+        ({"rank": MAX_RANK, "world_size": MAX_RANK}, (MAX_RANK, MAX_RANK)),
+    ],
+)
 def test_ranks_beyond_a_c_int_are_no_ranks(info, expected):
     assert rank_info({"distributedInfo": info}) == expected
 
@@ -220,15 +250,18 @@ def test_a_rank_out_of_range_is_left_out_with_a_note():
 # ---------------------------------------------------------------- numbers that can't be negative
 
 
-@pytest.mark.parametrize("args,option", [
-    (["summary", "--max-size", "-1"], "--max-size"),
-    (["summary", "--max-size", "0"], "--max-size"),
-    (["kernels", "--max-size=-5"], "--max-size"),
-    (["ranks", "--workers", "0"], "--workers"),
-    (["summary", "--top", "-1"], "--top"),
-    (["diff", "--top", "-2", "{t}"], "--top"),
-    (["hta", "--rank", "-1"], "--rank"),
-])
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["summary", "--max-size", "-1"], "--max-size"),
+        (["summary", "--max-size", "0"], "--max-size"),
+        (["kernels", "--max-size=-5"], "--max-size"),
+        (["ranks", "--workers", "0"], "--workers"),
+        (["summary", "--top", "-1"], "--top"),
+        (["diff", "--top", "-2", "{t}"], "--top"),
+        (["hta", "--rank", "-1"], "--rank"),
+    ],
+)
 def test_negative_numbers_are_usage_errors(run_dir, args, option):
     trace = str(run_dir / "rank0.json.gz")
     res = _invoke(*[a.format(t=trace) for a in args], trace)  # before: --max-size -1 exit 3
@@ -242,8 +275,9 @@ def test_negative_numbers_are_usage_errors(run_dir, args, option):
 def _interrupt(cmd: list, started) -> subprocess.CompletedProcess:
     """Run ``cmd`` in a process group of its own, wait until ``started(proc)`` says it is at work,
     then send SIGINT to the whole group, as a terminal's Ctrl-C does."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
+    )
     try:
         assert started(proc), "the command never started reading its trace"
         os.killpg(proc.pid, signal.SIGINT)
@@ -304,6 +338,7 @@ def _reading(path: Path):
                     return proc.poll() is None
             time.sleep(0.002)
         return False
+
     return started
 
 
@@ -314,8 +349,18 @@ def test_ctrl_c_while_loading_a_sizeable_trace(tmp_path):
     src = tmp_path / "src.json"
     src.write_text(json.dumps(synth.attention_trace("sdpa_math", steps=100)))
     big = tmp_path / "big.json.gz"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_large_trace.py"), str(src), str(big),
-                    "--copies", "20"], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "make_large_trace.py"),
+            str(src),
+            str(big),
+            "--copies",
+            "20",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     res = _interrupt([*TRACEVIEW, "summary", "--no-cache", str(big)], _reading(big))
     _assert_interrupted(res)
-

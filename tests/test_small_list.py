@@ -2,6 +2,7 @@
 
 Real files and real subprocesses; corpus traces where the finding was about real traces.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,11 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from corpus import CORPUS, SKIP_REASON
 
 from traceview.errors import NotATraceError
 from traceview.load import load  # the function: once traceview.cli is imported, tv.load is the module
-
-from corpus import CORPUS, SKIP_REASON
 
 REPO = Path(__file__).resolve().parents[1]
 KINETO = CORPUS / "kineto"
@@ -25,8 +25,9 @@ SMALL = ["docs_traces__after_fix_trace.json.gz", "docs_traces__before_fix_trace.
 
 def _cli(*args, cwd=None, cache=None):
     env = {**os.environ, "TRACEVIEW_CACHE_DIR": str(cache)} if cache else dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "traceview", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "traceview", *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env
+    )
 
 
 def _small_traces(folder):
@@ -39,6 +40,7 @@ def _small_traces(folder):
 
 
 # ---------------------------------------------------------------- 1. an empty capture
+
 
 def test_empty_trace_events_is_an_error_with_one_line(tmp_path):
     path = tmp_path / "empty.json"
@@ -66,7 +68,7 @@ DLRM = CORPUS / "param" / "dlrm_kineto__worker0_step_12.1694128201545.pt.trace.j
 
 def _damaged(tmp_path, data: bytes, at: int, fill: bytes, n: int):
     bad = bytearray(data)
-    bad[at:at + n] = fill * n
+    bad[at : at + n] = fill * n
     path = tmp_path / "damaged.json.gz"
     path.write_bytes(bytes(bad))
     return path
@@ -90,8 +92,10 @@ def test_corrupt_gzip_caught_by_its_checksum_says_the_damage_is_before(tmp_path)
     import random
 
     rng = random.Random(1)
-    events = [{"ph": "X", "name": f"k{rng.getrandbits(64):x}", "ts": i, "dur": 5, "pid": 1, "tid": 1}
-              for i in range(5000)]
+    events = [
+        {"ph": "X", "name": f"k{rng.getrandbits(64):x}", "ts": i, "dur": 5, "pid": 1, "tid": 1}
+        for i in range(5000)
+    ]
     data = gzip.compress(json.dumps({"traceEvents": events}).encode())
     path = _damaged(tmp_path, data, 20_000, b"\x00", 100)  # decodes, to wrong text: only the CRC sees it
     proc = _cli("summary", path, "--no-cache")
@@ -101,6 +105,7 @@ def test_corrupt_gzip_caught_by_its_checksum_says_the_damage_is_before(tmp_path)
 
 
 # ---------------------------------------------------------------- 3. traces only in subfolders
+
 
 def test_folder_with_traces_only_in_subfolders_names_recursive(tmp_path):
     top = tmp_path / "runs"
@@ -140,24 +145,36 @@ def test_collector_manifest_draws_no_warning(tmp_path):
 
 # ---------------------------------------------------------------- 5. the README on kernels --unclassified
 
+
 def test_readme_describes_the_unclassified_tables_the_command_prints(tmp_path):
-    events = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": 10 + 100 * i, "dur": 50,
-               "args": {"device": 0, "stream": 7, "correlation": i}}
-              for i, n in enumerate(["zzz_qqq", "my_custom_gemm_thing"])]  # no rule; a name-word guess
+    events = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": n,
+            "pid": 0,
+            "tid": 7,
+            "ts": 10 + 100 * i,
+            "dur": 50,
+            "args": {"device": 0, "stream": 7, "correlation": i},
+        }
+        for i, n in enumerate(["zzz_qqq", "my_custom_gemm_thing"])
+    ]  # no rule; a name-word guess
     path = tmp_path / "unc.json"
     path.write_text(json.dumps({"traceEvents": events}))
     proc = _cli("kernels", "--unclassified", path, "--no-cache")
     assert proc.returncode == 0, proc.stderr
     printed = [line[1:-1] for line in proc.stdout.splitlines() if line.startswith("[") and line.endswith("]")]
     text = (REPO / "README.md").read_text()
-    para = text[text.index("`traceview kernels --unclassified TRACE` lists"):]
-    para = para[:para.index("\n\n")]
+    para = text[text.index("`traceview kernels --unclassified TRACE` lists") :]
+    para = para[: para.index("\n\n")]
     assert "one table" not in para
     assert printed == ["unclassified", "name_guesses"]
     assert all(f"`{t}`" in para for t in printed) and f"{len(printed)} tables" in para.replace("two", "2")
 
 
 # ---------------------------------------------------------------- 7. a file column that tells ranks apart
+
 
 def test_shortened_column_keeps_what_tells_values_apart():
     from traceview.render.fit import column, middle
@@ -177,10 +194,14 @@ def test_ranks_table_tells_the_rank_files_apart(tmp_path):
     if len(files) < 2:
         pytest.skip(SKIP_REASON)
     env = {**os.environ, "COLUMNS": "100", "TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "traceview", "ranks", *map(str, files)],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "traceview", "ranks", *map(str, files)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout[proc.stdout.index("[ranks]"):].splitlines()[3:3 + len(files)]
+    lines = proc.stdout[proc.stdout.index("[ranks]") :].splitlines()[3 : 3 + len(files)]
     cells = [line.split()[1] for line in lines]
     assert len(set(cells)) == len(files), cells
 
@@ -212,17 +233,26 @@ def test_hta_keeps_its_rounding_where_it_does_no_harm():
 
 # ---------------------------------------------------------------- 6. readable names keep the dtype
 
+
 def test_readable_names_tell_dtypes_apart():
     from traceview.analyses.wording.names import readable_kernel_name as readable
 
-    f32 = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
-           "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+    f32 = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)"
+    )
     assert readable(f32) == "vectorized_elementwise_kernel<4, FillFunctor> [float]"
-    assert readable(f32.replace("<float>", "<c10::BFloat16>")) == "vectorized_elementwise_kernel<4, FillFunctor> [BFloat16]"
+    assert (
+        readable(f32.replace("<float>", "<c10::BFloat16>"))
+        == "vectorized_elementwise_kernel<4, FillFunctor> [BFloat16]"
+    )
     assert readable(f32.replace("<4,", "<2,")) != readable(f32)  # the vector width tells them apart too
-    sums = [f"void at::native::reduce_kernel<512, 1, at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, "
-            f"at::native::sum_functor<{t}, {t}, {t}>::operator()(at::TensorIterator&)::{{lambda({t}, {t})#1}}>, "
-            f"unsigned int, {t}, 4> >(at::native::ReduceOp<{t}>)" for t in ("float", "double", "long")]
+    sums = [
+        f"void at::native::reduce_kernel<512, 1, at::native::ReduceOp<{t}, at::native::func_wrapper_t<{t}, "
+        f"at::native::sum_functor<{t}, {t}, {t}>::operator()(at::TensorIterator&)::{{lambda({t}, {t})#1}}>, "
+        f"unsigned int, {t}, 4> >(at::native::ReduceOp<{t}>)"
+        for t in ("float", "double", "long")
+    ]
     assert [readable(s).rsplit(" ", 1)[1] for s in sums] == ["[float]", "[double]", "[long]"]
     assert readable("ampere_sgemm_128x64_tn") == "ampere_sgemm_128x64_tn"  # nothing to add
 
@@ -242,8 +272,11 @@ def test_distinct_kernels_rarely_share_a_readable_name_in_the_corpus():
     for f in files:
         doc = json.loads(gzip.decompress(f.read_bytes()))
         events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-        names = {e["name"] for e in events if isinstance(e, dict) and e.get("cat") == "kernel"
-                 and isinstance(e.get("name"), str)}
+        names = {
+            e["name"]
+            for e in events
+            if isinstance(e, dict) and e.get("cat") == "kernel" and isinstance(e.get("name"), str)
+        }
         by = collections.Counter(readable(n) for n in names)
         names_total += len(names)
         groups += sum(1 for c in by.values() if c > 1)

@@ -6,6 +6,7 @@ file system), Ctrl-C (SIGINT) in the middle of a large annotate, and ``annotate 
 by every name X has. After each: no partial file, no temporary file, an existing target
 as it was, the input byte for byte as it was, and one line naming the file.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 import synth
+
 import traceview as tv
 from traceview.analyses.trace.annotate import annotations
 from traceview.atomic import OutputError, atomic_open, write_text
@@ -46,8 +47,14 @@ def traceview(args, *, fsize: int | None = None, **kwargs) -> subprocess.Complet
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills it instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
-    return subprocess.run([sys.executable, "-m", "traceview", *args, "--no-cache"], capture_output=True, text=True,
-                          preexec_fn=limit if fsize else None, timeout=600, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "traceview", *args, "--no-cache"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit if fsize else None,
+        timeout=600,
+        **kwargs,
+    )
 
 
 def digest(path: Path) -> str:
@@ -57,8 +64,11 @@ def digest(path: Path) -> str:
 @pytest.fixture(scope="module", autouse=True)
 def _fonts_cached():
     """matplotlib's font cache exists before any child runs under the file-size limit."""
-    subprocess.run([sys.executable, "-c", "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot"],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-c", "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot"],
+        check=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("argv, name", WRITERS, ids=[w[1] for w in WRITERS])
@@ -133,9 +143,21 @@ def test_ctrl_c_during_annotate_leaves_nothing(big_trace, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     before = digest(big_trace)
-    proc = subprocess.Popen([sys.executable, "-m", "traceview", "annotate", str(big_trace), "-o",
-                             str(out / "annotated.json.gz"), "--no-cache"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "traceview",
+            "annotate",
+            str(big_trace),
+            "-o",
+            str(out / "annotated.json.gz"),
+            "--no-cache",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 300
     while not any(out.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.002)  # the temporary file appears when writing starts
@@ -151,9 +173,13 @@ def test_ctrl_c_during_annotate_leaves_nothing(big_trace, tmp_path):
 def test_annotate_memory_stays_near_a_load(big_trace, tmp_path):
     """annotate streams its output: its peak memory is close to summary's (it was 2.7x on
     this trace, 7.4x on 1M events, when it built the whole output document in memory)."""
+
     def peak_kib(*args) -> int:
-        proc = subprocess.Popen([sys.executable, "-m", "traceview", *args, "--no-cache"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "traceview", *args, "--no-cache"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0, proc.stderr.read()
         proc.stderr.close()
@@ -173,8 +199,12 @@ def test_annotate_onto_its_input_is_refused(tmp_path):
     (tmp_path / "link.json.gz").symlink_to(trace.name)
     os.link(trace, tmp_path / "hard.json.gz")
     before = digest(trace)
-    for out in (str(trace), f"{tmp_path}/./trace.json.gz", str(tmp_path / "link.json.gz"),
-                str(tmp_path / "hard.json.gz")):
+    for out in (
+        str(trace),
+        f"{tmp_path}/./trace.json.gz",
+        str(tmp_path / "link.json.gz"),
+        str(tmp_path / "hard.json.gz"),
+    ):
         r = traceview(["annotate", str(trace), "-o", out])
         lines = r.stderr.strip().splitlines()
         assert r.returncode == 2 and len(lines) == 1 and "is the input trace" in lines[0], (out, r.stderr)
@@ -221,11 +251,10 @@ def test_atomic_open_on_error_and_interrupt(tmp_path):
     target = tmp_path / "t.json"
     target.write_text("old")
     for exc in (ValueError("boom"), KeyboardInterrupt()):
-        with pytest.raises(type(exc)):
-            with atomic_open(target, "w") as fh:
-                json.dump({"half": "written"}, fh)
-                fh.flush()
-                raise exc
+        with pytest.raises(type(exc)), atomic_open(target, "w") as fh:
+            json.dump({"half": "written"}, fh)
+            fh.flush()
+            raise exc
         assert target.read_text() == "old"
         assert [p.name for p in tmp_path.iterdir()] == ["t.json"]
 
@@ -237,14 +266,22 @@ def test_collector_trace_copy_is_whole_or_absent(tmp_path):
     src.write_bytes(os.urandom(200_000))  # does not compress: the copy passes the size limit
     out = tmp_path / "out"
     out.mkdir()
-    code = ("import sys; from collectors._common import gzip_file\n"
-            "try:\n    gzip_file(sys.argv[1], sys.argv[2])\nexcept OSError as e:\n    sys.exit(str(e))")
+    code = (
+        "import sys; from collectors._common import gzip_file\n"
+        "try:\n    gzip_file(sys.argv[1], sys.argv[2])\nexcept OSError as e:\n    sys.exit(str(e))"
+    )
 
     def limit():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE, FSIZE))
 
-    r = subprocess.run([sys.executable, "-c", code, str(src), str(out / "trace.json.gz")], capture_output=True,
-                       text=True, preexec_fn=limit, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(src), str(out / "trace.json.gz")],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 1 and "File too large" in r.stderr, r.stderr
     assert list(out.iterdir()) == []

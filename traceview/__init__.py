@@ -1,8 +1,26 @@
 """traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames."""
+
 from . import render  # noqa: F401  (registers how a Report prints and shows in a notebook)
 from ._version import __version__
-from .api import (LoadOptions, Report, Selection, annotate, compare, compare_runs, diff, diff_runs, hta, kernels,
-                  load_run, ranks, report, roofline, summary, summary_run, timeline)
+from .api import (
+    LoadOptions,
+    Report,
+    Selection,
+    annotate,
+    compare,
+    compare_runs,
+    diff,
+    diff_runs,
+    hta,
+    kernels,
+    load_run,
+    ranks,
+    report,
+    roofline,
+    summary,
+    summary_run,
+    timeline,
+)
 from .classify import classify
 from .errors import NotATraceError, RuleError, TraceReadError, TraceviewError
 from .load import load
@@ -10,7 +28,30 @@ from .model import Trace
 
 # ``report`` is the HTML report function; the module of that name stays ``traceview.report``
 # (``from traceview.report import Report``), and ``tv.Report`` is its class.
-__all__ = ["load", "classify", "Trace", "Selection", "LoadOptions", "Report", "summary", "kernels", "diff",
-           "compare", "timeline", "annotate", "report", "hta", "roofline", "load_run", "ranks", "summary_run",
-           "compare_runs", "diff_runs", "TraceviewError",
-           "TraceReadError", "NotATraceError", "RuleError", "__version__"]
+__all__ = [
+    "LoadOptions",
+    "NotATraceError",
+    "Report",
+    "RuleError",
+    "Selection",
+    "Trace",
+    "TraceReadError",
+    "TraceviewError",
+    "__version__",
+    "annotate",
+    "classify",
+    "compare",
+    "compare_runs",
+    "diff",
+    "diff_runs",
+    "hta",
+    "kernels",
+    "load",
+    "load_run",
+    "ranks",
+    "report",
+    "roofline",
+    "summary",
+    "summary_run",
+    "timeline",
+]

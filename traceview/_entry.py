@@ -5,6 +5,7 @@ also covers the import of the commands themselves. Ctrl-C in the first moment, w
 ``import traceview`` (pandas, numpy) runs before this module is reached, still ends with
 Python's own KeyboardInterrupt report.
 """
+
 from __future__ import annotations
 
 import sys

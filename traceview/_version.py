@@ -1,3 +1,4 @@
 """The package version, in a module of its own so that submodules can import it without
 importing the package (``traceview/__init__``)."""
+
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ Every function that reads traces takes the same keywords, visible in its signatu
 - the load options: ``rules``, ``devices``, ``salvage``, ``max_bytes``, ``max_ratio``, ``cache``
   (see :func:`traceview.load`; or a ready ``options=LoadOptions(...)``; not both).
 """
+
 from __future__ import annotations
 
 import os
@@ -62,11 +63,27 @@ def load_traces(items, options: LoadOptions, *, recursive: bool = False) -> tupl
     return loaded, skipped
 
 
-def summary(trace, *, top: int = 10, run: bool = False, recursive: bool = False, skip_bad: bool = False,
-            step: int | None = None, annotation: str | None = None, device: int | None = None,
-            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def summary(
+    trace,
+    *,
+    top: int = 10,
+    run: bool = False,
+    recursive: bool = False,
+    skip_bad: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """Device, GPU time, counts per step, time per kind and category, the ``top`` kernels.
 
     ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`
@@ -84,17 +101,31 @@ def summary(trace, *, top: int = 10, run: bool = False, recursive: bool = False,
 
 
 def _run(x, skip_bad: bool, recursive: bool, opts: LoadOptions):
-    from .run import Run, load_run as _load_run
+    from .run import Run
+    from .run import load_run as _load_run
 
     return x if isinstance(x, Run) else _load_run(x, skip_bad=skip_bad, recursive=recursive, **opts.kwargs())
 
 
-def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False,
-                step: int | None = None, annotation: str | None = None, device: int | None = None,
-                stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-                rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-                max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
-                options: LoadOptions | None = None) -> Report:
+def summary_run(
+    paths,
+    *,
+    skip_bad: bool = False,
+    recursive: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
     ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run."""
     from .analyses.runs.run_summary import run_summary
@@ -107,19 +138,37 @@ def summary_run(paths, *, skip_bad: bool = False, recursive: bool = False,
 def run_labels(items) -> list[str]:
     """A label per run: its folder's name (its path when two share a name; `` (N)`` after a run given
     twice), else ``run N``."""
-    names = [os.path.basename(os.path.normpath(x)) if isinstance(x, (str, os.PathLike)) else f"run {i}"
-             for i, x in enumerate(items)]
-    names = [os.fspath(x) if names.count(n) > 1 and isinstance(x, (str, os.PathLike)) else n
-             for n, x in zip(names, items)]
+    names = [
+        os.path.basename(os.path.normpath(x)) if isinstance(x, (str, os.PathLike)) else f"run {i}"
+        for i, x in enumerate(items)
+    ]
+    names = [
+        os.fspath(x) if names.count(n) > 1 and isinstance(x, (str, os.PathLike)) else n
+        for n, x in zip(names, items, strict=True)
+    ]
     return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]  # one run given twice
 
 
-def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool = False,
-                 step: int | None = None, annotation: str | None = None, device: int | None = None,
-                 stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-                 rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-                 max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
-                 options: LoadOptions | None = None) -> Report:
+def compare_runs(
+    runs,
+    *,
+    baseline=None,
+    skip_bad: bool = False,
+    recursive: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
     (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
     rank and run; ratios to ``baseline`` (index, label or folder; default the first run)."""
@@ -131,15 +180,29 @@ def compare_runs(runs, *, baseline=None, skip_bad: bool = False, recursive: bool
     paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
         baseline = paths.index(os.path.abspath(baseline))
-    loaded = [(label, _run(x, skip_bad, recursive, opts)) for label, x in zip(labels, items)]
+    loaded = [(label, _run(x, skip_bad, recursive, opts)) for label, x in zip(labels, items, strict=True)]
     return run_compare(loaded, baseline=baseline, sel=s)
 
 
-def kernels(trace, *, ops: bool = False, unclassified: bool = False,
-            step: int | None = None, annotation: str | None = None, device: int | None = None,
-            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def kernels(
+    trace,
+    *,
+    ops: bool = False,
+    unclassified: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
     ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
     ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
@@ -154,10 +217,23 @@ def kernels(trace, *, ops: bool = False, unclassified: bool = False,
     return kernel_stats(_trace(trace, opts), s, ops=ops)
 
 
-def roofline(trace, *, step: int | None = None, annotation: str | None = None, device: int | None = None,
-             stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def roofline(
+    trace,
+    *,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """One step's kernels with work (``step``, else the region's first): FLOPs, bytes, intensity,
     achieved TFLOP/s and GB/s, and the device's peaks; ``kernels --plot`` draws it."""
     from .analyses.measure.efficiency import roofline as _roofline
@@ -166,11 +242,26 @@ def roofline(trace, *, step: int | None = None, annotation: str | None = None, d
     return _roofline(_trace(trace, opts), s)
 
 
-def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20,
-         step: int | None = None, annotation: str | None = None, device: int | None = None,
-         stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-         rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-         max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def diff(
+    a,
+    b,
+    *,
+    annotation_b: str | None = None,
+    top: int | None = 20,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
@@ -182,8 +273,9 @@ def diff(a, b, *, annotation_b: str | None = None, top: int | None = 20,
     s, opts = _parts(locals())
     if all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)):
         if s is not None or annotation_b is not None or top != 20:
-            raise TypeError("two folders are two runs, compared whole: a selection, annotation_b or top "
-                            "does not apply")
+            raise TypeError(
+                "two folders are two runs, compared whole: a selection, annotation_b or top does not apply"
+            )
         return diff_runs(a, b, options=opts)
     return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
 
@@ -196,11 +288,27 @@ def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
     return Selection(base.step, annotation_b, base.device, base.stream, base.kind)
 
 
-def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False, skip_bad: bool = False,
-            step: int | None = None, annotation: str | None = None, device: int | None = None,
-            stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-            rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-            max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def compare(
+    traces,
+    *,
+    baseline=None,
+    recursive: bool = False,
+    run: bool = False,
+    skip_bad: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
 
     ``baseline``: index, label, path or Trace (default: the first trace). A folder's
@@ -211,7 +319,9 @@ def compare(traces, *, baseline=None, recursive: bool = False, run: bool = False
 
     s, opts = _parts(locals())
     if run:
-        return compare_runs(traces, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts)
+        return compare_runs(
+            traces, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts
+        )
     loaded, skipped = load_traces(traces, opts, recursive=recursive)
     report = _compare(loaded, baseline=baseline, sel=s)
     report.notes += [f"skipped (not a profiler trace): {p}" for p in skipped]
@@ -226,10 +336,23 @@ def breakdown(traces, *, sels: list | None = None, labels: list | None = None) -
     return _breakdown(list(traces), sels=sels, labels=labels)
 
 
-def timeline(trace, *, step: int | None = None, annotation: str | None = None, device: int | None = None,
-             stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def timeline(
+    trace,
+    *,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """One step (``step``; default the first) on a time axis: its activities with start, duration,
     lane (stream, or thread for CPU-only traces) and category; ``traceview timeline`` draws it
     (``traceview.render.plot.plot_timeline(report, path)``)."""
@@ -239,9 +362,18 @@ def timeline(trace, *, step: int | None = None, annotation: str | None = None, d
     return _timeline(_trace(trace, opts), s)
 
 
-def annotate(trace, output, *, rules=None, devices=None, salvage: bool = False,
-             max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
-             options: LoadOptions | None = None) -> dict:
+def annotate(
+    trace,
+    output,
+    *,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> dict:
     """Write ``trace`` (a path) to ``output`` (.json or .json.gz) with each GPU activity's category,
     tensor-core use, attention backend and launching op chain in its args, plus counter tracks of GPU
     time by category per step. ``output`` appears only once complete and is never the input.
@@ -253,15 +385,31 @@ def annotate(trace, output, *, rules=None, devices=None, salvage: bool = False,
     path = trace.path if isinstance(trace, Trace) else os.fspath(trace)
     check_output(path, output)  # before the (slow) load: a wrong output is known now
     t = _trace(trace, opts)  # the text is re-read under the load's caps
-    return write_annotated(t, annotations(t), output, max_bytes=opts.max_bytes, max_ratio=opts.max_ratio,
-                           salvage=opts.salvage)
+    return write_annotated(
+        t, annotations(t), output, max_bytes=opts.max_bytes, max_ratio=opts.max_ratio, salvage=opts.salvage
+    )
 
 
-def report(traces, *, output=None, baseline=None, recursive: bool = False,
-           step: int | None = None, annotation: str | None = None, device: int | None = None,
-           stream: int | None = None, kind: str | None = None, sel: Selection | None = None,
-           rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-           max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> str:
+def report(
+    traces,
+    *,
+    output=None,
+    baseline=None,
+    recursive: bool = False,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> str:
     """The HTML report of traces (paths, folders or Traces) as one self-contained page: findings in
     words, the compare table, GPU time by category, tensor-core share, attention backend and one step's
     timeline per trace; ratios to ``baseline``. Written to ``output`` (.html, atomically) when given;
@@ -275,8 +423,10 @@ def report(traces, *, output=None, baseline=None, recursive: bool = False,
         check_report_path(output)
     pyplot()  # fail before the (slow) loading when matplotlib is missing
     loaded, _ = load_traces(traces, opts, recursive=recursive)
-    text = render_report_set(report_set(loaded, s, baseline),
-                             f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}")
+    text = render_report_set(
+        report_set(loaded, s, baseline),
+        f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}",
+    )
     if output is not None:
         from .atomic import write_text
 
@@ -297,10 +447,21 @@ def check_report_path(output) -> None:
         raise TraceviewError(f"{path}: folder {path.parent} does not exist")
 
 
-def hta(trace, *, analysis: str = "temporal", rank: int | None = None, drop_last_step: bool = False,
-        ns_rounding: bool = True, rules=None, devices=None, salvage: bool = False,
-        max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None,
-        options: LoadOptions | None = None) -> Report:
+def hta(
+    trace,
+    *,
+    analysis: str = "temporal",
+    rank: int | None = None,
+    drop_last_step: bool = False,
+    ns_rounding: bool = True,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """Holistic Trace Analysis's ``analysis`` (temporal, idle, kernels, launch) of a trace, its
     COMPUTATION split by traceview's categories. ``rank``: the rank to file it under (default the
     trace's distributedInfo.rank, else 0). Needs HTA: pip install 'traceview[hta]'."""
@@ -315,9 +476,19 @@ def hta(trace, *, analysis: str = "temporal", rank: int | None = None, drop_last
     return hta_report(t, ta, analysis)
 
 
-def load_run(paths, *, skip_bad: bool = False, recursive: bool = False,
-             rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-             max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None):
+def load_run(
+    paths,
+    *,
+    skip_bad: bool = False,
+    recursive: bool = False,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+):
     """The rank traces of one distributed job (a folder, or paths) as a ``Run``: rank and world size
     from each trace's ``distributedInfo``; two traces of one rank are refused, missing ranks reported.
     ``run.frame("kernels")`` stacks every rank's frame with a ``rank`` column."""
@@ -325,10 +496,22 @@ def load_run(paths, *, skip_bad: bool = False, recursive: bool = False,
     return _run(paths, skip_bad, recursive, opts)
 
 
-def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
-          recursive: bool = False, progress=None,
-          rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-          max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def ranks(
+    paths,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    recursive: bool = False,
+    progress=None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """The distributed analyses of a run, one row per rank (``traceview ranks``): GPU time breakdown,
     comm/comp overlap, idle per stream and its cause, stragglers per step and per collective.
 
@@ -338,17 +521,40 @@ def ranks(paths, *, workers: int | None = None, scheduler: str | None = None, sk
     from .scale import analyse_run
 
     _, opts = _parts(locals())
-    return analyse_run(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
-                       progress=progress, **opts.kwargs())
+    return analyse_run(
+        paths,
+        workers=workers,
+        scheduler=scheduler,
+        skip_bad=skip_bad,
+        recursive=recursive,
+        progress=progress,
+        **opts.kwargs(),
+    )
 
 
-def diff_runs(a, b, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
-              rules=None, devices=None, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-              max_ratio: float | None = DEFAULT_MAX_RATIO, cache=None, options: LoadOptions | None = None) -> Report:
+def diff_runs(
+    a,
+    b,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
     from .analyses.runs.run_diff import run_diff
 
     _, opts = _parts(locals())
-    a, b = (r if isinstance(r, Report) else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad,
-                                                  options=opts) for r in (a, b))
+    a, b = (
+        r
+        if isinstance(r, Report)
+        else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad, options=opts)
+        for r in (a, b)
+    )
     return run_diff(a, b)

@@ -6,6 +6,7 @@ file system). Interrupted (Ctrl-C, a full disk, an exception), the temporary
 file is removed and the target is left as it was: an existing file is never
 truncated, and an input is never opened for writing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,9 +70,8 @@ def atomic_open(path, mode: str = "w", **kwargs):
     """``open`` for writing, made atomic: the file appears at ``path`` only once complete."""
     if not set(mode) & {"w"}:
         raise ValueError(f"atomic_open writes new files: mode {mode!r}")
-    with atomic_path(path) as tmp:
-        with open(tmp, mode, **kwargs) as fh:
-            yield fh
+    with atomic_path(path) as tmp, open(tmp, mode, **kwargs) as fh:
+        yield fh
 
 
 def write_text(path, text: str, encoding: str = "utf-8") -> None:

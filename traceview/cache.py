@@ -50,6 +50,7 @@ On the 28 MB corpus trace a fresh-process reload took 56-86 ms with Parquet and
 ~30 ms with IPC (parsing the JSON: ~1 s). Categoricals are stored as their codes
 with the categories (and their dtype) in ``entry.json``, so dtypes come back exactly.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -103,7 +104,7 @@ def cache_dir(cache=None) -> Path | None:
 
 def available() -> bool:
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow
         import pyarrow.feather  # noqa: F401
     except ImportError:
         return False
@@ -136,8 +137,14 @@ def identity(path) -> dict | None:
                 h.update(fh.read(_SAMPLE))
     except OSError:
         return None
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
-            "dev": st.st_dev, "sample": h.hexdigest()[:32]}
+    return {
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "ctime_ns": st.st_ctime_ns,
+        "ino": st.st_ino,
+        "dev": st.st_dev,
+        "sample": h.hexdigest()[:32],
+    }
 
 
 def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
@@ -243,16 +250,24 @@ def _discard(entry: Path) -> None:
 
 
 def _entry(folder: Path, path) -> Path:
-    name = hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    name = hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[
+        :32
+    ]
     return folder / name
 
 
 def _key(path, seen: dict) -> dict:
     import pyarrow
 
-    return {"path": os.path.abspath(os.fspath(path)), **seen,
-            "version": __version__, "code": _code_digest(), "format": FORMAT,
-            "pandas": pd.__version__, "pyarrow": pyarrow.__version__}
+    return {
+        "path": os.path.abspath(os.fspath(path)),
+        **seen,
+        "version": __version__,
+        "code": _code_digest(),
+        "format": FORMAT,
+        "pandas": pd.__version__,
+        "pyarrow": pyarrow.__version__,
+    }
 
 
 def _stamp(key: dict) -> str:
@@ -265,8 +280,15 @@ def _current_stamp() -> str | None:
         return None
     import pyarrow
 
-    return _stamp({"version": __version__, "code": _code_digest(), "format": FORMAT,
-                   "pandas": pd.__version__, "pyarrow": pyarrow.__version__})
+    return _stamp(
+        {
+            "version": __version__,
+            "code": _code_digest(),
+            "format": FORMAT,
+            "pandas": pd.__version__,
+            "pyarrow": pyarrow.__version__,
+        }
+    )
 
 
 # --------------------------------------------------------------------------
@@ -283,8 +305,10 @@ def max_bytes() -> int:
     except ValueError:
         mib = math.nan
     if not math.isfinite(mib) or mib < 0:
-        raise TraceviewError(f"{MAX_ENV}={raw!r} is not a size in MiB (a number such as {DEFAULT_MAX_MB}; "
-                             "0 turns the cache off)")
+        raise TraceviewError(
+            f"{MAX_ENV}={raw!r} is not a size in MiB (a number such as {DEFAULT_MAX_MB}; "
+            "0 turns the cache off)"
+        )
     return int(mib * 2**20)
 
 
@@ -302,7 +326,7 @@ def _min_bytes() -> float:
 class _Found:
     """One folder of the cache: an entry (``tmp`` False) or a half-written one."""
 
-    __slots__ = ("path", "size", "used", "stamp", "tmp")
+    __slots__ = ("path", "size", "stamp", "tmp", "used")
 
     def __init__(self, path: Path, tmp: bool):
         self.path, self.tmp = path, tmp
@@ -393,10 +417,18 @@ def info(cache=None) -> dict:
     entries = [f for f in found if not f.tmp]
     total = sum(f.size for f in found)
     writable = _writable(folder)
-    return {"folder": str(folder), "exists": folder.is_dir(), "writable": writable, "entries": len(entries),
-            "other_versions": sum(f.stamp != current for f in entries), "bytes": total,
-            "size_mib": round(total / 2**20, 1), "max_bytes": cap, "max_mib": round(cap / 2**20, 1),
-            "enabled": available() and cap > 0 and writable}
+    return {
+        "folder": str(folder),
+        "exists": folder.is_dir(),
+        "writable": writable,
+        "entries": len(entries),
+        "other_versions": sum(f.stamp != current for f in entries),
+        "bytes": total,
+        "size_mib": round(total / 2**20, 1),
+        "max_bytes": cap,
+        "max_mib": round(cap / 2**20, 1),
+        "enabled": available() and cap > 0 and writable,
+    }
 
 
 def _writable(folder: Path) -> bool:
@@ -436,7 +468,9 @@ _digest_memo: dict = {}
 
 def _code_digest() -> str:
     """Digest of traceview's modules and rule files (re-hashed only when one changes)."""
-    files = sorted(p for p in _PKG.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts)
+    files = sorted(
+        p for p in _PKG.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts
+    )
     sig = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
     if sig not in _digest_memo:
         h = hashlib.sha256()
@@ -470,8 +504,14 @@ def _write(folder: Path, trace, key: dict) -> None:
         table = pa.Table.from_pandas(plain, preserve_index=None)
         feather.write_feather(table, folder / f"{name}.arrow", compression="uncompressed")
         files[name] = _file_sum(folder / f"{name}.arrow")  # what is on disk, read back in bounded memory
-    info = {"key": key, "meta": trace.meta, "warnings": list(trace.warnings), "stats": trace.stats,
-            "dtypes": dtypes, "files": files}
+    info = {
+        "key": key,
+        "meta": trace.meta,
+        "warnings": list(trace.warnings),
+        "stats": trace.stats,
+        "dtypes": dtypes,
+        "files": files,
+    }
     body = msgspec.json.encode(info, enc_hook=_enc_hook)
     (folder / "entry.json").write_bytes(_sum_line(body) + body)
 
@@ -531,8 +571,11 @@ class _Folder:
     def read(self, name: str, size: int | None = None) -> bytearray:
         """The whole file ``name`` (a bytearray: frames built on it stay writable); a file of
         another ``size`` than the entry recorded fails verification before it is read."""
-        fd = os.open(name, os.O_RDONLY, dir_fd=self.fd) if self.fd is not None else os.open(self.path / name,
-                                                                                            os.O_RDONLY)
+        fd = (
+            os.open(name, os.O_RDONLY, dir_fd=self.fd)
+            if self.fd is not None
+            else os.open(self.path / name, os.O_RDONLY)
+        )
         with os.fdopen(fd, "rb", buffering=0) as fh:
             have = os.fstat(fd).st_size
             if size is not None and have != size:
@@ -580,8 +623,9 @@ def _read(d: _Folder, info: dict, path) -> object:
         except Exception as exc:
             raise _Damaged(f"{name}.arrow: {type(exc).__name__}") from None
     try:
-        return Trace(path=os.fspath(path), meta=info["meta"], warnings=info["warnings"], stats=info["stats"],
-                     **frames)
+        return Trace(
+            path=os.fspath(path), meta=info["meta"], warnings=info["warnings"], stats=info["stats"], **frames
+        )
     except Exception as exc:
         raise _Damaged(f"entry.json: {type(exc).__name__}") from None
 

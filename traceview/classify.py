@@ -8,20 +8,21 @@ module only loads, validates and applies them. A trace has few distinct
 kernel names and many launches, so everything classifies each distinct name once and
 maps the result onto rows through categorical codes.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 import re
 import types
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Iterable, Literal, Mapping
-
-import numpy as np
-import pandas as pd
+from typing import Annotated, Literal
 
 import msgspec
+import numpy as np
+import pandas as pd
 from msgspec import UNSET, UnsetType
 
 from traceview import schema
@@ -34,8 +35,16 @@ DEFAULT_WORDS_PATH = Path(__file__).parent / "rules" / "kernel_words.toml"
 #: Output columns, in order. ``pass`` is a Python keyword, hence ``KernelClass.pass_``.
 #: ``confidence``: "rule" (a library rule decided the category), "name" (a word of the name
 #: did: a guess), None (nothing matched: category "other").
-COLUMNS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass", "rule",
-           "confidence")
+COLUMNS = (
+    "category",
+    "tensor_core",
+    "attention_backend",
+    "library",
+    "precision",
+    "pass",
+    "rule",
+    "confidence",
+)
 CONFIDENCES = ("rule", "name")
 WORD_PREFIX = "name-word:"
 _FIELDS = ("category", "tensor_core", "attention_backend", "library", "precision", "pass")
@@ -123,7 +132,7 @@ class RuleSet:
     def __hash__(self):
         return hash((self.rules, self.version, self.categories, self.precisions, self.words))
 
-    def with_overrides(self, user: "RuleSet") -> "RuleSet":
+    def with_overrides(self, user: RuleSet) -> RuleSet:
         """User rules go first; a user rule with a default rule's id replaces it. User rules
         are library-tier rules, so they also beat every name-tier guess."""
         user_ids = {r.id for r in user.rules}
@@ -138,10 +147,12 @@ class RuleSet:
 
     def dtypes(self) -> dict:
         """Stable column dtypes, so tables classified with one RuleSet concatenate cleanly."""
+
         def vocab(key):
             ours = {r.fields[key] for r in self.rules if isinstance(r.fields.get(key), str)}
             words = {v for e in self.words.entries for k, v in e.fields if k == key}
             return sorted(ours | words)
+
         return {
             "category": pd.CategoricalDtype(list(self.categories)),
             "tensor_core": pd.BooleanDtype(),
@@ -227,8 +238,9 @@ def _parse(doc: dict, base: RuleSet | None, origin: str) -> RuleSet:
         raise schema.problem("version", "missing (an integer)")
     categories = _union(base.categories[:-1] if base else (), spec.categories, ("other",))
     precisions = _union(base.precisions if base else (), spec.precisions)
-    rules = tuple(_parse_rule(r, i, doc["rule"][i], categories, precisions, origin)
-                  for i, r in enumerate(spec.rule))
+    rules = tuple(
+        _parse_rule(r, i, doc["rule"][i], categories, precisions, origin) for i, r in enumerate(spec.rule)
+    )
     dup = _first_duplicate(r.id for r in rules)
     if dup:
         raise schema.problem("rule", f"duplicate rule id {dup!r}")
@@ -247,9 +259,11 @@ def _first_duplicate(ids):
 def _parse_rule(spec: _RuleSpec, index: int, raw: dict, categories, precisions, origin) -> Rule:
     """What a type cannot say: the id is not the name tier's, the regex compiles, the rule sets
     a field, its category and precision are declared ones."""
+
     def bad(key, text):
         path, label = schema.where("rule", index, raw, key)
         return schema.problem(path, text, label)
+
     if spec.id.startswith(WORD_PREFIX):
         raise bad("id", f"ids starting with {WORD_PREFIX!r} are kept for the name tier")
     try:
@@ -266,9 +280,13 @@ def _parse_rule(spec: _RuleSpec, index: int, raw: dict, categories, precisions, 
             raise bad(key, f"bad {key} {value!r}, not one of {_declared(known, key)}")
     unknown = [c for c in spec.applies_to or () if c not in categories]
     if unknown:
-        raise bad("applies_to", f"bad category {unknown[0]!r}, not one of {_declared(categories, 'category')}")
+        raise bad(
+            "applies_to", f"bad category {unknown[0]!r}, not one of {_declared(categories, 'category')}"
+        )
     applies = frozenset(spec.applies_to) if spec.applies_to is not None else None
-    return Rule(spec.id, compiled, types.MappingProxyType(fields), applies, spec.source, tuple(spec.examples), origin)
+    return Rule(
+        spec.id, compiled, types.MappingProxyType(fields), applies, spec.source, tuple(spec.examples), origin
+    )
 
 
 def _declared(known, key) -> str:
@@ -320,7 +338,9 @@ def _parse_words(doc: dict, categories) -> WordTable:
 def _parse_word(spec: _WordSpec, index: int, raw: dict, categories) -> WordEntry:
     if spec.category not in categories or spec.category == "other":
         path, label = schema.where("word", index, raw, "category")
-        raise schema.problem(path, f"bad category {spec.category!r}, not one of {_declared(categories, 'category')}")
+        raise schema.problem(
+            path, f"bad category {spec.category!r}, not one of {_declared(categories, 'category')}"
+        )
     fields = [("category", spec.category)]
     if spec.attention_backend is not UNSET:
         fields.append(("attention_backend", spec.attention_backend))
@@ -485,7 +505,8 @@ def unclassified(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.Data
     pick = (kernels["category"] == "other") | (kernels["confidence"] == "name")
     k = kernels.loc[pick.fillna(False).astype(bool), ["name", "dur_ns", "rule"]]
     out = k.groupby(k["name"].astype(str), sort=False).agg(
-        count=("dur_ns", "count"), total_ns=("dur_ns", "sum"), rule=("rule", "first"))
+        count=("dur_ns", "count"), total_ns=("dur_ns", "sum"), rule=("rule", "first")
+    )
     out = out.rename_axis("name").reset_index()
     out["total_ns"] = out["total_ns"].astype("int64")
     out["pct_of_gpu_time"] = 100.0 * out["total_ns"] / total if total else 0.0

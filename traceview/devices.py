@@ -3,6 +3,7 @@ cores and on CUDA cores/vector ALUs, memory bandwidth and SM count, each device 
 its source. A trace's device is found by its ``deviceProperties`` name (and SM count).
 A user's own file of the same shape adds devices or replaces one of the same name.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,8 +51,10 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True):
 
 
 FIELDS = tuple(f.name for f in msgspec.structs.fields(Device))
-_HINTS = {"device": f"a device has {', '.join(FIELDS)}",
-          **{p: "precision = TFLOP/s, e.g. { bf16 = 989.0 }" for p in PATHS}}
+_HINTS = {
+    "device": f"a device has {', '.join(FIELDS)}",
+    **{p: "precision = TFLOP/s, e.g. { bf16 = 989.0 }" for p in PATHS},
+}
 
 
 def _parse(doc: dict, origin: str) -> tuple[Device, ...]:

@@ -6,13 +6,15 @@ that turns out not to be a profiler trace is skipped and named, never silently, 
 collectors' own ``manifest.json``, recognised and left out. A folder with no traces of its own
 but some in subfolders says so, and names ``-r/--recursive``.
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from .errors import NotATraceError, TraceviewError
 
@@ -38,7 +40,9 @@ def candidates(paths, *, recursive: bool = False) -> list[Candidate]:
         found = _trace_files(p, recursive)
         if not found:
             where = "or its subfolders " if recursive else ""
-            raise TraceviewError(f"{p}: folder {where}holds no .json or .json.gz files{_deeper_hint(p, recursive)}")
+            raise TraceviewError(
+                f"{p}: folder {where}holds no .json or .json.gz files{_deeper_hint(p, recursive)}"
+            )
         out += [Candidate(f, True) for f in found]
     return out
 
@@ -47,8 +51,11 @@ def _trace_files(folder: Path, recursive: bool) -> list[str]:
     """The folder's trace-named files, sorted, less the collectors' manifests: a file the tool's
     own collectors write beside their traces is no news when that folder is compared."""
     files = folder.rglob("*") if recursive else folder.iterdir()
-    return sorted(str(f) for f in files
-                  if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not is_collector_manifest(f))
+    return sorted(
+        str(f)
+        for f in files
+        if f.is_file() and f.name.endswith(TRACE_SUFFIXES) and not is_collector_manifest(f)
+    )
 
 
 def _deeper_hint(folder: Path, recursive: bool) -> str:
@@ -56,8 +63,14 @@ def _deeper_hint(folder: Path, recursive: bool) -> str:
     a collection per run); the count stops early in a huge tree."""
     if recursive:
         return ""
-    deeper = (f for f in folder.rglob("*") if f.parent != folder and f.name.endswith(TRACE_SUFFIXES)
-              and f.is_file() and not is_collector_manifest(f))
+    deeper = (
+        f
+        for f in folder.rglob("*")
+        if f.parent != folder
+        and f.name.endswith(TRACE_SUFFIXES)
+        and f.is_file()
+        and not is_collector_manifest(f)
+    )
     n = sum(1 for _ in itertools.islice(deeper, HINT_COUNT_MAX))
     if not n:
         return ""
@@ -76,7 +89,7 @@ def is_collector_manifest(path: Path) -> bool:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):  # unreadable: let the loader say why
         return False
-    return isinstance(doc, dict) and MANIFEST_KEYS <= doc.keys() and "traceEvents" not in doc
+    return isinstance(doc, dict) and doc.keys() >= MANIFEST_KEYS and "traceEvents" not in doc
 
 
 def load_all(paths, load: Callable, *, recursive: bool = False) -> tuple[list, list[str]]:
@@ -91,6 +104,10 @@ def load_all(paths, load: Callable, *, recursive: bool = False) -> tuple[list, l
                 raise
             skipped.append(str(exc))
     if not traces:
-        hints = "".join(_deeper_hint(Path(os.fspath(p)), recursive) for p in paths if Path(os.fspath(p)).is_dir())
-        raise TraceviewError(f"no profiler trace among {len(skipped)} file(s): " + "; ".join(skipped[:3]) + hints)
+        hints = "".join(
+            _deeper_hint(Path(os.fspath(p)), recursive) for p in paths if Path(os.fspath(p)).is_dir()
+        )
+        raise TraceviewError(
+            f"no profiler trace among {len(skipped)} file(s): " + "; ".join(skipped[:3]) + hints
+        )
     return traces, skipped

@@ -1,4 +1,5 @@
 """Exceptions a user can cause. Each message is one line naming the file and the problem."""
+
 from __future__ import annotations
 
 

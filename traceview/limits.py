@@ -7,6 +7,7 @@ once; measured peak use is about 3.5x the decompressed text, so we ask for
 process, and is skipped wherever available memory is unknown. The reader checks
 it before reading a plain file and again as a gzip stream's output grows.
 """
+
 from __future__ import annotations
 
 MEMORY_FACTOR = 4
@@ -63,8 +64,10 @@ def memory_problem(text_bytes: int, *, at_least: bool = False) -> str:
     avail = available_memory() or 0
     need = text_bytes * MEMORY_FACTOR
     more = "at least " if at_least else ""
-    return (f"too large for this machine: needs {more}about {need / 2**30:.1f} GiB of memory, "
-            f"{avail / 2**30:.1f} GiB available")
+    return (
+        f"too large for this machine: needs {more}about {need / 2**30:.1f} GiB of memory, "
+        f"{avail / 2**30:.1f} GiB available"
+    )
 
 
 #: Characters of one name that per-name text work (classification rules, readable names, diff

@@ -24,6 +24,7 @@ The op table is built here too: each op's parent op, depth, op chain (the names
 from the outermost op down, ``aten::masked_fill → aten::clone → aten::copy_``),
 self time, and the GPU activities it launched itself and through its children.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,7 +41,9 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     Returns a frame indexed like ``events`` rows that took part, with columns
     ``parent`` (events row, -1 for roots) and ``depth``.
     """
-    mask = events["role"].isin(CPU_NEST_ROLES).to_numpy() & (events["ts_ns"].to_numpy() > np.iinfo(np.int64).min)
+    mask = events["role"].isin(CPU_NEST_ROLES).to_numpy() & (
+        events["ts_ns"].to_numpy() > np.iinfo(np.int64).min
+    )
     rows = np.flatnonzero(mask)
     if len(rows) == 0:
         return pd.DataFrame({"parent": np.empty(0, np.int64), "depth": np.empty(0, np.int64)}, index=rows)
@@ -126,8 +129,13 @@ def _launch_rows_by_correlation(events: pd.DataFrame) -> tuple[pd.Series, np.nda
     ids link nothing (the flow events, when present, may still tell) rather than all to the first.
     A graph launch is one call with many activities, which is not ambiguous."""
     runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
-    rt = pd.DataFrame({"row": runtime, "corr": events["correlation"].to_numpy()[runtime],
-                       "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime]})
+    rt = pd.DataFrame(
+        {
+            "row": runtime,
+            "corr": events["correlation"].to_numpy()[runtime],
+            "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime],
+        }
+    )
     rt = rt.dropna(subset=["corr"])
     rt["corr"] = rt["corr"].astype("int64")
     rt = rt.sort_values("driver", kind="stable")
@@ -212,8 +220,9 @@ def steps_by_time(ts: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.nd
 ARROW = " → "  # joins the op names of a chain, outermost first
 
 
-def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame,
-         op_args: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict, list]:
+def link(
+    events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame, op_args: dict
+) -> tuple[pd.DataFrame, pd.DataFrame, dict, list]:
     """Link the GPU activities and build the op table.
 
     Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
@@ -225,13 +234,23 @@ def link(events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activit
     activities, by_ext = link_activities(activities, launch, events, nesting, steps)
     ops = ops_table(events, nesting, steps, activities, op_args)
     n = len(activities)
-    shares = {"linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
-              "linked_to_launch": float((activities["launch"] >= 0).mean()) if n else 1.0}
-    notes = [f"{by_corr} GPU activit{'y' if by_corr == 1 else 'ies'} left without a launch: each one's "
-             "correlation id names several runtime launches"] if by_corr else []
+    shares = {
+        "linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
+        "linked_to_launch": float((activities["launch"] >= 0).mean()) if n else 1.0,
+    }
+    notes = (
+        [
+            f"{by_corr} GPU activit{'y' if by_corr == 1 else 'ies'} left without a launch: each one's "
+            "correlation id names several runtime launches"
+        ]
+        if by_corr
+        else []
+    )
     if by_ext:
-        notes.append(f"{by_ext} GPU activit{'y' if by_ext == 1 else 'ies'} left without an op: each one's "
-                     "External id names several CPU ops")
+        notes.append(
+            f"{by_ext} GPU activit{'y' if by_ext == 1 else 'ies'} left without an op: each one's "
+            "External id names several CPU ops"
+        )
     return activities, ops, shares, notes
 
 
@@ -290,8 +309,9 @@ def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
     used = np.unique(codes[codes >= 0])
     remap = np.full(len(names.cat.categories) + 1, -1)
     remap[used] = np.arange(len(used))
-    return pd.Categorical.from_codes(np.where(codes >= 0, remap[codes], -1),
-                                     categories=names.cat.categories[used])
+    return pd.Categorical.from_codes(
+        np.where(codes >= 0, remap[codes], -1), categories=names.cat.categories[used]
+    )
 
 
 # ------------------------------------------------------------------ the op table
@@ -307,12 +327,18 @@ def ops_table(events, nesting, steps, kernels, op_args: dict) -> pd.DataFrame:
     pos[rows] = np.arange(len(rows))
     parent = np.where(anc["op_row"] >= 0, pos[np.clip(anc["op_row"], 0, None)], -1)
     ev = events[["name", "ts_ns", "dur_ns", "pid", "tid", "external_id"]].iloc[rows]
-    ops = pd.DataFrame({
-        "name": ev["name"].array, "ts_ns": ev["ts_ns"].to_numpy(), "dur_ns": ev["dur_ns"].to_numpy(),
-        "pid": ev["pid"].array, "tid": ev["tid"].array,
-        "depth": _depth(parent), "parent": parent,
-        "external_id": ev["external_id"].array,
-    })
+    ops = pd.DataFrame(
+        {
+            "name": ev["name"].array,
+            "ts_ns": ev["ts_ns"].to_numpy(),
+            "dur_ns": ev["dur_ns"].to_numpy(),
+            "pid": ev["pid"].array,
+            "tid": ev["tid"].array,
+            "depth": _depth(parent),
+            "parent": parent,
+            "external_id": ev["external_id"].array,
+        }
+    )
     ops["name"] = ops["name"].cat.remove_unused_categories()
     for name, texts in op_args.items():
         ops[name] = arg_texts_at(texts, rows)
@@ -359,8 +385,11 @@ def op_chains(ops: pd.DataFrame) -> pd.Categorical:
         for pair in pairs.tolist():
             up, code = divmod(pair, width)
             texts.append(names[code] if up == 0 else texts[up - 1] + ARROW + names[code])
-    return pd.Categorical.from_codes(chain, categories=pd.Index(texts, dtype=object)) if n else \
-        pd.Categorical([], categories=pd.Index([], dtype=object))
+    return (
+        pd.Categorical.from_codes(chain, categories=pd.Index(texts, dtype=object))
+        if n
+        else pd.Categorical([], categories=pd.Index([], dtype=object))
+    )
 
 
 def _self_ns(ops: pd.DataFrame) -> np.ndarray:

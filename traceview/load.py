@@ -1,4 +1,5 @@
 """``load(path) -> Trace``: read -> model -> link -> classify -> cache, and nothing else."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,16 @@ from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
 
 
-def load(path, *, salvage: bool = False, max_bytes: int = DEFAULT_MAX_BYTES,
-         max_ratio: float | None = DEFAULT_MAX_RATIO, rules=None, cache=None, devices=None) -> Trace:
+def load(
+    path,
+    *,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    rules=None,
+    cache=None,
+    devices=None,
+) -> Trace:
     """Load one saved PyTorch profiler trace (.json, .json.gz, any gzip) into a Trace.
 
     ``salvage=True`` loads a truncated trace up to the cut and warns what was lost.
@@ -58,8 +67,10 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
         if cache_mod.identity(path) == seen:
             cache_mod.store(trace, cache, seen)
         else:
-            notes.append(f"{path}: the file changed while it was read, so this result may mix its old and "
-                         "new contents; not cached (load it again once nothing is writing it)")
+            notes.append(
+                f"{path}: the file changed while it was read, so this result may mix its old and "
+                "new contents; not cached (load it again once nothing is writing it)"
+            )
     trace.warnings.extend(notes)  # after the store: these notes are about this load, never cached
     return trace
 
@@ -69,15 +80,26 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     if not raw.n_events:  # an all-zero summary would read as a measurement; there is nothing to analyse
         raise NotATraceError(path, "no trace events (an empty capture): nothing to analyse")
     built = build_events(raw.columns, raw.meta)
-    warnings = list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
+    warnings = (
+        list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
+    )
     steps = step_table(built.events)
-    activities, ops, shares, link_notes = link(built.events, built.flows, steps, gpu_activities(built.events),
-                                               built.op_args)
+    activities, ops, shares, link_notes = link(
+        built.events, built.flows, steps, gpu_activities(built.events), built.op_args
+    )
     warnings += [f"{path}: {n}" for n in link_notes]
     activities = annotate(activities, rules=rules)
     stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}
-    return Trace(path=path, events=built.events, kernels=activities, ops=ops, steps=steps,
-                 meta=raw.meta, warnings=warnings, stats=stats)
+    return Trace(
+        path=path,
+        events=built.events,
+        kernels=activities,
+        ops=ops,
+        steps=steps,
+        meta=raw.meta,
+        warnings=warnings,
+        stats=stats,
+    )
 
 
 def _check_size(trace: Trace, max_bytes: int, max_ratio) -> None:

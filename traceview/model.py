@@ -12,6 +12,7 @@ duration events without a usable start, with a negative or missing duration
 of the trace, exact copies of another event, events without a phase or with an
 unknown one, and duration events without a category.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,13 +34,20 @@ LIST_ARGS = ("input_dims",)
 
 # cat (as written, lower-cased) -> role
 ROLES = {
-    "cpu_op": "cpu_op", "operator": "cpu_op",
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
     "user_annotation": "annotation",
-    "cuda_runtime": "runtime", "runtime": "runtime", "cuda_driver": "runtime",
-    "kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy",
-    "gpu_memset": "memset", "memset": "memset",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "runtime",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
     "gpu_user_annotation": "gpu_annotation",
-    "python_function": "python", "cuda_sync": "sync",
+    "python_function": "python",
+    "cuda_sync": "sync",
 }
 GPU_ROLES = ("kernel", "memcpy", "memset")
 CPU_NEST_ROLES = ("cpu_op", "annotation", "runtime")
@@ -60,7 +68,9 @@ class Trace:
     meta: dict
     warnings: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
-    devices: str | None = None  # the user's device table (TOML) beside the built-in one; see traceview.devices
+    devices: str | None = (
+        None  # the user's device table (TOML) beside the built-in one; see traceview.devices
+    )
 
     def __post_init__(self):
         # link and the cache hand over the op args as JSON text (a categorical): parse ``LIST_ARGS``
@@ -88,8 +98,10 @@ class Trace:
         return info.get("device_name") if isinstance(info, dict) else None
 
     def __repr__(self) -> str:
-        return (f"<Trace {self.label!r}: {len(self.events)} events, {len(self.kernels)} GPU activities, "
-                f"{len(self.ops)} CPU ops, {len(self.steps)} steps>")
+        return (
+            f"<Trace {self.label!r}: {len(self.events)} events, {len(self.kernels)} GPU activities, "
+            f"{len(self.ops)} CPU ops, {len(self.steps)} steps>"
+        )
 
 
 def categorical(values) -> pd.Categorical:
@@ -119,9 +131,11 @@ def per_category(col, fn, missing, dtype=object) -> np.ndarray:
 
 def step_numbers(names) -> np.ndarray:
     """N for rows named ``ProfilerStep#N``, -1 elsewhere."""
+
     def number(name) -> int:
         m = STEP_RE.match(str(name))
         return int(m.group(1)) if m else -1
+
     return per_category(names, number, -1, np.int64)
 
 
@@ -139,9 +153,9 @@ class Built(NamedTuple):
 
     events: pd.DataFrame
     flows: pd.DataFrame
-    op_args: dict       # OP_ARGS name -> the events' raw arg texts (reader's Codes or list), row-aligned
-    counts: dict        # events per phase, as read
-    notes: list         # what was unusable, counted
+    op_args: dict  # OP_ARGS name -> the events' raw arg texts (reader's Codes or list), row-aligned
+    counts: dict  # events per phase, as read
+    notes: list  # what was unusable, counted
 
 
 def build_events(cols: dict, meta: dict) -> Built:
@@ -198,12 +212,16 @@ def _usable(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     end = start + events["dur_ns"].to_numpy().astype(np.float64)
     out = keep & ((start < TIME_RANGE_NS[0]) | (end >= TIME_RANGE_NS[1]))
     if out.any():
-        notes.append(f"skipped {int(out.sum())} duration event(s) whose ts or dur is too large to compute "
-                     "with (beyond +-2**62 ns)")
+        notes.append(
+            f"skipped {int(out.sum())} duration event(s) whose ts or dur is too large to compute "
+            "with (beyond +-2**62 ns)"
+        )
     far = _far(start, end, keep & ~out)
     if far.any():
-        notes.append(f"skipped {int(far.sum())} duration event(s) starting or ending more than a day "
-                     "from the rest of the trace (a corrupt ts or dur)")
+        notes.append(
+            f"skipped {int(far.sum())} duration event(s) starting or ending more than a day "
+            "from the rest of the trace (a corrupt ts or dur)"
+        )
     return keep & ~out & ~far, notes
 
 
@@ -218,8 +236,19 @@ def _far(start: np.ndarray, end: np.ndarray, usable: np.ndarray) -> np.ndarray:
 
 
 #: What makes a duration event an exact copy of another: every column the model keeps.
-_SAME = ("name", "cat", "ts_ns", "dur_ns", "pid", "tid", "correlation", "external_id", "device", "stream",
-         "bytes")
+_SAME = (
+    "name",
+    "cat",
+    "ts_ns",
+    "dur_ns",
+    "pid",
+    "tid",
+    "correlation",
+    "external_id",
+    "device",
+    "stream",
+    "bytes",
+)
 
 
 def _without_duplicates(events: pd.DataFrame, texts: dict, keep: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -238,24 +267,33 @@ def _without_duplicates(events: pd.DataFrame, texts: dict, keep: np.ndarray) -> 
             full[name] = t.codes[rows]
     # only events with an id: two python_function events may differ in nothing traceview reads
     # (their Python id), while a kernel, launch or op with the same id, times and thread is one
-    copied = full.duplicated(keep="first").to_numpy() & (full["correlation"].notna()
-                                                        | full["external_id"].notna()).to_numpy()
+    copied = (
+        full.duplicated(keep="first").to_numpy()
+        & (full["correlation"].notna() | full["external_id"].notna()).to_numpy()
+    )
     copies = rows[copied]
     if not len(copies):
         return keep, []
     keep = keep.copy()
     keep[copies] = False
-    return keep, [f"dropped {len(copies)} exact duplicate(s) of duration events (same name, times, "
-                  "thread, ids and args): each counted once"]
+    return keep, [
+        f"dropped {len(copies)} exact duplicate(s) of duration events (same name, times, "
+        "thread, ids and args): each counted once"
+    ]
 
 
 def _same_hash(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """Which ``rows`` share a hash of (start, duration, pid, tid) with another: a superset of the
     duplicates, found by one sort (pandas' multi-column duplicated takes ~10x longer)."""
     u = np.uint64
-    codes = (events["pid"].cat.codes.to_numpy().astype(u) << u(32)) | events["tid"].cat.codes.to_numpy().astype(u)
-    h = (events["ts_ns"].to_numpy().view(u) * u(0x9E3779B97F4A7C15)  # wraps: a hash, checked exactly later
-         ^ events["dur_ns"].to_numpy().view(u) * u(0xC2B2AE3D27D4EB4F) ^ codes * u(0x165667B19E3779F9))[rows]
+    codes = (events["pid"].cat.codes.to_numpy().astype(u) << u(32)) | events[
+        "tid"
+    ].cat.codes.to_numpy().astype(u)
+    h = (
+        events["ts_ns"].to_numpy().view(u) * u(0x9E3779B97F4A7C15)  # wraps: a hash, checked exactly later
+        ^ events["dur_ns"].to_numpy().view(u) * u(0xC2B2AE3D27D4EB4F)
+        ^ codes * u(0x165667B19E3779F9)
+    )[rows]
     sorted_h = np.sort(h)  # a plain sort is ~5x faster than argsort, and repeats are rare
     repeated = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
     return np.isin(h, repeated) if len(repeated) else np.zeros(len(rows), dtype=bool)
@@ -273,7 +311,9 @@ def phase_notes(counts: dict) -> list[str]:
         notes.append(f"skipped {counts['']} event(s) without ph (no phase: not a trace event)")
     unknown = {ph: n for ph, n in counts.items() if ph and ph not in KNOWN_PHASES}
     if unknown:
-        shown = ", ".join(ascii(ph[:12]) for ph in sorted(unknown)[:5]) + (", ..." if len(unknown) > 5 else "")
+        shown = ", ".join(ascii(ph[:12]) for ph in sorted(unknown)[:5]) + (
+            ", ..." if len(unknown) > 5 else ""
+        )
         notes.append(f"skipped {sum(unknown.values())} event(s) with an unknown ph ({shown})")
     return notes
 
@@ -281,8 +321,14 @@ def phase_notes(counts: dict) -> list[str]:
 def _no_cat_notes(events: pd.DataFrame) -> list[str]:
     """Duration events without ``cat`` are kept but no role can be given to them: say how many."""
     n = int(events["cat"].isna().sum())
-    return [f"{n} duration event(s) without cat: kept, but not counted as CPU ops, GPU activities, "
-            "runtime calls or annotations"] if n else []
+    return (
+        [
+            f"{n} duration event(s) without cat: kept, but not counted as CPU ops, GPU activities, "
+            "runtime calls or annotations"
+        ]
+        if n
+        else []
+    )
 
 
 def arg_texts_at(texts, rows: np.ndarray) -> pd.Categorical:
@@ -291,8 +337,9 @@ def arg_texts_at(texts, rows: np.ndarray) -> pd.Categorical:
     if texts is None or not len(rows):
         return pd.Categorical([None] * len(rows))
     if not isinstance(texts, Codes):
-        return categorical([bytes(d).decode("utf-8", "replace") if len(d) else None
-                            for d in (texts[i] for i in rows)])
+        return categorical(
+            [bytes(d).decode("utf-8", "replace") if len(d) else None for d in (texts[i] for i in rows)]
+        )
     sub = texts.take(rows)
     return categorical(Codes(sub.codes, [bytes(u).decode("utf-8", "replace") for u in sub.uniques]))
 
@@ -353,26 +400,30 @@ def _shift(ts: np.ndarray, base: int) -> np.ndarray:
 
 def _base_ns(meta: dict) -> int:
     base = meta.get("baseTimeNanoseconds")
-    ok = isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62  # else ts + base overflows
+    ok = (
+        isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62
+    )  # else ts + base overflows
     return int(base) if ok else 0
 
 
 def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
     cat = categorical(cols["cat"])
-    frame = pd.DataFrame({
-        "name": _names(cols["name"]),
-        "cat": cat,
-        "role": _roles(cat),
-        "ts_ns": ts,
-        "dur_ns": cols["dur_ns"],
-        "pid": categorical(cols["pid"]),
-        "tid": categorical(cols["tid"]),
-        "correlation": int_column(cols["arg_correlation"]),
-        "external_id": _external_id(cols),
-        "device": int_column(cols["arg_device"]),
-        "stream": int_column(cols["arg_stream"]),
-        "bytes": int_column(cols["arg_bytes"]),
-    })
+    frame = pd.DataFrame(
+        {
+            "name": _names(cols["name"]),
+            "cat": cat,
+            "role": _roles(cat),
+            "ts_ns": ts,
+            "dur_ns": cols["dur_ns"],
+            "pid": categorical(cols["pid"]),
+            "tid": categorical(cols["tid"]),
+            "correlation": int_column(cols["arg_correlation"]),
+            "external_id": _external_id(cols),
+            "device": int_column(cols["arg_device"]),
+            "stream": int_column(cols["arg_stream"]),
+            "bytes": int_column(cols["arg_bytes"]),
+        }
+    )
     _steps_are_annotations(frame)
     return frame
 
@@ -414,20 +465,36 @@ def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
         cats = np.asarray(flows["cat"], dtype=object)
         keep = np.flatnonzero(np.isin(cats, FLOW_CATS))
         pick = (lambda v: [v[i] for i in keep]) if len(keep) != len(cats) else (lambda v: v)
-    return pd.DataFrame({
-        "ph": categorical(pick(flows["ph"])),
-        "id": categorical(pick(flows["id"])),
-        "pid": categorical(pick(flows["pid"])),
-        "tid": categorical(pick(flows["tid"])),
-        "ts_ns": ts[keep],
-    })
+    return pd.DataFrame(
+        {
+            "ph": categorical(pick(flows["ph"])),
+            "id": categorical(pick(flows["id"])),
+            "pid": categorical(pick(flows["pid"])),
+            "tid": categorical(pick(flows["tid"])),
+            "ts_ns": ts[keep],
+        }
+    )
 
 
 def gpu_activities(events: pd.DataFrame) -> pd.DataFrame:
     """The kernels/memcpy/memset rows with device and stream filled from pid/tid."""
     mask = events["role"].isin(GPU_ROLES).to_numpy()
-    k = events.loc[mask, ["name", "role", "ts_ns", "dur_ns", "pid", "tid", "device", "stream",
-                          "correlation", "external_id", "bytes"]].copy()
+    k = events.loc[
+        mask,
+        [
+            "name",
+            "role",
+            "ts_ns",
+            "dur_ns",
+            "pid",
+            "tid",
+            "device",
+            "stream",
+            "correlation",
+            "external_id",
+            "bytes",
+        ],
+    ].copy()
     k = k.rename(columns={"role": "kind"})
     kind = per_category(k["kind"], lambda r: GPU_ROLES.index(r) if r in GPU_ROLES else -1, -1, np.int64)
     k["kind"] = pd.Categorical.from_codes(kind, categories=list(GPU_ROLES))
@@ -454,12 +521,14 @@ def step_table(events: pd.DataFrame) -> pd.DataFrame:
     number = step_numbers(events["name"])
     mask = (number >= 0) & events["role"].isin(("annotation", "cpu_op")).to_numpy()
     s = events.loc[mask, ["ts_ns", "dur_ns", "pid", "tid"]]
-    out = pd.DataFrame({
-        "step": number[mask],
-        "pid": s["pid"].to_numpy(),
-        "tid": s["tid"].to_numpy(),
-        "ts_ns": s["ts_ns"].to_numpy(),
-        "dur_ns": s["dur_ns"].to_numpy(),
-        "event": np.flatnonzero(mask),
-    })
+    out = pd.DataFrame(
+        {
+            "step": number[mask],
+            "pid": s["pid"].to_numpy(),
+            "tid": s["tid"].to_numpy(),
+            "ts_ns": s["ts_ns"].to_numpy(),
+            "dur_ns": s["dur_ns"].to_numpy(),
+            "event": np.flatnonzero(mask),
+        }
+    )
     return out.sort_values("ts_ns", kind="stable").drop_duplicates("step").reset_index(drop=True)

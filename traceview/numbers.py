@@ -9,6 +9,7 @@ fraction digits, quoted strings) go through ``Decimal`` one by one.
 Durations are small enough that a float64 rounds back to the exact nanosecond:
 see ``float_us_to_ns``.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
@@ -29,8 +30,8 @@ def us_to_ns(tokens: list) -> np.ndarray:
     """
     out = np.empty(len(tokens), dtype=np.int64)
     for start in range(0, len(tokens), _CHUNK):
-        part = tokens[start:start + _CHUNK]
-        out[start:start + len(part)] = _convert_chunk(part)
+        part = tokens[start : start + _CHUNK]
+        out[start : start + len(part)] = _convert_chunk(part)
     return out
 
 
@@ -43,8 +44,10 @@ def _convert_chunk(tokens: list) -> np.ndarray:
     # fraction, yields S1 of uninitialised bytes: garbage nanoseconds. Give it one byte.
     ip, fp = (a.astype("S1") if a.dtype.itemsize == 0 else a for a in (ip, fp))
     ok = (
-        np.strings.isdigit(np.strings.lstrip(ip, b"-")) & (np.strings.str_len(ip) <= 16)
-        & (np.strings.str_len(fp) <= 3) & (np.strings.isdigit(fp) | (np.strings.str_len(fp) == 0))
+        np.strings.isdigit(np.strings.lstrip(ip, b"-"))
+        & (np.strings.str_len(ip) <= 16)
+        & (np.strings.str_len(fp) <= 3)
+        & (np.strings.isdigit(fp) | (np.strings.str_len(fp) == 0))
         & ~((np.strings.str_len(dot) == 1) & (np.strings.str_len(fp) == 0))
     )
     out = np.full(len(arr), MISSING, dtype=np.int64)

@@ -4,6 +4,7 @@ Every command and API function that reads traces takes the same settings (rule f
 table, salvage, size limits, cache). They travel as this one frozen object, from the CLI's
 options or the API's keywords down to ``load``; plain data, so it also goes to Dask workers.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,7 @@ class LoadOptions:
     max_ratio: float | None = DEFAULT_MAX_RATIO
     cache: object = None
 
-    def checked(self) -> "LoadOptions":
+    def checked(self) -> LoadOptions:
         """The same options with the rule and device files checked, so a bad file fails now, in one
         line, before any trace is read. Files stay paths: a RuleSet does not pickle, and these
         options travel to Dask workers (which read the files by path, as they read the traces)."""
@@ -47,8 +48,14 @@ class LoadOptions:
 
     def kwargs(self) -> dict:
         """The keywords of ``traceview.load`` these options stand for."""
-        return {"rules": self.rules, "devices": self.devices, "salvage": self.salvage,
-                "max_bytes": self.max_bytes, "max_ratio": self.max_ratio, "cache": self.cache}
+        return {
+            "rules": self.rules,
+            "devices": self.devices,
+            "salvage": self.salvage,
+            "max_bytes": self.max_bytes,
+            "max_ratio": self.max_ratio,
+            "cache": self.cache,
+        }
 
     def load(self, path):
         """``traceview.load(path)`` with these options."""

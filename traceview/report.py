@@ -9,11 +9,12 @@ How a Report shows itself (``print``, a notebook) is rendering, which sits above
 this module: ``traceview.render`` registers those two functions here when the
 package is imported, so that data never imports its renderers.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -63,7 +64,9 @@ def report_to_dict(report: Report) -> dict:
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
-    return [{str(c): plain(v) for c, v in zip(df.columns, row)} for row in df.itertuples(index=False)]
+    return [
+        {str(c): plain(v) for c, v in zip(df.columns, row, strict=True)} for row in df.itertuples(index=False)
+    ]
 
 
 def plain(value):

@@ -18,6 +18,7 @@ too; a world size far beyond the ranks present is used as given, with a note. ``
 every rank in this process; ``traceview.scale`` runs the per-rank work where the
 files are and only gathers results, with the same rules (``plan``).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -34,9 +35,9 @@ from .load import load
 
 RULE_META = "distributedInfo.rank"
 RULE_ORDER = "no trace has distributedInfo: ranks are the files in sorted path order"
-MAX_RANK = 2**31 - 1     # torch.distributed ranks and world sizes are C ints
-FAR_WORLD = 2**17        # more ranks than any job has had: such a world size gets a note ...
-FAR_FACTOR = 1000        # ... when it is also this many times the ranks present
+MAX_RANK = 2**31 - 1  # torch.distributed ranks and world sizes are C ints
+FAR_WORLD = 2**17  # more ranks than any job has had: such a world size gets a note ...
+FAR_FACTOR = 1000  # ... when it is also this many times the ranks present
 
 
 def _count(value, low: int) -> int | None:
@@ -97,7 +98,7 @@ class RankRanges(Sequence):
         if isinstance(other, RankRanges):
             return self.ranges == other.ranges
         if isinstance(other, (list, tuple)):  # bounded by the other side's length
-            return len(other) == len(self) and all(a == b for a, b in zip(self, other))
+            return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     def __str__(self) -> str:
@@ -111,7 +112,7 @@ class RankRanges(Sequence):
 class Plan:
     """Which file is which rank."""
 
-    ranks: dict            # rank -> path, by rank
+    ranks: dict  # rank -> path, by rank
     world_size: int
     rule: str
     missing: RankRanges = field(default_factory=RankRanges)
@@ -125,9 +126,14 @@ def plan(found: list[tuple[str, tuple | None]]) -> Plan:
     known = [(p, i) for p, i in found if i is not None]
     if not known:
         ordered = sorted(p for p, _ in found)
-        return Plan(dict(enumerate(ordered)), len(ordered), RULE_ORDER, RankRanges(), [f"rank rule: {RULE_ORDER}"])
-    notes = [f"{p}: no distributedInfo rank in 0..{MAX_RANK}; not a rank of this run, left out"
-             for p, i in found if i is None]
+        return Plan(
+            dict(enumerate(ordered)), len(ordered), RULE_ORDER, RankRanges(), [f"rank rule: {RULE_ORDER}"]
+        )
+    notes = [
+        f"{p}: no distributedInfo rank in 0..{MAX_RANK}; not a rank of this run, left out"
+        for p, i in found
+        if i is None
+    ]
     ranks: dict = {}
     for p, (r, _) in sorted(known):
         if r in ranks:
@@ -135,11 +141,15 @@ def plan(found: list[tuple[str, tuple | None]]) -> Plan:
         ranks[r] = p
     sizes = {ws for _, (_, ws) in known if ws is not None}
     if len(sizes) > 1:
-        notes.append(f"traces disagree on world_size ({', '.join(map(str, sorted(sizes)))}); using the largest")
+        notes.append(
+            f"traces disagree on world_size ({', '.join(map(str, sorted(sizes)))}); using the largest"
+        )
     world = max(sizes | {max(ranks) + 1})
     if world > FAR_WORLD and world > FAR_FACTOR * len(ranks):
-        notes.append(f"world size {world:,} is far beyond the {len(ranks)} rank(s) present (highest "
-                     f"{max(ranks)}): check the traces' distributedInfo; missing ranks are counted as ranges")
+        notes.append(
+            f"world size {world:,} is far beyond the {len(ranks)} rank(s) present (highest "
+            f"{max(ranks)}): check the traces' distributedInfo; missing ranks are counted as ranges"
+        )
     missing = RankRanges.gaps(ranks, world)
     if missing:
         notes.append(f"missing ranks: {missing} of world size {world:,}")
@@ -169,8 +179,10 @@ def one_job(traces) -> str | None:
     ranks, sizes = [r for r, _ in infos], {ws for _, ws in infos}
     if len(set(ranks)) < len(ranks) or len(sizes) > 1:
         return None
-    return (f"these {len(ranks)} traces are ranks {rank_list(sorted(ranks))} of one job (distributedInfo, "
-            f"world size {next(iter(sizes))}); --run treats them as one run")
+    return (
+        f"these {len(ranks)} traces are ranks {rank_list(sorted(ranks))} of one job (distributedInfo, "
+        f"world size {next(iter(sizes))}); --run treats them as one run"
+    )
 
 
 def run_files(paths, *, recursive: bool = False) -> list[str]:
@@ -183,7 +195,7 @@ def run_files(paths, *, recursive: bool = False) -> list[str]:
 class Run:
     """The loaded ranks of one job."""
 
-    traces: dict           # rank -> Trace
+    traces: dict  # rank -> Trace
     world_size: int
     rule: str
     missing: RankRanges = field(default_factory=RankRanges)
@@ -216,5 +228,11 @@ def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_k
                 raise
             skipped.append(str(exc))
     p = plan(found)
-    return Run({r: traces[path] for r, path in p.ranks.items()}, p.world_size, p.rule, p.missing,
-               p.notes + [f"skipped {s}" for s in skipped], skipped)
+    return Run(
+        {r: traces[path] for r, path in p.ranks.items()},
+        p.world_size,
+        p.rule,
+        p.missing,
+        p.notes + [f"skipped {s}" for s in skipped],
+        skipped,
+    )

@@ -19,6 +19,7 @@ has killed ``distributed.scheduler.allowed-failures`` + 1 workers, default 4, an
 that is an error naming the file). A rank file that can't be read is an error naming
 it, or, with ``skip_bad``, left out and named in the report's notes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,8 @@ import contextlib
 import math
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .analyses.runs.rank_work import RankWork, rank_work
 from .analyses.runs.ranks import ranks_report
@@ -63,8 +64,16 @@ def rank_task(path: str, load_kw: dict) -> Done:
         return Done(path, error=str(exc))
 
 
-def analyse_run(paths, *, workers: int | None = None, scheduler: str | None = None, skip_bad: bool = False,
-                recursive: bool = False, progress: Callable | None = None, **load_kw):
+def analyse_run(
+    paths,
+    *,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    skip_bad: bool = False,
+    recursive: bool = False,
+    progress: Callable | None = None,
+    **load_kw,
+):
     """The ``ranks`` Report of a run (a folder of rank traces, or paths)."""
     files = run_files(paths, recursive=recursive)
     done = gather(files, load_kw, workers=workers, scheduler=scheduler, progress=progress)
@@ -74,7 +83,9 @@ def analyse_run(paths, *, workers: int | None = None, scheduler: str | None = No
         hint = "; --skip-bad / skip_bad=True leaves unreadable ranks out" if len(files) > 1 else ""
         raise TraceviewError(f"{bad[0].error}{more}{hint}")
     good = {d.path: d.work for d in done if d.work is not None}
-    p = plan([(d.path, d.work.info) for d in done if d.work is not None])  # a file named twice: its rank twice
+    p = plan(
+        [(d.path, d.work.info) for d in done if d.work is not None]
+    )  # a file named twice: its rank twice
     skipped = [f"skipped {d.error}" for d in done if d.error]
     return ranks_report({r: good[path] for r, path in p.ranks.items()}, p, skipped)
 
@@ -96,15 +107,18 @@ def on_dask(client, files: list, load_kw: dict, tick: Callable) -> list[Done]:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    futures = client.map(rank_task, files, load_kw=load_kw, pure=False, key=[f"rank-{i}" for i in range(len(files))])
-    names = {f.key: path for f, path in zip(futures, files)}
+    futures = client.map(
+        rank_task, files, load_kw=load_kw, pure=False, key=[f"rank-{i}" for i in range(len(files))]
+    )
+    names = {f.key: path for f, path in zip(futures, files, strict=True)}
     out = []
     for fut in as_completed(futures):
         try:
             out.append(fut.result())
         except KilledWorker:
-            raise TraceviewError(f"{names[fut.key]}: every Dask worker that loaded it died "
-                                 "(out of memory?)") from None
+            raise TraceviewError(
+                f"{names[fut.key]}: every Dask worker that loaded it died (out of memory?)"
+            ) from None
         tick(len(out), len(files))
     return out
 
@@ -121,15 +135,24 @@ def dask_client(workers: int | None, scheduler: str | None):
         probe(address, timeout)
         try:
             client = Client(address, timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - whatever the peer did, it is no scheduler we can use
+        except Exception as exc:
             raise TraceviewError(f"{address!r}: can't use the Dask scheduler ({said(exc)})") from None
         with client:
             yield client
         return
     if workers < 1:
         raise TraceviewError(f"--workers must be at least 1, not {workers}")
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      host="127.0.0.1", silence_logs=50) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            host="127.0.0.1",
+            silence_logs=50,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 
@@ -143,9 +166,15 @@ def check_address(address) -> str:
     host, colon, port = rest.rpartition(":")
     expected = "expected tcp://HOST:PORT (or tls, ws, wss, ucx) with PORT 1..65535"
     if scheme not in SCHEMES:
-        raise AddressError(f"{address!r}: not a Dask scheduler address: unknown scheme {scheme!r}; {expected}")
-    if not colon or not host.strip("[]") or any(c.isspace() or c in "/?#@" for c in host) \
-            or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise AddressError(
+            f"{address!r}: not a Dask scheduler address: unknown scheme {scheme!r}; {expected}"
+        )
+    if (
+        not colon
+        or not host.strip("[]")
+        or any(c.isspace() or c in "/?#@" for c in host)
+        or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536)
+    ):
         raise AddressError(f"{address!r}: not a Dask scheduler address; {expected}")
     return f"{scheme}://{rest}"
 
@@ -185,7 +214,7 @@ def probe(address: str, timeout: float) -> None:
     def run():
         try:
             asyncio.run(once())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread below
+        except BaseException as exc:
             failure.append(exc)
 
     worker = threading.Thread(target=run, name="traceview-dask-probe", daemon=True)
@@ -193,13 +222,17 @@ def probe(address: str, timeout: float) -> None:
     worker.join(timeout + 5)  # wait_for ends it sooner; the margin is for a stuck loop
     exc = failure[0] if failure else None
     if worker.is_alive() or isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
-        raise TraceviewError(f"{address!r}: no answer from a Dask scheduler within {timeout + 1:g} s "
-                             f"({TIMEOUT_ENV} sets the wait)")
+        raise TraceviewError(
+            f"{address!r}: no answer from a Dask scheduler within {timeout + 1:g} s "
+            f"({TIMEOUT_ENV} sets the wait)"
+        )
     if isinstance(exc, OSError):  # refused, unresolvable, closed (Dask's CommClosedError is one)
         raise TraceviewError(f"{address!r}: can't reach the Dask scheduler ({said(exc)})")
     if isinstance(exc, Exception):  # garbage read as frame sizes (MemoryError), or as messages
-        raise TraceviewError(f"{address!r}: not a Dask scheduler: it answered something else than Dask's "
-                             f"handshake ({type(exc).__name__})")
+        raise TraceviewError(
+            f"{address!r}: not a Dask scheduler: it answered something else than Dask's "
+            f"handshake ({type(exc).__name__})"
+        )
     if exc is not None:
         raise exc
 

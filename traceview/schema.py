@@ -7,6 +7,7 @@ This module reads the file and puts msgspec's answer in the user's words (TOML's
 the key path, the entry's id or name), so the modules that own the Structs keep only the checks
 a type cannot say (a regex compiles, a category is declared).
 """
+
 from __future__ import annotations
 
 import re
@@ -65,8 +66,14 @@ def problem(path: str, text: str, *notes: str) -> Invalid:
 
 _AT = re.compile(r"^(?P<text>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _ITEM = re.compile(r"^\.?(?P<array>[A-Za-z_]\w*)\[(?P<index>\d+)\]")
-_TYPE_WORDS = {"object": "table", "str": "string", "int": "integer", "float": "number",
-               "bool": "boolean", "array": "array"}
+_TYPE_WORDS = {
+    "object": "table",
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "array": "array",
+}
 _PHRASES = (
     (re.compile(r"^Object contains unknown field `([^`]*)`$"), r"unknown field '\1'"),
     (re.compile(r"^Object missing required field `([^`]*)`$"), r"missing '\1'"),

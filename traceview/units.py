@@ -1,4 +1,5 @@
 """How a time in nanoseconds reads: one formatter for tables and sentences alike."""
+
 from __future__ import annotations
 
 import math

@@ -1,18 +1,18 @@
 """What ``traceview report`` shows, as Reports: the comparison (findings and table), each
 trace's diff from the baseline in words, GPU time by category per trace, tensor-core share
 and attention backend per trace, and one step's timeline per trace."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from ..errors import TraceviewError
 from ..report import Report
+from .select.region import Selection
 from .trace.breakdown import breakdown
+from .trace.timeline import timeline
 from .variants.compare import compare
 from .variants.diff import diff
-from .select.region import Selection
-from .trace.timeline import timeline
 
 
 @dataclass
@@ -32,12 +32,18 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
     table = cmp["compare"]
     labels = table["trace"].tolist()
     base = labels.index(cmp.info["baseline"])
-    cols = [c for c in ("trace", "device", "tensor_core_pct", "gemm_family", "attention_backend") if c in table]
-    glance = Report(kind="glance", title="Tensor cores and attention per trace", tables={"glance": table[cols]},
-                    info={"tensor_core_pct": "share of GEMM time on tensor cores"})
+    cols = [
+        c for c in ("trace", "device", "tensor_core_pct", "gemm_family", "attention_backend") if c in table
+    ]
+    glance = Report(
+        kind="glance",
+        title="Tensor cores and attention per trace",
+        tables={"glance": table[cols]},
+        info={"tensor_core_pct": "share of GEMM time on tensor cores"},
+    )
     diffs = [diff(traces[base], t, sel) for i, t in enumerate(traces) if i != base]
     lines = []
-    for label, t in zip(labels, traces):
+    for label, t in zip(labels, traces, strict=True):
         try:
             lines.append((label, timeline(t, sel), ""))
         except TraceviewError as exc:

@@ -1,4 +1,5 @@
 """``traceview annotate``: the trace written back with traceview's classification in it."""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,15 @@ from .group import main
 
 @main.command()
 @click.argument("trace")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), required=True, metavar="OUT",
-              help="Annotated trace to write (.json or .json.gz; .gz compresses it). Never the input itself.")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    required=True,
+    metavar="OUT",
+    help="Annotated trace to write (.json or .json.gz; .gz compresses it). Never the input itself.",
+)
 @load_options
 @friendly
 def annotate(trace, output, options):
@@ -30,10 +38,19 @@ def annotate(trace, output, options):
         sys.exit(EXIT_USAGE)
     counts = api.annotate(load_one(trace, options), output, options=options)
     if counts["not_loaded"]:
-        click.echo(f"warning: {visible(trace)}: {counts['not_loaded']} complete events the load skipped are copied "
-                   "unannotated", err=True)
+        click.echo(
+            f"warning: {visible(trace)}: {counts['not_loaded']} complete events the load skipped are copied "
+            "unannotated",
+            err=True,
+        )
     if counts["skipped"]:
-        click.echo(f"warning: {visible(trace)}: {counts['skipped']} GPU activities have args that are not an object: "
-                   "left unannotated", err=True)
-    click.echo(f"wrote {visible(output)}: {counts['activities']} GPU activities annotated, "
-               f"{counts['counter_events']} counter samples", err=True)
+        click.echo(
+            f"warning: {visible(trace)}: {counts['skipped']} GPU activities have args that are not an object: "
+            "left unannotated",
+            err=True,
+        )
+    click.echo(
+        f"wrote {visible(output)}: {counts['activities']} GPU activities annotated, "
+        f"{counts['counter_events']} counter samples",
+        err=True,
+    )

@@ -1,11 +1,23 @@
 """``traceview summary`` and ``traceview kernels``."""
+
 from __future__ import annotations
 
 import click
 
+from .common import (
+    devices_option,
+    emit,
+    format_option,
+    friendly,
+    load_many,
+    load_one,
+    load_options,
+    not_applied,
+    recursive_option,
+    run_option,
+    select_options,
+)
 from .group import main
-from .common import (devices_option, emit, format_option, friendly, load_many, load_one, load_options,
-                     not_applied, recursive_option, run_option, select_options)
 
 
 @main.command()
@@ -14,7 +26,9 @@ from .common import (devices_option, emit, format_option, friendly, load_many, l
 @select_options
 @load_options
 @recursive_option
-@click.option("--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list.")
+@click.option(
+    "--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list."
+)
 @run_option
 @friendly
 def summary(traces, out, sel, options, recursive, top, run):
@@ -27,8 +41,12 @@ def summary(traces, out, sel, options, recursive, top, run):
 
     if run:
         not_applied("summary --run shows the shared metrics of every rank, not a list of kernels", "top")
-        return emit(api.summary_run(traces[0] if len(traces) == 1 else list(traces), recursive=recursive,
-                                    sel=sel, options=options), out)
+        return emit(
+            api.summary_run(
+                traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel, options=options
+            ),
+            out,
+        )
     loaded = load_many(traces, options, recursive)
     hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
     if hint:
@@ -43,11 +61,21 @@ def summary(traces, out, sel, options, recursive, top, run):
 @select_options
 @load_options
 @click.option("--unclassified", is_flag=True, help="List only the names no classification rule matched.")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-              help="Also draw a roofline of one step's kernels (--step, else the first step), coloured by "
-                   "category, into FILE (.png, .svg or .html); needs a trace recorded with shapes.")
-@click.option("--ops", is_flag=True, help="Also a table per op name and input shapes: FLOPs, bytes and GPU time "
-                                          "per step, TFLOP/s, GB/s and percent of peak (needs shapes).")
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Also draw a roofline of one step's kernels (--step, else the first step), coloured by "
+    "category, into FILE (.png, .svg or .html); needs a trace recorded with shapes.",
+)
+@click.option(
+    "--ops",
+    is_flag=True,
+    help="Also a table per op name and input shapes: FLOPs, bytes and GPU time "
+    "per step, TFLOP/s, GB/s and percent of peak (needs shapes).",
+)
 @devices_option
 @friendly
 def kernels(trace, out, sel, options, unclassified, plot, ops):

@@ -1,4 +1,5 @@
 """``traceview cache info|clear``: where the columnar cache lives, what it holds, and emptying it."""
+
 from __future__ import annotations
 
 import json
@@ -6,14 +7,25 @@ import json
 import click
 
 from .. import cache as cache_mod
-from .group import main
 from .common import friendly
+from .group import main
 
-_DIR = click.option("--dir", "folder", type=click.Path(file_okay=False), default=None,
-                    help="This cache folder instead of the default ($TRACEVIEW_CACHE_DIR, else "
-                         "$XDG_CACHE_HOME/traceview, else ~/.cache/traceview).")
-_FMT = click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-                    help="Output format.")
+_DIR = click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="This cache folder instead of the default ($TRACEVIEW_CACHE_DIR, else "
+    "$XDG_CACHE_HOME/traceview, else ~/.cache/traceview).",
+)
+_FMT = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
 
 
 @main.group()
@@ -53,8 +65,13 @@ def info(folder, fmt):
         state = "off: the folder is not writable (set TRACEVIEW_CACHE_DIR to one that is)"
     else:
         state = "on"
-    rows = [("folder", d["folder"]), ("entries", entries), ("size", f"{d['size_mib']:.1f} MiB"),
-            ("cap", f"{d['max_mib']:g} MiB (set with {cache_mod.MAX_ENV})"), ("caching", state)]
+    rows = [
+        ("folder", d["folder"]),
+        ("entries", entries),
+        ("size", f"{d['size_mib']:.1f} MiB"),
+        ("cap", f"{d['max_mib']:g} MiB (set with {cache_mod.MAX_ENV})"),
+        ("caching", state),
+    ]
     for name, value in rows:
         click.echo(f"{name + ':':<9}{value}")
 

@@ -3,6 +3,7 @@
 Each collector is a subcommand that hands everything after its name to the collector's own
 argparse parser, ``--help`` included, with ``prog`` set so its usage names the command typed.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -31,14 +32,22 @@ def collect():
 
 
 def _front(which: str, module_name: str, short: str):
-    @collect.command(which, context_settings=_PASS_THROUGH, short_help=short, add_help_option=False,
-                     help=f"{short} Options: `traceview collect {which} --help`.")
+    @collect.command(
+        which,
+        context_settings=_PASS_THROUGH,
+        short_help=short,
+        add_help_option=False,
+        help=f"{short} Options: `traceview collect {which} --help`.",
+    )
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def command(args):
         wants_help = any(a in ("-h", "--help") for a in args)
         if not wants_help and importlib.util.find_spec("torch") is None:
-            click.echo("traceview: error: the collectors need torch: pip install torch "
-                       "(the CPU build: add --index-url https://download.pytorch.org/whl/cpu)", err=True)
+            click.echo(
+                "traceview: error: the collectors need torch: pip install torch "
+                "(the CPU build: add --index-url https://download.pytorch.org/whl/cpu)",
+                err=True,
+            )
             sys.exit(1)
         module = importlib.import_module(module_name)
         sys.exit(module.main(list(args), prog=f"traceview collect {which}"))

@@ -1,4 +1,5 @@
 """Options, loading and error handling shared by every command."""
+
 from __future__ import annotations
 
 import functools
@@ -10,8 +11,8 @@ from pathlib import Path
 import click
 
 from ..api import KINDS, LoadOptions, Selection
-from ..discover import load_all
 from ..atomic import OutputError
+from ..discover import load_all
 from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError  # noqa: F401
 from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
@@ -41,18 +42,24 @@ def load_many(paths, options: LoadOptions, recursive: bool = False) -> list:
 def _inject(f, key: str, names: tuple, build):
     """Wrap command ``f`` so that the click values ``names`` reach it as one keyword ``key``:
     the object ``build(**values)``, built once, in place of the loose values."""
+
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         values = {n: kwargs.pop(n) for n in names if n in kwargs}
         return f(*args, **{key: build(**values)}, **kwargs)
+
     return wrapper
 
 
 def _load_options(salvage=False, max_size=None, max_ratio=None, no_cache=False, rules=None, devices=None):
-    return LoadOptions(rules=rules, devices=devices, salvage=salvage,
-                       max_bytes=DEFAULT_MAX_BYTES if max_size is None else max_size * 2**20,
-                       max_ratio=DEFAULT_MAX_RATIO if max_ratio is None else max_ratio,
-                       cache=False if no_cache else None)
+    return LoadOptions(
+        rules=rules,
+        devices=devices,
+        salvage=salvage,
+        max_bytes=DEFAULT_MAX_BYTES if max_size is None else max_size * 2**20,
+        max_ratio=DEFAULT_MAX_RATIO if max_ratio is None else max_ratio,
+        cache=False if no_cache else None,
+    )
 
 
 def load_options(f):
@@ -60,17 +67,33 @@ def load_options(f):
     (with ``--devices`` where the command has it, see devices_option)."""
     opts = [
         click.option("--salvage", is_flag=True, help="Load a truncated trace up to the cut, with a warning."),
-        click.option("--max-size", type=click.IntRange(min=1), default=None, metavar="MIB",
-                     help="Refuse traces that decompress to more than MIB mebibytes (default 16384)."),
-        click.option("--max-ratio", type=click.IntRange(min=1), default=None, metavar="N",
-                     help=f"Refuse a gzip trace that expands more than N times its compressed size, past "
-                          f"64 MiB of text (default {DEFAULT_MAX_RATIO}; real traces expand 10-40x, a gzip "
-                          f"bomb ~1000x)."),
+        click.option(
+            "--max-size",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="MIB",
+            help="Refuse traces that decompress to more than MIB mebibytes (default 16384).",
+        ),
+        click.option(
+            "--max-ratio",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="N",
+            help=f"Refuse a gzip trace that expands more than N times its compressed size, past "
+            f"64 MiB of text (default {DEFAULT_MAX_RATIO}; real traces expand 10-40x, a gzip "
+            f"bomb ~1000x).",
+        ),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the columnar cache."),
-        click.option("--rules", type=click.Path(dir_okay=False), default=None,
-                     help="TOML file of kernel classification rules that override the defaults."),
+        click.option(
+            "--rules",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="TOML file of kernel classification rules that override the defaults.",
+        ),
     ]
-    f = _inject(f, "options", ("salvage", "max_size", "max_ratio", "no_cache", "rules", "devices"), _load_options)
+    f = _inject(
+        f, "options", ("salvage", "max_size", "max_ratio", "no_cache", "rules", "devices"), _load_options
+    )
     for opt in reversed(opts):
         f = opt(f)
     return f
@@ -81,11 +104,17 @@ def select_options(f):
     one ``sel: Selection``."""
     opts = [
         click.option("--step", type=int, default=None, help="Only this ProfilerStep#N."),
-        click.option("--annotation", default=None, help="Only activities launched inside this record_function."),
+        click.option(
+            "--annotation", default=None, help="Only activities launched inside this record_function."
+        ),
         click.option("--device", type=int, default=None, help="Only this GPU device."),
         click.option("--stream", type=int, default=None, help="Only this stream."),
-        click.option("--kind", type=click.Choice(KINDS), default=None,
-                     help="Only this kind of GPU activity (default: kernels, memcpys and memsets)."),
+        click.option(
+            "--kind",
+            type=click.Choice(KINDS),
+            default=None,
+            help="Only this kind of GPU activity (default: kernels, memcpys and memsets).",
+        ),
     ]
     f = _inject(f, "sel", ("step", "annotation", "device", "stream", "kind"), Selection)
     for opt in reversed(opts):
@@ -99,24 +128,33 @@ def not_applied(why: str, *names: str) -> None:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    given = [max(p.opts, key=len) for p in ctx.command.params
-             if p.name in names and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)]
+    given = [
+        max(p.opts, key=len)
+        for p in ctx.command.params
+        if p.name in names and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)
+    ]
     if given:
         raise click.UsageError(f"{', '.join(given)}: {why}")
 
 
-run_option = click.option("--run", "run", is_flag=True,
-                          help="Treat the paths as one distributed run (summary: the rank traces of one job, a "
-                               "folder or the files; compare: each path one run's folder); ranks come from each "
-                               "trace's distributedInfo.")
+run_option = click.option(
+    "--run",
+    "run",
+    is_flag=True,
+    help="Treat the paths as one distributed run (summary: the rank traces of one job, a "
+    "folder or the files; compare: each path one run's folder); ranks come from each "
+    "trace's distributedInfo.",
+)
 
-recursive_option = click.option("--recursive", "-r", is_flag=True,
-                                help="Also look for traces in the subfolders of a folder.")
+recursive_option = click.option(
+    "--recursive", "-r", is_flag=True, help="Also look for traces in the subfolders of a folder."
+)
 
 
 @dataclass(frozen=True)
 class Output:
     """Where and how a command's reports go, from ``--format``, ``--wide`` and ``-o/--output``."""
+
     fmt: str = "table"
     wide: bool = False  # tables: whole names, not fitted to the terminal
     path: str | None = None  # a file instead of stdout
@@ -129,12 +167,15 @@ def _output(fmt, wide, path) -> Output:
     A file in a missing folder is refused here, before any trace is read."""
     named = format_for_path(path) if path is not None else None
     if fmt is None and path is not None and named is None:
-        raise click.BadParameter(f"{visible(path)}: no format ends in {visible(Path(path).suffix or 'nothing')}; "
-                                 f"name a file ending in {', '.join(_EXTENSIONS)} or give --format",
-                                 param_hint="'-o' / '--output'")
+        raise click.BadParameter(
+            f"{visible(path)}: no format ends in {visible(Path(path).suffix or 'nothing')}; "
+            f"name a file ending in {', '.join(_EXTENSIONS)} or give --format",
+            param_hint="'-o' / '--output'",
+        )
     if fmt is not None and named is not None and named != fmt:
-        raise click.BadParameter(f"{visible(path)} names a {named} file but --format is {fmt}",
-                                 param_hint="'-o' / '--output'")
+        raise click.BadParameter(
+            f"{visible(path)} names a {named} file but --format is {fmt}", param_hint="'-o' / '--output'"
+        )
     if path is not None and not Path(path).parent.is_dir():
         raise OutputError(path, f"folder {Path(path).parent} does not exist")
     return Output(fmt or named or "table", wide, path)
@@ -145,18 +186,36 @@ _EXTENSIONS = [e for f in OUTPUTS.values() for e in f.extensions]
 
 def format_option(f):
     """``--format``, ``--wide`` and ``-o/--output``, given to the command as one ``out`` (:class:`Output`)."""
+
     @functools.wraps(f)
     def wrapper(*args, fmt, wide, output, **kwargs):
         return f(*args, out=friendly(_output)(fmt, wide, output), **kwargs)
 
     opts = [
-        click.option("--format", "fmt", type=click.Choice(FORMATS), default=None, show_default="table",
-                     help="Output format (table fits the terminal: COLUMNS, else its width; markdown, json, "
-                          "csv and html are never shortened). With -o: the file name's extension, else table."),
-        click.option("--wide", is_flag=True, help="Table format: print whole names, not fitted to the terminal's width."),
-        click.option("-o", "--output", "output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="Write the output to FILE (whole or not at all) instead of stdout; a table in a file is "
-                          "never shortened."),
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS),
+            default=None,
+            show_default="table",
+            help="Output format (table fits the terminal: COLUMNS, else its width; markdown, json, "
+            "csv and html are never shortened). With -o: the file name's extension, else table.",
+        ),
+        click.option(
+            "--wide",
+            is_flag=True,
+            help="Table format: print whole names, not fitted to the terminal's width.",
+        ),
+        click.option(
+            "-o",
+            "--output",
+            "output",
+            type=click.Path(dir_okay=False),
+            default=None,
+            metavar="FILE",
+            help="Write the output to FILE (whole or not at all) instead of stdout; a table in a file is "
+            "never shortened.",
+        ),
     ]
     for opt in reversed(opts):
         wrapper = opt(wrapper)
@@ -165,14 +224,19 @@ def format_option(f):
 
 def devices_option(f):
     """``--devices FILE`` on the commands that show efficiency; it travels in the LoadOptions."""
-    return click.option("--devices", metavar="FILE", default=None,
-                        help="TOML file of GPU peaks in the shape of traceview/rules/devices.toml: its devices "
-                             "are tried first and replace built-in ones of the same name.")(f)
+    return click.option(
+        "--devices",
+        metavar="FILE",
+        default=None,
+        help="TOML file of GPU peaks in the shape of traceview/rules/devices.toml: its devices "
+        "are tried first and replace built-in ones of the same name.",
+    )(f)
 
 
 def friendly(f):
     """User-caused failures print one line and exit 1; bugs print one line and exit 3; Ctrl-C
     prints one line and exits 130 (128 + SIGINT, as shells do), not click's "Aborted!" and 1."""
+
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
@@ -191,9 +255,13 @@ def friendly(f):
         except Exception as exc:  # a bug, not the user's fault: say so in one line
             if os.environ.get("TRACEVIEW_DEBUG"):
                 raise
-            click.echo(f"traceview: internal error: {type(exc).__name__}: {visible(str(exc))} "
-                       "(set TRACEVIEW_DEBUG=1 for the traceback)", err=True)
+            click.echo(
+                f"traceview: internal error: {type(exc).__name__}: {visible(str(exc))} "
+                "(set TRACEVIEW_DEBUG=1 for the traceback)",
+                err=True,
+            )
             sys.exit(EXIT_INTERNAL)
+
     return wrapper
 
 
@@ -206,5 +274,3 @@ def emit(reports, out: Output | str):
         click.echo(f"wrote {visible(str(write(reports, out.fmt, out.path)))}", err=True)
         return
     click.echo(render(reports, out.fmt, width=None if out.wide else -1), nl=False)
-
-

@@ -1,4 +1,5 @@
 """``traceview diff``, ``traceview compare`` and ``traceview timeline``."""
+
 from __future__ import annotations
 
 import os
@@ -6,20 +7,42 @@ import os
 import click
 
 from ..api import Selection
+from .common import (
+    devices_option,
+    emit,
+    format_option,
+    friendly,
+    load_many,
+    load_one,
+    load_options,
+    not_applied,
+    recursive_option,
+    run_option,
+    select_options,
+)
 from .group import main
-from .common import (devices_option, emit, format_option, friendly, load_many, load_one, load_options,
-                     not_applied, recursive_option, run_option, select_options)
 
-plot_option = click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                           help="Also draw GPU time per step by category per trace as stacked bars "
-                                "(CPU-only traces: CPU self time by op) into FILE (.png, .svg or .html).")
-top_option = click.option("--top", type=click.IntRange(min=0), default=20, show_default=True,
-                          help="Rows to keep in the per-kernel and per-op tables (0: all).")
+plot_option = click.option(
+    "--plot",
+    "plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Also draw GPU time per step by category per trace as stacked bars "
+    "(CPU-only traces: CPU self time by op) into FILE (.png, .svg or .html).",
+)
+top_option = click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Rows to keep in the per-kernel and per-op tables (0: all).",
+)
 
 
 def _check_plot(plot):
     if plot is not None:
-        from ..render.plot import pyplot, check_path
+        from ..render.plot import check_path, pyplot
 
         check_path(plot)
         pyplot()  # fail before the (slow) loading when matplotlib is missing
@@ -38,8 +61,12 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @click.argument("b")
 @format_option
 @select_options
-@click.option("--annotation-b", default=None, metavar="NAME",
-              help="B's annotation, when it is named differently from A's (--annotation).")
+@click.option(
+    "--annotation-b",
+    default=None,
+    metavar="NAME",
+    help="B's annotation, when it is named differently from A's (--annotation).",
+)
 @load_options
 @top_option
 @plot_option
@@ -53,8 +80,17 @@ def diff(a, b, out, sel, annotation_b, options, top, plot):
     from .. import api
 
     if os.path.isdir(a) and os.path.isdir(b):
-        not_applied("two folders are compared rank by rank over whole runs; these options apply to two traces",
-                    "step", "annotation", "device", "stream", "kind", "annotation_b", "top", "plot")
+        not_applied(
+            "two folders are compared rank by rank over whole runs; these options apply to two traces",
+            "step",
+            "annotation",
+            "device",
+            "stream",
+            "kind",
+            "annotation_b",
+            "top",
+            "plot",
+        )
         return emit(api.diff(a, b, options=options), out)
 
     _check_plot(plot)
@@ -62,15 +98,23 @@ def diff(a, b, out, sel, annotation_b, options, top, plot):
     report = api.diff(ta, tb, sel=sel, annotation_b=annotation_b, top=top or None)
     if plot:
         la, lb = report.info["a_label"], report.info["b_label"]
-        sel_b = Selection(sel.step, annotation_b, sel.device, sel.stream, sel.kind) if annotation_b is not None else sel
+        sel_b = (
+            Selection(sel.step, annotation_b, sel.device, sel.stream, sel.kind)
+            if annotation_b is not None
+            else sel
+        )
         _write_plot([ta, tb], plot, labels=[f"A: {la}", f"B: {lb}"], sels=[sel, sel_b])
     emit(report, out)
 
 
 @main.command()
 @click.argument("traces", nargs=-1, required=True)
-@click.option("--baseline", default=None, metavar="TRACE",
-              help="Trace (path or label) the ratios are relative to (default: the first).")
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="TRACE",
+    help="Trace (path or label) the ratios are relative to (default: the first).",
+)
 @format_option
 @select_options
 @load_options
@@ -110,8 +154,14 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, options):
 
 @main.command()
 @click.argument("trace")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False), required=True, metavar="FILE",
-              help="Picture to write (.png, .svg or .html).")
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(dir_okay=False),
+    required=True,
+    metavar="FILE",
+    help="Picture to write (.png, .svg or .html).",
+)
 @format_option
 @select_options
 @load_options
@@ -125,7 +175,10 @@ def timeline(trace, plot, out, sel, options):
 
     _check_plot(plot)
     report = api.timeline(load_one(trace, options), sel=sel)
-    busy = (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
-            if "gpu_busy_pct" in report.info else "")
+    busy = (
+        f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
+        if "gpu_busy_pct" in report.info
+        else ""
+    )
     click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
     emit(report, out)  # the help promises the table in every format, table included

@@ -1,4 +1,5 @@
 """The ``traceview`` command group every command module registers itself on."""
+
 from __future__ import annotations
 
 import click

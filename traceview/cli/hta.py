@@ -1,10 +1,11 @@
 """``traceview hta``: Holistic Trace Analysis's breakdowns of a trace, as a traceview Report."""
+
 from __future__ import annotations
 
 import click
 
-from .group import main
 from .common import emit, format_option, friendly, load_one, load_options
+from .group import main
 
 ANALYSES = ("temporal", "idle", "kernels", "launch")
 
@@ -13,13 +14,25 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 @click.argument("trace")
 @format_option
 @load_options
-@click.option("--analysis", type=click.Choice(ANALYSES), default="temporal", show_default=True,
-              help="Which HTA analysis: temporal breakdown, idle time, kernel breakdown, launch statistics.")
-@click.option("--rank", type=click.IntRange(min=0), default=None,
-              help="Rank to file the trace under (default: distributedInfo.rank in the trace, else 0).")
+@click.option(
+    "--analysis",
+    type=click.Choice(ANALYSES),
+    default="temporal",
+    show_default=True,
+    help="Which HTA analysis: temporal breakdown, idle time, kernel breakdown, launch statistics.",
+)
+@click.option(
+    "--rank",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Rank to file the trace under (default: distributedInfo.rank in the trace, else 0).",
+)
 @click.option("--drop-last-step", is_flag=True, help="Drop the last ProfilerStep, as HTA does by default.")
-@click.option("--no-ns-rounding", is_flag=True,
-              help="Keep fractional-µs timestamps instead of HTA's inward rounding (HTA_DISABLE_NS_ROUNDING).")
+@click.option(
+    "--no-ns-rounding",
+    is_flag=True,
+    help="Keep fractional-µs timestamps instead of HTA's inward rounding (HTA_DISABLE_NS_ROUNDING).",
+)
 @friendly
 def hta(trace, out, options, analysis, rank, drop_last_step, no_ns_rounding):
     """HTA's temporal/idle/kernel/launch analysis, COMPUTATION split by traceview's categories.
@@ -30,5 +43,13 @@ def hta(trace, out, options, analysis, rank, drop_last_step, no_ns_rounding):
     from ..interop.hta import import_hta
 
     import_hta()  # fail fast, before loading, with the install hint
-    emit(api.hta(load_one(trace, options), analysis=analysis, rank=rank, drop_last_step=drop_last_step,
-                 ns_rounding=not no_ns_rounding), out)
+    emit(
+        api.hta(
+            load_one(trace, options),
+            analysis=analysis,
+            rank=rank,
+            drop_last_step=drop_last_step,
+            ns_rounding=not no_ns_rounding,
+        ),
+        out,
+    )

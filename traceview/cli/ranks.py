@@ -1,4 +1,5 @@
 """``traceview ranks``: a folder (or list) of rank traces as one run, optionally on Dask."""
+
 from __future__ import annotations
 
 import sys
@@ -16,6 +17,7 @@ def progress_line():
 
     def tick(done: int, total: int) -> None:
         click.echo(f"\rranks: {done}/{total} done", err=True, nl=done == total)
+
     return tick
 
 
@@ -41,12 +43,24 @@ def _check_scheduler(_ctx, _param, value):
 @format_option
 @load_options
 @recursive_option
-@click.option("--workers", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Spread the ranks over a local Dask cluster of N worker processes.")
-@click.option("--scheduler", default=None, metavar="ADDRESS", callback=_check_scheduler,
-              help="Use an existing Dask cluster (tcp://host:port); its workers must see the files at these paths. "
-                   "Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).")
-@click.option("--skip-bad", is_flag=True, help="Leave out rank files that can't be read (named in the notes).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Spread the ranks over a local Dask cluster of N worker processes.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    callback=_check_scheduler,
+    help="Use an existing Dask cluster (tcp://host:port); its workers must see the files at these paths. "
+    "Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).",
+)
+@click.option(
+    "--skip-bad", is_flag=True, help="Leave out rank files that can't be read (named in the notes)."
+)
 @friendly
 def ranks(paths, out, options, recursive, workers, scheduler, skip_bad):
     """One row per rank of a distributed run: GPU time breakdown, comm/comp overlap, idle per stream,
@@ -55,6 +69,13 @@ def ranks(paths, out, options, recursive, workers, scheduler, skip_bad):
 
     if workers is not None and scheduler is not None:
         raise click.UsageError("give --workers or --scheduler, not both")
-    report = api.ranks(paths, workers=workers, scheduler=scheduler, skip_bad=skip_bad, recursive=recursive,
-                       progress=progress_line(), options=options)
+    report = api.ranks(
+        paths,
+        workers=workers,
+        scheduler=scheduler,
+        skip_bad=skip_bad,
+        recursive=recursive,
+        progress=progress_line(),
+        options=options,
+    )
     emit(report, out)

@@ -1,4 +1,5 @@
 """``traceview report``: one self-contained HTML file comparing traces."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,10 +12,21 @@ from .group import main
 
 @main.command()
 @click.argument("traces", nargs=-1, required=True)
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), required=True, metavar="FILE",
-              help="HTML file to write (one file: styles, script and figures inline; no network).")
-@click.option("--baseline", default=None, metavar="TRACE",
-              help="Trace (path or label) the ratios and diffs are relative to (default: the first).")
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    required=True,
+    metavar="FILE",
+    help="HTML file to write (one file: styles, script and figures inline; no network).",
+)
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="TRACE",
+    help="Trace (path or label) the ratios and diffs are relative to (default: the first).",
+)
 @select_options
 @load_options
 @recursive_option
@@ -30,4 +42,6 @@ def report(traces, output, baseline, sel, options, recursive):
     api.check_report_path(output)  # before the (slow) loading
     pyplot()  # fail before the (slow) loading when matplotlib is missing
     api.report(load_many(traces, options, recursive), output=output, baseline=baseline, sel=sel)
-    click.echo(f"wrote {Path(output)}", err=True)  # written atomically: a full disk leaves no truncated report
+    click.echo(
+        f"wrote {Path(output)}", err=True
+    )  # written atomically: a full disk leaves no truncated report

@@ -34,12 +34,13 @@ parsing). HTA's GPU table is every event with a stream: kernels, memcpy, memset
 and ``cuda_sync`` events (``Stream Wait Event``, ``Stream Sync``, ``Context Sync``)
 alike, so those widen its GPU span and count as non-computation time.
 """
+
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import TraceviewError
@@ -54,7 +55,9 @@ class HTAMissing(TraceviewError):
     """HTA is not installed."""
 
     def __init__(self):
-        super().__init__(f"Holistic Trace Analysis (module 'hta') is not installed; install it with: {INSTALL_HINT}")
+        super().__init__(
+            f"Holistic Trace Analysis (module 'hta') is not installed; install it with: {INSTALL_HINT}"
+        )
 
 
 class HTAFailed(TraceviewError):
@@ -64,8 +67,8 @@ class HTAFailed(TraceviewError):
 def import_hta():
     """The ``hta`` module, or HTAMissing."""
     try:
-        import hta  # noqa: F401
-        import hta.trace_analysis  # noqa: F401
+        import hta
+        import hta.trace_analysis
     except ImportError:
         raise HTAMissing() from None
     return hta
@@ -117,10 +120,14 @@ def _hta_errors(path, analysis: str):
         cause = " ".join(str(exc).split())[:200] or "(no message)"
         hint = ""
         if analysis == "temporal" and isinstance(exc, AssertionError):
-            hint = (" (HTA rounds ns timestamps to whole µs, giving sub-µs activities negative durations;"
-                    " retry with ns_rounding=False / --no-ns-rounding)")
-        raise HTAFailed(f"{path}: HTA analysis '{analysis}' failed under {hta_version()}: "
-                        f"{type(exc).__name__}: {cause}{hint}") from exc
+            hint = (
+                " (HTA rounds ns timestamps to whole µs, giving sub-µs activities negative durations;"
+                " retry with ns_rounding=False / --no-ns-rounding)"
+            )
+        raise HTAFailed(
+            f"{path}: HTA analysis '{analysis}' failed under {hta_version()}: "
+            f"{type(exc).__name__}: {cause}{hint}"
+        ) from exc
 
 
 def call(ta, analysis: str, fn, *args, path=None, **kwargs):
@@ -145,7 +152,9 @@ def _meta(trace_or_path) -> tuple[str, dict]:
     path = os.path.abspath(os.fspath(trace_or_path))
     data = read_bytes(path)
     if data.lstrip()[:1] == b"[":
-        raise TraceviewError(f"{path}: a bare JSON array of events; HTA reads only {{\"traceEvents\": [...]}} documents")
+        raise TraceviewError(
+            f'{path}: a bare JSON array of events; HTA reads only {{"traceEvents": [...]}} documents'
+        )
     meta, _ = split_document(data, path)
     return path, meta
 
@@ -251,16 +260,18 @@ def _build(files: dict[int, str], paths: list[str], include_last_step: bool, ns_
         ta = TraceAnalysis(trace_files=dict(files), include_last_profiler_step=include_last_step)
     broken = _negative_gpu_durations(ta, files, label) if ns_rounding else 0
     if not broken:
-        return HTARun(ta, list(paths), dict(zip(files, paths)), ns_rounding)
+        return HTARun(ta, list(paths), dict(zip(files, paths, strict=True)), ns_rounding)
     # A GPU activity shorter than 1 µs between two whole µs (H100 traces hold 20 ns kernels) gets
     # ceil(ts) > floor(ts + dur) from HTA's rounding, and its temporal breakdown then fails an
     # assert: parse again without the rounding rather than fail by default.
     with _ns_rounding(False), _hta_errors(label, "load"):
         ta = TraceAnalysis(trace_files=dict(files), include_last_profiler_step=include_last_step)
-    note = (f"HTA's rounding of timestamps to whole µs would give {broken} sub-µs GPU activit"
-            f"{'y' if broken == 1 else 'ies'} a negative duration, so it parsed the trace without it "
-            "(as --no-ns-rounding does)")
-    return HTARun(ta, list(paths), dict(zip(files, paths)), False, (note,))
+    note = (
+        f"HTA's rounding of timestamps to whole µs would give {broken} sub-µs GPU activit"
+        f"{'y' if broken == 1 else 'ies'} a negative duration, so it parsed the trace without it "
+        "(as --no-ns-rounding does)"
+    )
+    return HTARun(ta, list(paths), dict(zip(files, paths, strict=True)), False, (note,))
 
 
 def _negative_gpu_durations(ta, files: dict, label: str) -> int:
@@ -269,8 +280,14 @@ def _negative_gpu_durations(ta, files: dict, label: str) -> int:
         return int(sum(((df := ta.t.get_trace(r))["stream"].ne(-1) & df["dur"].lt(0)).sum() for r in files))
 
 
-def to_hta(trace_or_path, *, rank: int | None = None, workdir=None, include_last_step: bool = True,
-           ns_rounding: bool = True):
+def to_hta(
+    trace_or_path,
+    *,
+    rank: int | None = None,
+    workdir=None,
+    include_last_step: bool = True,
+    ns_rounding: bool = True,
+):
     """One trace (a traceview ``Trace`` or a path) as an ``hta.trace_analysis.TraceAnalysis``.
 
     ``rank``: the rank HTA files the trace under; default ``distributedInfo.rank`` from
@@ -290,8 +307,15 @@ def to_hta(trace_or_path, *, rank: int | None = None, workdir=None, include_last
     return _build({rank: hta_path}, [path], include_last_step, ns_rounding)
 
 
-def to_hta_many(traces, *, ranks=None, renumber: bool = False, workdir=None, include_last_step: bool = True,
-                ns_rounding: bool = True):
+def to_hta_many(
+    traces,
+    *,
+    ranks=None,
+    renumber: bool = False,
+    workdir=None,
+    include_last_step: bool = True,
+    ns_rounding: bool = True,
+):
     """Several traces (one per rank) as one ``TraceAnalysis``.
 
     Ranks come from ``ranks`` (one per trace, in order), else from each trace's
@@ -309,27 +333,31 @@ def to_hta_many(traces, *, ranks=None, renumber: bool = False, workdir=None, inc
         ranks = list(ranks)
         if len(ranks) != len(items):
             raise TraceviewError(f"to_hta_many: {len(items)} traces but {len(ranks)} ranks")
-        chosen = [_check_rank(r, p) for r, p in zip(ranks, paths)]
+        chosen = [_check_rank(r, p) for r, p in zip(ranks, paths, strict=True)]
     elif renumber:
         chosen = list(range(len(items)))
     else:
         chosen = [trace_rank(m) for _, m in items]
-        missing = [p for p, r in zip(paths, chosen) if r is None]
+        missing = [p for p, r in zip(paths, chosen, strict=True) if r is None]
         if missing and len(items) > 1:
-            raise TraceviewError(f"{missing[0]}: no distributedInfo.rank in the trace ({len(missing)} of "
-                                 f"{len(items)} traces lack one); pass ranks=[...] or renumber=True")
+            raise TraceviewError(
+                f"{missing[0]}: no distributedInfo.rank in the trace ({len(missing)} of "
+                f"{len(items)} traces lack one); pass ranks=[...] or renumber=True"
+            )
         chosen = [0 if r is None else r for r in chosen]
     by_rank: dict[int, list[str]] = {}
-    for r, p in zip(chosen, paths):
+    for r, p in zip(chosen, paths, strict=True):
         by_rank.setdefault(r, []).append(p)
     clash = {r: ps for r, ps in by_rank.items() if len(ps) > 1}
     if clash:
         r, ps = next(iter(sorted(clash.items())))
         more = f" (and {len(clash) - 1} more ranks)" if len(clash) > 1 else ""
-        raise TraceviewError(f"rank {r} is claimed by {len(ps)} traces: {', '.join(ps)}{more}; HTA would keep only "
-                             "one; pass ranks=[...] or renumber=True")
+        raise TraceviewError(
+            f"rank {r} is claimed by {len(ps)} traces: {', '.join(ps)}{more}; HTA would keep only "
+            "one; pass ranks=[...] or renumber=True"
+        )
     made: list = []
-    files = {r: _hta_path(p, workdir, made) for r, p in zip(chosen, paths)}
+    files = {r: _hta_path(p, workdir, made) for r, p in zip(chosen, paths, strict=True)}
     return _build(files, paths, include_last_step, ns_rounding)
 
 

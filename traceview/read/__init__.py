@@ -16,6 +16,7 @@ uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``event
 uses ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and
 ``source``. No module imports another's private (``_x``) names.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,9 +30,17 @@ from .document import NOT_A_TRACE, split_document
 from .salvage import salvage_prefix
 from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read_bytes, read_source
 
-__all__ = ["read", "RawTrace", "DEFAULT_MAX_BYTES", "DEFAULT_MAX_RATIO",
-           "Codes", "IntColumn", "int_values", "read_bytes",
-           "split_document"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_RATIO",
+    "Codes",
+    "IntColumn",
+    "RawTrace",
+    "int_values",
+    "read",
+    "read_bytes",
+    "split_document",
+]
 
 
 @dataclass
@@ -46,8 +55,13 @@ class RawTrace:
     warnings: list = field(default_factory=list)
 
 
-def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
-         salvage: bool = False) -> RawTrace:
+def read(
+    path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    salvage: bool = False,
+) -> RawTrace:
     """Read and decode one trace file into raw columns."""
     path = os.fspath(path)
     text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
@@ -66,8 +80,14 @@ def read(path, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = 
     _check_is_trace(decoded, path)
     if decoded.dropped:
         warnings.append(f"{path}: skipped {decoded.dropped} malformed event(s)")
-    return RawTrace(path=path, meta=meta, columns=decoded.columns, n_events=decoded.n_events,
-                   json_bytes=json_bytes, warnings=warnings)
+    return RawTrace(
+        path=path,
+        meta=meta,
+        columns=decoded.columns,
+        n_events=decoded.n_events,
+        json_bytes=json_bytes,
+        warnings=warnings,
+    )
 
 
 def event_columns(events_raw, path: str) -> EventColumns:
@@ -85,8 +105,10 @@ def _check_is_trace(decoded: EventColumns, path: str) -> None:
     """Events that are all junk, or objects without a phase, are not a profiler trace.
     An empty events array is a trace: the profiler writes one for an empty capture."""
     if decoded.dropped and not decoded.n_events:  # e.g. [1, 2, 3]: JSON, but not one event object in it
-        raise NotATraceError(path, f"{NOT_A_TRACE}: none of the {decoded.dropped} items in traceEvents "
-                                   "is an event object")
+        raise NotATraceError(
+            path, f"{NOT_A_TRACE}: none of the {decoded.dropped} items in traceEvents is an event object"
+        )
     if decoded.n_events and not any(decoded.columns["counts"].keys()):  # only "": no event has a phase
-        raise NotATraceError(path, f"{NOT_A_TRACE}: no trace events (objects with a 'ph' field) "
-                                   "in traceEvents")
+        raise NotATraceError(
+            path, f"{NOT_A_TRACE}: no trace events (objects with a 'ph' field) in traceEvents"
+        )

@@ -6,6 +6,7 @@ at the same time; decoding it chunk by chunk bounds that memory. The fast cut
 that then fails to decode sends the caller to ``checked_event_chunks``, which
 cuts only between events found by a full parse.
 """
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ Decoded fields arrive as Python lists of arbitrary JSON values (a name can be a
 list, an id can exceed int64); these turn them into numpy arrays without a
 Python-level loop over the values where the common case allows it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class Codes:
     def __len__(self) -> int:
         return len(self.codes)
 
-    def take(self, rows) -> "Codes":
+    def take(self, rows) -> Codes:
         """The rows' values, uniques again in order of first appearance among them."""
         codes = self.codes[np.asarray(rows, dtype=np.int64)]
         present = codes[codes >= 0]
@@ -32,8 +33,9 @@ class Codes:
         used = used[np.argsort(first, kind="stable")]
         remap = np.full(len(self.uniques), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
-        return Codes(np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1),
-                     [self.uniques[i] for i in used])
+        return Codes(
+            np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1), [self.uniques[i] for i in used]
+        )
 
 
 @dataclass
@@ -44,7 +46,7 @@ class IntColumn:
     mask: np.ndarray
 
     @staticmethod
-    def concat(parts: list) -> "IntColumn":
+    def concat(parts: list) -> IntColumn:
         if not parts:
             return IntColumn(np.empty(0, np.int64), np.empty(0, bool))
         return IntColumn(np.concatenate([p.values for p in parts]), np.concatenate([p.mask for p in parts]))
@@ -65,8 +67,10 @@ class Factorizer:
             return
         codes, uniques = _factorize(values)
         index, skip = self.index, self.empty_is_missing
-        glob = np.array([-1 if skip and not len(u) else index.setdefault(u, len(index)) for u in uniques]
-                        + [-1], dtype=np.int64)
+        glob = np.array(
+            [-1 if skip and not len(u) else index.setdefault(u, len(index)) for u in uniques] + [-1],
+            dtype=np.int64,
+        )
         self.parts.append(glob[codes])  # code -1 picks the trailing -1
 
     def add_codes(self, part: Codes) -> None:
@@ -93,8 +97,11 @@ def _factorize(values: list) -> tuple[np.ndarray, list]:
     try:
         codes, uniques = pd.factorize(arr, use_na_sentinel=True)
     except TypeError:  # unhashable values (a list as a name): their text stands for them
-        arr = np.fromiter((v if v is None or isinstance(v, (str, int, float, bytes)) else str(v)
-                           for v in values), dtype=object, count=len(values))
+        arr = np.fromiter(
+            (v if v is None or isinstance(v, (str, int, float, bytes)) else str(v) for v in values),
+            dtype=object,
+            count=len(values),
+        )
         codes, uniques = pd.factorize(arr, use_na_sentinel=True)
     return codes, list(uniques)
 
@@ -152,7 +159,9 @@ def _masked_ints(values: list, arr: np.ndarray) -> IntColumn:
         try:
             out[ok] = arr[ok].astype(np.int64)
         except OverflowError:  # ints beyond int64 are not ids we can hold
-            fits = np.fromiter((type(v) is int and -2**63 <= v < 2**63 for v in values), dtype=bool, count=n)
+            fits = np.fromiter(
+                (type(v) is int and -(2**63) <= v < 2**63 for v in values), dtype=bool, count=n
+            )
             ok &= fits
             out[ok] = arr[ok].astype(np.int64)
     return IntColumn(out, ~ok)

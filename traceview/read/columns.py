@@ -9,6 +9,7 @@ does not depend on how the text was cut or which process decoded which chunk.
 Columns kept: the duration (X) events' strings, times and integer args, the
 flow (s/f/t) events' fields, and a count of every phase.
 """
+
 from __future__ import annotations
 
 import gc
@@ -71,8 +72,14 @@ def chunk_part(decoded: DecodedEvents, texts: NumberTexts) -> ChunkPart:
     x_codes, arrays = _x_columns(xs, texts.subset(x))
     arrays["ts_ns"] = ts_all[x]
     arrays["flow_ts_ns"] = ts_all[f]
-    return ChunkPart(len(events), decoded.dropped, dict(Counter(phases)), x_codes,
-                     {name: _codes(fs, name) for name in FLOW_FIELDS}, arrays)
+    return ChunkPart(
+        len(events),
+        decoded.dropped,
+        dict(Counter(phases)),
+        x_codes,
+        {name: _codes(fs, name) for name in FLOW_FIELDS},
+        arrays,
+    )
 
 
 def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
@@ -103,7 +110,11 @@ class ColumnBuilder:
     """Appends ``ChunkPart``s in chunk order; ``finish`` gives the whole trace's columns."""
 
     counts: Counter = field(default_factory=Counter)
-    x: dict = field(default_factory=lambda: {name: Factorizer() for name in (*X_STRINGS, *("arg_" + a for a in TEXT_ARGS))})
+    x: dict = field(
+        default_factory=lambda: {
+            name: Factorizer() for name in (*X_STRINGS, *("arg_" + a for a in TEXT_ARGS))
+        }
+    )
     flows: dict = field(default_factory=lambda: {name: Factorizer() for name in FLOW_FIELDS})
     arrays: dict = field(default_factory=lambda: {key: [] for key in ARRAYS})
     n_events: int = 0

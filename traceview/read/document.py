@@ -7,6 +7,7 @@ callers can tell it apart from a damaged trace (``TraceReadError``). An event th
 msgspec refuses on its own (a lone surrogate escape, nesting a thousand deep) is blanked
 (``unfit``) so that it is dropped and counted, not the whole trace.
 """
+
 from __future__ import annotations
 
 import msgspec
@@ -46,8 +47,9 @@ def _not_an_object(data: bytes, path: str) -> TraceReadError:
         msgspec.json.decode(data, type=msgspec.Raw)  # validates without building values
     except msgspec.DecodeError:
         return TraceReadError(path, f"not JSON: starts with {data.lstrip()[:12]!r}")
-    return NotATraceError(path, f"{NOT_A_TRACE}: the JSON document is {data.lstrip()[:12]!r}, "
-                                "not an object or a list")
+    return NotATraceError(
+        path, f"{NOT_A_TRACE}: the JSON document is {data.lstrip()[:12]!r}, not an object or a list"
+    )
 
 
 def fit_events(data: bytes) -> bytes:
@@ -117,5 +119,5 @@ def json_problem(exc: Exception, size: int) -> str:
 def _ends_mid_token(text: str, size: int) -> bool:
     """msgspec calls a cut inside a number ("12.", "1e", "-") invalid, at the byte where the text ends."""
     at = text.rfind("(byte ")
-    tail = text[at + 6:].rstrip(")")
+    tail = text[at + 6 :].rstrip(")")
     return at >= 0 and "trailing" not in text and tail.isdigit() and int(tail) >= size

@@ -4,6 +4,7 @@ The structs hold only the fields traceview uses; msgspec skips the rest without
 building them. An event that does not fit (a list as ``ts``, invalid UTF-8 in
 one string) is dropped and counted rather than losing the whole trace.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

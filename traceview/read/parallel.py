@@ -13,6 +13,7 @@ A chunk that does not decode makes the caller start over on the serial, checked
 path (``RECHECK``), as the serial path does; any failure of the pool itself (no
 fork, a worker killed) gives ``None`` and the caller runs the serial path.
 """
+
 from __future__ import annotations
 
 import os
@@ -90,8 +91,12 @@ def _run_pool(events_raw, path: str, bounds: list, n: int):
 
     builder = ColumnBuilder()
     # with fork, initargs reach the workers through the forked memory, not a pipe
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"),
-                             initializer=_init, initargs=(events_raw, path)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=n,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_init,
+        initargs=(events_raw, path),
+    ) as pool:
         for part in pool.map(decode_bound, bounds):
             if part is None:
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -117,6 +122,7 @@ def decode_bound(bound: tuple) -> ChunkPart | None:
 
 def _narrow(codes: dict) -> dict:
     """int32 codes where they fit: half the bytes to send back to the parent."""
-    return {name: Codes(c.codes.astype(np.int32), c.uniques) if len(c.uniques) < 2**31 - 1 else c
-            for name, c in codes.items()}
-
+    return {
+        name: Codes(c.codes.astype(np.int32), c.uniques) if len(c.uniques) < 2**31 - 1 else c
+        for name, c in codes.items()
+    }

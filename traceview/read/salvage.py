@@ -14,6 +14,7 @@ after the last complete event, or, when the array itself was complete, after
 the last complete metadata member. Whatever it drops is reported in a
 warning; it never invents or alters an event.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,7 +26,7 @@ from ..errors import TraceReadError
 from .scan import COMMA as _COMMA
 from .scan import KEY as _KEY
 from .scan import SKIP_WS as _SKIP_WS
-from .scan import depth_at, find_key, structure
+from .scan import find_key, structure
 from .source import StreamCut
 from .unfit import may_hold_unfit, without_unfit_events
 
@@ -55,21 +56,27 @@ def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tupl
     if probe is not data:  # the kept text as written: the reader blanks those events again
         fixed = data[:kept_bytes] + fixed[kept_bytes:]
     note = _note(path, problem, kind, kept, len(data) - kept_bytes, avg)
-    return fixed, f"{gz}; {note[len(path) + 2:]}" if gz else note
+    return fixed, f"{gz}; {note[len(path) + 2 :]}" if gz else note
 
 
 def _note(path: str, problem: str, kind: str, kept: int, lost: int, avg: float | None) -> str:
     """The warning for what ``_close`` kept and dropped (``lost`` bytes)."""
     if kind == "junk":
-        return (f"{path}: salvaged a damaged trace ({problem}): the JSON document is complete; "
-                f"dropped the last {lost} bytes (junk after its end)")
+        return (
+            f"{path}: salvaged a damaged trace ({problem}): the JSON document is complete; "
+            f"dropped the last {lost} bytes (junk after its end)"
+        )
     if kind == "metadata":
-        return (f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
-                f"dropped the last {lost} bytes (trailing metadata after the traceEvents array)")
+        return (
+            f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
+            f"dropped the last {lost} bytes (trailing metadata after the traceEvents array)"
+        )
     est = max(1, round(lost / avg)) if lost else 0
-    return (f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
-            f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
-            f"at {avg:.0f} bytes per event)")
+    return (
+        f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
+        f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
+        f"at {avg:.0f} bytes per event)"
+    )
 
 
 def _valid_extent(data) -> tuple[int | None, str]:
@@ -95,7 +102,7 @@ def _close(raw: bytes, path: str, problem: str):
     "events" (cut inside the array), "metadata" (cut after it) or "junk" (a whole document, then junk)."""
     buf = np.frombuffer(raw, dtype=np.uint8)
     start = _SKIP_WS.match(raw).end()
-    first = raw[start:start + 1]
+    first = raw[start : start + 1]
     quotes, brackets, depth = structure(buf)
     whole = np.flatnonzero(depth == 0)
     if len(whole):  # the top-level value closed: what follows it is junk
@@ -111,24 +118,25 @@ def _close(raw: bytes, path: str, problem: str):
         raise TraceReadError(path, f"cannot salvage: {problem}, before the traceEvents array started")
     colon = raw.index(b":", key + len(_KEY))
     open_at = _SKIP_WS.match(raw, colon + 1).end()
-    if raw[open_at:open_at + 1] != b"[":
+    if raw[open_at : open_at + 1] != b"[":
         raise TraceReadError(path, f"cannot salvage: traceEvents is not an array ({problem})")
     i_open = int(np.searchsorted(brackets, open_at))
-    after = depth[i_open + 1:]
+    after = depth[i_open + 1 :]
     closed = np.flatnonzero(after == 1)
     if len(closed):  # the array is complete: the cut is in the metadata after it
         close_at = int(brackets[i_open + 1 + closed[0]])
-        kept = int(np.count_nonzero(after[:closed[0]] == 2))
+        kept = int(np.count_nonzero(after[: closed[0]] == 2))
         doc = _close_metadata(raw, path, quotes, brackets, depth, close_at)
         return doc, kept, len(doc) - 1, None, "metadata"
     return _close_array(raw, path, brackets, depth, array_at=open_at, level=2, suffix=b"]}", problem=problem)
 
 
-def _close_array(raw: bytes, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes,
-                 problem: str):
+def _close_array(
+    raw: bytes, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes, problem: str
+):
     """Close the events array after its last complete element."""
     i_open = int(np.searchsorted(brackets, array_at))
-    ends = np.flatnonzero(depth[i_open + 1:] == level)
+    ends = np.flatnonzero(depth[i_open + 1 :] == level)
     if not len(ends):
         raise TraceReadError(path, f"cannot salvage: {problem}, before the first complete event")
     # msgspec may report the damage a byte or two past where it is, so the scanned prefix can hold
@@ -138,7 +146,9 @@ def _close_array(raw: bytes, path: str, brackets, depth, *, array_at: int, level
         doc = raw[:end] + suffix
         if _decodes(doc):
             return doc, j + 1, end, (end - array_at) / (j + 1), "events"
-    raise TraceReadError(path, f"cannot salvage: {problem}, and the text before it does not close into valid JSON")
+    raise TraceReadError(
+        path, f"cannot salvage: {problem}, and the text before it does not close into valid JSON"
+    )
 
 
 def _decodes(doc: bytes) -> bool:
@@ -151,7 +161,7 @@ def _decodes(doc: bytes) -> bool:
 
 def _close_metadata(raw: bytes, path: str, quotes, brackets, depth, close_at: int):
     """The document up to the last complete top-level member after the events array."""
-    tail = np.frombuffer(raw, dtype=np.uint8)[close_at + 1:]
+    tail = np.frombuffer(raw, dtype=np.uint8)[close_at + 1 :]
     commas = close_at + 1 + np.flatnonzero(tail == _COMMA)
     if len(commas):
         commas = commas[np.searchsorted(quotes, commas) % 2 == 0]

@@ -6,6 +6,7 @@ quotes and the brackets outside strings with the nesting depth after each, in li
 and without recursion. ``salvage`` closes a cut document with it; ``unfit`` finds the one
 event that made msgspec refuse a whole trace.
 """
+
 from __future__ import annotations
 
 import re
@@ -58,8 +59,13 @@ def find_key(raw: bytes, quotes, brackets, depth) -> int | None:
             return None
         i = int(np.searchsorted(quotes, at))
         after = SKIP_WS.match(raw, at + len(KEY)).end()
-        if (i < len(quotes) and quotes[i] == at and i % 2 == 0
-                and depth_at(at, brackets, depth) == 1 and raw[after:after + 1] == b":"):
+        if (
+            i < len(quotes)
+            and quotes[i] == at
+            and i % 2 == 0
+            and depth_at(at, brackets, depth) == 1
+            and raw[after : after + 1] == b":"
+        ):
             return at
         at = raw.find(KEY, at + 1)
     return None
@@ -69,14 +75,14 @@ def events_array(raw: bytes, quotes, brackets, depth) -> tuple[int, int] | None:
     """(position of the ``[`` that opens the events array, its depth after opening): a bare
     array is the document itself, else the array under the top-level ``traceEvents`` key."""
     start = SKIP_WS.match(raw).end()
-    first = raw[start:start + 1]
+    first = raw[start : start + 1]
     if first == b"[":
         return start, 1
     key = find_key(raw, quotes, brackets, depth) if first == b"{" else None
     if key is None:
         return None
     open_at = SKIP_WS.match(raw, raw.index(b":", key + len(KEY)) + 1).end()
-    return (open_at, 2) if raw[open_at:open_at + 1] == b"[" else None
+    return (open_at, 2) if raw[open_at : open_at + 1] == b"[" else None
 
 
 def array_items(buf: np.ndarray, quotes, brackets, depth, open_at: int, level: int) -> np.ndarray:
@@ -84,9 +90,9 @@ def array_items(buf: np.ndarray, quotes, brackets, depth, open_at: int, level: i
     (start, stop): the text between its separators, spaces included. An array cut short
     ends at the end of the text."""
     i_open = int(np.searchsorted(brackets, open_at))
-    closes = np.flatnonzero(depth[i_open + 1:] < level)
+    closes = np.flatnonzero(depth[i_open + 1 :] < level)
     close_at = int(brackets[i_open + 1 + closes[0]]) if len(closes) else len(buf)
-    commas = open_at + 1 + np.flatnonzero(buf[open_at + 1:close_at] == COMMA)
+    commas = open_at + 1 + np.flatnonzero(buf[open_at + 1 : close_at] == COMMA)
     commas = commas[np.searchsorted(quotes, commas) % 2 == 0]  # outside strings
     at = np.searchsorted(brackets, commas) - 1
     commas = commas[depth[np.clip(at, 0, None)] == level]  # between this array's own items

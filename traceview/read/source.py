@@ -8,6 +8,7 @@ expansion ratio. The ratio is what stops a gzip bomb early: real traces expand
 ``RATIO_FLOOR`` of output a stream expanding more than ``max_ratio`` times the
 compressed bytes read so far is refused there: ~64 MiB of output, well under a second.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,10 +38,14 @@ class StreamCut:
 
     def describe(self, path: str, recovered: int) -> str:
         if self.reason == "corrupt":
-            return (f"{path}: gzip data is corrupt at compressed byte {self.compressed_at}; "
-                    f"recovered {recovered} bytes of decompressed text before it")
-        return (f"{path}: the gzip stream was cut at compressed byte {self.compressed_at}; "
-                f"recovered {recovered} bytes of decompressed text")
+            return (
+                f"{path}: gzip data is corrupt at compressed byte {self.compressed_at}; "
+                f"recovered {recovered} bytes of decompressed text before it"
+            )
+        return (
+            f"{path}: the gzip stream was cut at compressed byte {self.compressed_at}; "
+            f"recovered {recovered} bytes of decompressed text"
+        )
 
 
 @dataclass(frozen=True)
@@ -51,8 +56,13 @@ class Decompressed:
     cut: StreamCut | None = None
 
 
-def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
-                salvage: bool = False) -> Decompressed:
+def read_source(
+    path: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    salvage: bool = False,
+) -> Decompressed:
     """The file's text. With ``salvage`` a damaged gzip stream gives what came before
     the damage (``cut`` set) instead of an error. ``max_ratio`` None: no ratio limit."""
     try:
@@ -76,8 +86,13 @@ def read_source(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: flo
     return Decompressed(data)
 
 
-def read_bytes(path: str, *, max_bytes: int = DEFAULT_MAX_BYTES, max_ratio: float | None = DEFAULT_MAX_RATIO,
-               salvage: bool = False) -> bytes:
+def read_bytes(
+    path: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    salvage: bool = False,
+) -> bytes:
     """The file's JSON text, decompressed if it is gzip whatever its suffix."""
     return read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage).data
 
@@ -187,8 +202,10 @@ def _corrupt(zlib_message: str, at: int) -> str:
     member's end: then only the end is known, and saying "near" it would point at the wrong place."""
     why = zlib_message.split(": ", 1)[-1]  # "Error -3 while decompressing data: invalid block type"
     if why in ("incorrect data check", "incorrect length check"):
-        return (f"corrupt gzip data: the checksum that ends the stream at compressed byte {at} does not "
-                "match the data, so the damage lies somewhere before it")
+        return (
+            f"corrupt gzip data: the checksum that ends the stream at compressed byte {at} does not "
+            "match the data, so the damage lies somewhere before it"
+        )
     return f"corrupt gzip data near compressed byte {at} ({why})"
 
 
@@ -200,7 +217,7 @@ def _damage_offset(decomp, chunk: bytes) -> tuple[int, bytes]:
     text = bytearray()
     for at in range(0, len(chunk), LOCATE_STEP):
         try:
-            left = chunk[at:at + LOCATE_STEP]
+            left = chunk[at : at + LOCATE_STEP]
             while left and not decomp.eof:
                 text += decomp.decompress(left, INFLATE_STEP)
                 left = decomp.unconsumed_tail
@@ -213,8 +230,10 @@ def _damage_offset(decomp, chunk: bytes) -> tuple[int, bytes]:
 
 def over_ratio(max_ratio: float, out: int, consumed: int) -> str:
     """The one wording of "expands too much", for the reader and for a cached trace alike."""
-    return (f"expands more than {max_ratio:g}x ({_human(out)} of text from {_human(consumed)} of gzip data; "
-            f"real traces expand 10-40x): refused as a likely gzip bomb (--max-ratio N raises the limit)")
+    return (
+        f"expands more than {max_ratio:g}x ({_human(out)} of text from {_human(consumed)} of gzip data; "
+        f"real traces expand 10-40x): refused as a likely gzip bomb (--max-ratio N raises the limit)"
+    )
 
 
 def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> Decompressed:
@@ -227,8 +246,9 @@ def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> D
     if not inflater.decomp.eof:
         if salvage and inflater.out:
             return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "cut"))
-        raise TraceReadError(path, f"truncated gzip file (compressed stream ends at byte {inflater.consumed}; "
-                                   "try --salvage)")
+        raise TraceReadError(
+            path, f"truncated gzip file (compressed stream ends at byte {inflater.consumed}; try --salvage)"
+        )
     if not inflater.out.strip():
         raise TraceReadError(path, "empty file (gzip holds no data)")
     return Decompressed(bytes(inflater.out))

@@ -5,6 +5,7 @@ path converts with numpy. Epoch timestamps as floats (19 significant digits)
 would lose nanoseconds, so for those the chunk's JSON text is re-read and the
 number tokens converted exactly (``numbers.us_to_ns``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class NumberTexts:
     kept: np.ndarray | None
     rows: np.ndarray | None = None
 
-    def subset(self, rows: np.ndarray) -> "NumberTexts":
+    def subset(self, rows: np.ndarray) -> NumberTexts:
         return NumberTexts(self.events_raw, self.kept, rows)
 
     def tokens(self, key: str) -> list:
@@ -46,9 +47,12 @@ class NumberTexts:
             items = msgspec.json.decode(self.events_raw, type=list[struct])
         except _DECODE_ERRORS:
             one = msgspec.json.Decoder(struct)  # some item was dropped as malformed: one by one
-            items = [_text_item(one, r, struct) for r in msgspec.json.decode(self.events_raw, type=list[msgspec.Raw])]
+            items = [
+                _text_item(one, r, struct)
+                for r in msgspec.json.decode(self.events_raw, type=list[msgspec.Raw])
+            ]
         if self.kept is not None:
-            items = [item for item, keep in zip(items, self.kept) if keep]
+            items = [item for item, keep in zip(items, self.kept, strict=True) if keep]
         if self.rows is not None:
             items = [items[i] for i in self.rows]
         return list(map(attrgetter(key), items))

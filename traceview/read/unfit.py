@@ -11,6 +11,7 @@ valid), and the reader then drops that item as "not an event object", counted in
 item, or one where no event would be left, comes back as it was, and the caller reports
 the original problem.
 """
+
 from __future__ import annotations
 
 import re

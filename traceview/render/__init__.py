@@ -6,14 +6,15 @@ width)``, which takes a list of one or more Reports and returns one document: se
 reports make one JSON document, one CSV, one HTML page (see each module). ``FORMATS`` is
 the explicit list of them, nothing registers itself on import.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from ..atomic import write_bytes, write_text
 from ..analyses.report_set import ReportSet
+from ..atomic import write_bytes, write_text
 from ..report import Report, set_display
 from . import csvout, html, jsonout, markdown, text
 
@@ -71,11 +72,18 @@ def _as_list(reports, fmt: Format) -> list:
 
 def _set_reports(rs: ReportSet) -> list:
     """A ReportSet's reports in the order its page shows them (traces without a timeline left out)."""
-    return [rs.compare, rs.glance, rs.breakdown, *rs.diffs, *(tl for _, tl, _ in rs.timelines if tl is not None)]
+    return [
+        rs.compare,
+        rs.glance,
+        rs.breakdown,
+        *rs.diffs,
+        *(tl for _, tl, _ in rs.timelines if tl is not None),
+    ]
 
 
-def render(reports, fmt: str | Format = "table", *, rich: bool | None = None,
-           width: int | None = -1) -> str | bytes:
+def render(
+    reports, fmt: str | Format = "table", *, rich: bool | None = None, width: int | None = -1
+) -> str | bytes:
     """One Report, a list of them, or a ReportSet as one document in ``fmt`` (str, or bytes for
     a binary format).
     ``width`` (table only): -1 from ``COLUMNS``/the terminal, None or 0 unlimited (``--wide``)."""

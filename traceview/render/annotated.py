@@ -12,6 +12,7 @@ about the trace's text on top of the loaded trace (a load needs more than that).
 output is written atomically (``traceview.atomic``): a failure or Ctrl-C leaves no file,
 an existing file untouched, and the input is never opened for writing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,7 @@ from ..analyses.trace.annotate import PREFIX
 from ..atomic import atomic_path, same_file
 from ..errors import TraceviewError
 from ..read import DEFAULT_MAX_BYTES, read_source, split_document
-from ..read.document import fit_events
-from ..read.document import raw_items
+from ..read.document import fit_events, raw_items
 from ..read.events import decode_events
 from ..read.salvage import salvage_prefix
 from ..read.source import DEFAULT_MAX_RATIO
@@ -44,8 +44,10 @@ class SameFileError(TraceviewError):
     """The output named is the input trace itself (same path, or a link to it)."""
 
     def __init__(self, trace_path, out):
-        super().__init__(f"{out}: is the input trace {trace_path} itself; write the annotated copy to "
-                         "another file (the original stays as it is)")
+        super().__init__(
+            f"{out}: is the input trace {trace_path} itself; write the annotated copy to "
+            "another file (the original stays as it is)"
+        )
 
 
 def check_output(trace_path, out) -> Path:
@@ -58,8 +60,15 @@ def check_output(trace_path, out) -> Path:
     return out
 
 
-def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                    max_ratio: float | None = DEFAULT_MAX_RATIO, salvage: bool = False) -> dict:
+def write_annotated(
+    trace,
+    report,
+    out,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    salvage: bool = False,
+) -> dict:
     """Write ``trace`` with ``report`` (``analyses.trace.annotate.annotations``) to ``out``
     (``.json`` or ``.json.gz``: the output's suffix picks its compression). ``max_bytes``,
     ``max_ratio`` and ``salvage`` as for the load. Returns counts: activities annotated,
@@ -76,11 +85,15 @@ def write_annotated(trace, report, out, *, max_bytes: int = DEFAULT_MAX_BYTES,
         sink = _Sink(fh)
         view = memoryview(data)
         sink.write(view[:at])
-        _write_events(sink, memoryview(events_raw), plan, trace.path, view[at:at + len(events_raw)])
-        sink.write(view[at + len(events_raw):])
+        _write_events(sink, memoryview(events_raw), plan, trace.path, view[at : at + len(events_raw)])
+        sink.write(view[at + len(events_raw) :])
         sink.flush()
-    return {"activities": plan.annotated, "counter_events": plan.counter_events, "skipped": plan.skipped,
-            "not_loaded": plan.not_loaded}
+    return {
+        "activities": plan.annotated,
+        "counter_events": plan.counter_events,
+        "skipped": plan.skipped,
+        "not_loaded": plan.not_loaded,
+    }
 
 
 def _compressed(fh, out: Path):
@@ -126,22 +139,39 @@ class _Plan:
     matched: int = 0  # loaded events matched to them so far
 
     @classmethod
-    def of(cls, trace, report) -> "_Plan":
+    def of(cls, trace, report) -> _Plan:
         acts = report["activities"]
         n = len(trace.events)
         rows = acts["event"].to_numpy(np.int64)
         row_of = np.full(n, -1, np.int64)
         row_of[rows] = np.arange(len(rows))
         attn = acts["attention_backend"].tolist()
-        values = list(zip(acts["category"].astype(str).tolist(), map(_flag, acts["tensor_core"].tolist()),
-                          [a if isinstance(a, str) else None for a in attn], acts["launched_by"].astype(str).tolist()))
+        values = list(
+            zip(
+                acts["category"].astype(str).tolist(),
+                map(_flag, acts["tensor_core"].tolist()),
+                [a if isinstance(a, str) else None for a in attn],
+                acts["launched_by"].astype(str).tolist(),
+                strict=False,
+            )
+        )
         k = trace.kernels  # the activities table is made from it, row for row
         step = k["step"].fillna(-1).astype(np.int64).to_numpy() if len(k) else np.empty(0, np.int64)
         nan = np.full(len(rows), np.nan)
         read = trace.stats.get("phases", {}).get("X") if isinstance(trace.stats, dict) else None
         codes, names = _name_codes(trace.events["name"])
-        return cls(trace.path, n, None if read == n else (codes, {name: i for i, name in enumerate(names)}),
-                   row_of, values, report["per_step"], step, nan, nan.copy(), checks=names[codes[rows]])
+        return cls(
+            trace.path,
+            n,
+            None if read == n else (codes, {name: i for i, name in enumerate(names)}),
+            row_of,
+            values,
+            report["per_step"],
+            step,
+            nan,
+            nan.copy(),
+            checks=names[codes[rows]],
+        )
 
     @property
     def not_loaded(self) -> int:
@@ -182,9 +212,11 @@ def _write_events(sink, events_raw: memoryview, plan: _Plan, path: str, written:
             sink.write(new)
             pos = start + len(raw)
     if plan.matched != plan.n_events or plan.seen_x < plan.n_events:
-        raise TraceviewError(f"{path}: {plan.seen_x} complete events in the file, {plan.n_events} loaded, "
-                             f"{plan.matched} of them found in order (changed since it was loaded?): "
-                             "cannot annotate it exactly")
+        raise TraceviewError(
+            f"{path}: {plan.seen_x} complete events in the file, {plan.n_events} loaded, "
+            f"{plan.matched} of them found in order (changed since it was loaded?): "
+            "cannot annotate it exactly"
+        )
     close = _closing_bracket(events_raw)
     sink.write(written[pos:close])
     counters = _counters(plan)
@@ -204,8 +236,10 @@ def _rewritten(chunk: bytes, plan: _Plan, path: str):
     x_items, x_events = kept[ph], np.flatnonzero(ph)
     loaded = plan.loaded_rows([events[i] for i in x_events.tolist()])
     if plan.matched > plan.n_events or (len(loaded) and loaded[-1] >= plan.n_events):
-        raise TraceviewError(f"{path}: more complete events in the file than loaded (changed since it was "
-                             "loaded?): cannot annotate it exactly")
+        raise TraceviewError(
+            f"{path}: more complete events in the file than loaded (changed since it was "
+            "loaded?): cannot annotate it exactly"
+        )
     rows = np.where(loaded >= 0, plan.row_of[np.maximum(loaded, 0)] if len(plan.row_of) else -1, -1)
     hit = np.flatnonzero(rows >= 0)
     if not len(hit):
@@ -215,8 +249,10 @@ def _rewritten(chunk: bytes, plan: _Plan, path: str):
         row = int(rows[j])
         event = events[x_events[j]]
         if str(event.name) != plan.checks[row]:
-            raise TraceviewError(f"{path}: event {int(loaded[j])} does not match the loaded trace "
-                                 "(changed since it was loaded?)")
+            raise TraceviewError(
+                f"{path}: event {int(loaded[j])} does not match the loaded trace "
+                "(changed since it was loaded?)"
+            )
         new = _annotated_item(items[x_items[j]], plan.values[row])
         _note_times(plan, row, event)
         if new is None:
@@ -237,7 +273,9 @@ def _annotated_item(raw, values) -> bytes | None:
         args = _OBJECT.decode(args_raw)
     else:
         return None
-    for key, value in zip(("category", "tensor_core", "attention_backend", "launched_by"), values):
+    for key, value in zip(
+        ("category", "tensor_core", "attention_backend", "launched_by"), values, strict=True
+    ):
         args[PREFIX + key] = value
     event["args"] = args
     return _ENCODE.encode(event)
@@ -272,11 +310,15 @@ def _counters(plan: _Plan) -> list:
     for s, g in per[step >= 0].groupby("step", sort=True):
         if not np.isfinite(first.get(s, np.nan)):
             continue
-        values = dict.fromkeys(cats, 0.0) | {c: round(v / 1000.0, 3) for c, v in zip(g["category"], g["time_ns"])}
+        values = dict.fromkeys(cats, 0.0) | {
+            c: round(v / 1000.0, 3) for c, v in zip(g["category"], g["time_ns"], strict=True)
+        }
         out.append({"ph": "C", "name": COUNTER, "pid": plan.pid, "ts": first[s], "args": values})
     end = np.nanmax(plan.end_us) if np.isfinite(plan.end_us).any() else np.nan
     if out and np.isfinite(end):
-        out.append({"ph": "C", "name": COUNTER, "pid": plan.pid, "ts": float(end), "args": dict.fromkeys(cats, 0.0)})
+        out.append(
+            {"ph": "C", "name": COUNTER, "pid": plan.pid, "ts": float(end), "args": dict.fromkeys(cats, 0.0)}
+        )
     plan.counter_events = len(out)
     return out
 

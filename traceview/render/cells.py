@@ -5,6 +5,7 @@ One convention for numbers: a header that names a unit (``_ns``, ``(ns)``, ``_pc
 read ``1.13x``; counts are integers, averages (per step) keep one or two decimals.
 Text is never shortened here: the terminal renderer fits it to the width.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,13 @@ def is_ns(column: str) -> bool:
 
 
 def is_pct(column: str) -> bool:
-    return (column.startswith("pct") or column.endswith("(%)") or column.endswith("_pct") or "_pct_" in column
-            or column.endswith("share"))
+    return (
+        column.startswith("pct")
+        or column.endswith("(%)")
+        or column.endswith("_pct")
+        or "_pct_" in column
+        or column.endswith("share")
+    )
 
 
 def is_ratio(column: str) -> bool:
@@ -31,7 +37,9 @@ def is_ratio(column: str) -> bool:
 
 
 #: columns that hold identifiers, not quantities: ``ProfilerStep#1009`` reads 1009, not 1,009
-ID_COLUMNS = frozenset({"step", "rank", "device", "stream", "event", "world_size", "correlation", "external_id"})
+ID_COLUMNS = frozenset(
+    {"step", "rank", "device", "stream", "event", "world_size", "correlation", "external_id"}
+)
 
 
 def is_integer(value) -> bool:
@@ -73,15 +81,23 @@ def display_frame(df: pd.DataFrame) -> list[list[str]]:
     unit from its metric's name (``gpu_time_per_step_ns``: the row's numbers are ns)."""
     cols = [str(c) for c in df.columns]
     if "metric" not in cols:
-        return [[cell(c, v) for c, v in zip(cols, row)] for row in df.itertuples(index=False)]
+        return [[cell(c, v) for c, v in zip(cols, row, strict=True)] for row in df.itertuples(index=False)]
     units = [str(m) for m in df["metric"]]
-    return [[cell(c if is_ratio(c) or c == "metric" else unit, v) for c, v in zip(cols, row)]
-            for unit, row in zip(units, df.itertuples(index=False))]
+    return [
+        [cell(c if is_ratio(c) or c == "metric" else unit, v) for c, v in zip(cols, row, strict=True)]
+        for unit, row in zip(units, df.itertuples(index=False), strict=True)
+    ]
 
 
 def info_lines(info: dict) -> list[tuple[str, str]]:
-    return [(visible(key), cell(key, value) if not isinstance(value, (list, tuple, dict)) else visible(str(value)))
-            for key, value in info.items() if key != PER_STEP_TABLES]
+    return [
+        (
+            visible(key),
+            cell(key, value) if not isinstance(value, (list, tuple, dict)) else visible(str(value)),
+        )
+        for key, value in info.items()
+        if key != PER_STEP_TABLES
+    ]
 
 
 #: info key naming the tables whose numbers are averages per step (their headings say so)

@@ -7,6 +7,7 @@ union of theirs, empty where a report has no such column.
 Numbers are raw (:mod:`.raw`): integer ns, integer counts. Text is made safe
 (:func:`.safe.csv_frame`): controls escaped, a cell that would start a spreadsheet
 formula prefixed with ``'``; numbers stay numbers."""
+
 from __future__ import annotations
 
 import io
@@ -28,7 +29,10 @@ def render_reports(reports, *, rich=None, width=None) -> str:
     if len(reports) == 1:
         return render_csv(reports[0])
     frames = [_frame(raw_report(r)) for r in reports]
-    labelled = [df.assign(report=label)[["report", *df.columns]] for df, label in zip(frames, labels(reports))]
+    labelled = [
+        df.assign(report=label)[["report", *df.columns]]
+        for df, label in zip(frames, labels(reports), strict=True)
+    ]
     return _to_csv(pd.concat(labelled, ignore_index=True))
 
 
@@ -41,8 +45,13 @@ def labels(reports) -> list[str]:
 def _frame(report, table: str | None = None) -> pd.DataFrame:
     if table is not None or len(report.tables) == 1:
         return report.tables[table or next(iter(report.tables))]
-    info = pd.DataFrame({"table": "info", "key": list(report.info),
-                         "value": [v if not isinstance(v, (list, dict)) else str(v) for v in report.info.values()]})
+    info = pd.DataFrame(
+        {
+            "table": "info",
+            "key": list(report.info),
+            "value": [v if not isinstance(v, (list, dict)) else str(v) for v in report.info.values()],
+        }
+    )
     frames = [info] + [df.assign(table=name)[["table", *df.columns]] for name, df in report.tables.items()]
     return pd.concat(frames, ignore_index=True)
 

@@ -6,6 +6,7 @@ shortened; text columns shrink to a floor (30 for names, so a kernel name stays
 readable), and when the row is still too wide the columns go on in a second block
 that repeats the name column.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,8 +18,21 @@ ELLIPSIS = "…"
 NAME_FLOOR = 30
 TEXT_FLOOR = 12
 #: columns that hold names (kernels, ops, chains, traces): shortened no further than NAME_FLOOR
-NAME_COLUMNS = {"Name", "name", "kernel", "example", "a_example", "b_example", "match_key", "launched_by", "chain", "op",
-                "trace", "short_name", "input_dims"}
+NAME_COLUMNS = {
+    "Name",
+    "name",
+    "kernel",
+    "example",
+    "a_example",
+    "b_example",
+    "match_key",
+    "launched_by",
+    "chain",
+    "op",
+    "trace",
+    "short_name",
+    "input_dims",
+}
 
 
 def terminal_width() -> int | None:
@@ -61,7 +75,7 @@ def fit_rows(rows: list[list[str]], block: list[tuple[int, int]]) -> list[list[s
     """The rows with the cells of ``block``'s columns fitted to their widths by ``column``."""
     out = [list(r) for r in rows]
     for i, w in block:
-        for r, cell in zip(out, column([r[i] for r in rows], w)):
+        for r, cell in zip(out, column([r[i] for r in rows], w), strict=True):
             r[i] = cell
     return out
 
@@ -78,7 +92,7 @@ def _keep_core(text: str, width: int, head: int, tail: int) -> str:
     room is left split between the ends; else the ends of that middle, where the values differ."""
     if len(text) <= width:
         return text
-    core, start, end = text[head:len(text) - tail], text[:head], text[len(text) - tail:]
+    core, start, end = text[head : len(text) - tail], text[:head], text[len(text) - tail :]
     dots = bool(start) + bool(end)
     room = width - len(core) - dots
     if room < 0:
@@ -88,15 +102,16 @@ def _keep_core(text: str, width: int, head: int, tail: int) -> str:
     n_start = min(len(start), room - n_end)
     n_end = min(len(end), room - n_start)
     left = start[:n_start] + (ELLIPSIS if n_start < len(start) else "")
-    right = (ELLIPSIS if n_end < len(end) else "") + (end[len(end) - n_end:] if n_end else "")
+    right = (ELLIPSIS if n_end < len(end) else "") + (end[len(end) - n_end :] if n_end else "")
     return left + core + right
 
 
 def wrap(text: str, width: int | None, first: str = "", rest: str = "") -> list[str]:
     if width is None:
         return [first + text]
-    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                         break_on_hyphens=False) or [first.rstrip()]
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+    ) or [first.rstrip()]
 
 
 def _floor(header: str, natural: int, numeric: bool) -> int:
@@ -113,27 +128,33 @@ def _cap(widths: list[int], floors: list[int], budget: int) -> list[int]:
     lo, hi = 0, max(widths)
     while lo < hi:  # the largest cap that fits
         mid = (lo + hi + 1) // 2
-        if sum(min(w, max(mid, f)) for w, f in zip(widths, floors)) <= budget:
+        if sum(min(w, max(mid, f)) for w, f in zip(widths, floors, strict=True)) <= budget:
             lo = mid
         else:
             hi = mid - 1
-    return [min(w, max(lo, f)) for w, f in zip(widths, floors)]
+    return [min(w, max(lo, f)) for w, f in zip(widths, floors, strict=True)]
 
 
-def layout(header: list[str], rows: list[list[str]], numeric: list[bool], width: int | None,
-           gap: int = 2, edge: int = 0) -> list[list[tuple[int, int]]]:
+def layout(
+    header: list[str],
+    rows: list[list[str]],
+    numeric: list[bool],
+    width: int | None,
+    gap: int = 2,
+    edge: int = 0,
+) -> list[list[tuple[int, int]]]:
     """Blocks of (column index, width) whose lines fit ``width`` (``gap`` between columns,
     ``edge`` around the row). One block with the natural widths when ``width`` is None."""
     natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     if width is None:
         return [list(enumerate(natural))]
-    floors = [_floor(h, n, num) for h, n, num in zip(header, natural, numeric)]
+    floors = [_floor(h, n, num) for h, n, num in zip(header, natural, numeric, strict=True)]
     budget = width - edge - gap * (len(header) - 1)
     widths = _cap(natural, floors, budget)
     if sum(widths) <= budget:
         return [list(enumerate(widths))]
     key = next((i for i, h in enumerate(header) if h in NAME_COLUMNS), 0)
-    widths = [min(w, f) for w, f in zip(widths, floors)]
+    widths = [min(w, f) for w, f in zip(widths, floors, strict=True)]
     blocks, current = [], [key]
     for i in range(len(header)):
         if i == key:
@@ -149,5 +170,5 @@ def layout(header: list[str], rows: list[list[str]], numeric: list[bool], width:
     for block in blocks:  # each block's spare room goes back to its shortened columns
         room = width - edge - gap * (len(block) - 1)
         fitted = _cap([natural[j] for j in block], [min(widths[j], floors[j]) for j in block], room)
-        out.append(list(zip(block, fitted)))
+        out.append(list(zip(block, fitted, strict=True)))
     return out

@@ -6,6 +6,7 @@ every script but ours (by its hash). All trace text (kernel and op names, labels
 metadata) is escaped: a name reading ``<script>`` shows as written, and control and bidi
 characters show as ``\\x1b``, ``\\u202e`` (:mod:`.safe`), as in every text output.
 """
+
 from __future__ import annotations
 
 import base64
@@ -51,26 +52,30 @@ def esc(text) -> str:
 
 def page(title: str, body: str) -> str:
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-    csp = (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'; "
-           "base-uri 'none'; form-action 'none'")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>{esc(title)}</title>\n<style>{CSS}</style></head>\n<body>\n{body}\n"
-            f"<script>{SCRIPT}</script>\n</body></html>\n")
+    csp = (
+        f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style></head>\n<body>\n{body}\n"
+        f"<script>{SCRIPT}</script>\n</body></html>\n"
+    )
 
 
 def table_html(df, caption: str = "") -> str:
     cols = [str(c) for c in df.columns]
     numeric = [df[c].dtype.kind in "iuf" for c in df.columns]
-    out = ["<table class=\"report\">"]
+    out = ['<table class="report">']
     if caption:
         out.append(f"<caption hidden>{esc(caption)}</caption>")
     out.append("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr></thead><tbody>")
     for row in display_frame(df):
         cells = []
-        for c, v, num in zip(cols, row, numeric):
-            cls = " class=\"num\"" if num else (" class=\"name\"" if c in NAME_COLUMNS else "")
+        for c, v, num in zip(cols, row, numeric, strict=True):
+            cls = ' class="num"' if num else (' class="name"' if c in NAME_COLUMNS else "")
             cells.append(f"<td{cls}>{esc(v)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
@@ -80,17 +85,23 @@ def table_html(df, caption: str = "") -> str:
 def report_html(report, level: int = 2, info: bool = True) -> str:
     """One Report as a section: title, facts, findings, tables, notes."""
     h, sub = f"h{level}", f"h{level + 1}"
-    out = [f"<section class=\"report\" data-kind=\"{esc(report.kind)}\"><{h}>{esc(report.title)}</{h}>"]
+    out = [f'<section class="report" data-kind="{esc(report.kind)}"><{h}>{esc(report.title)}</{h}>']
     if info and report.info:
-        out.append("<dl class=\"info\">" + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>"
-                                                   for k, v in info_lines(report.info)) + "</dl>")
+        out.append(
+            '<dl class="info">'
+            + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in info_lines(report.info))
+            + "</dl>"
+        )
     if report.findings:
-        out.append(f"<{sub}>Findings</{sub}><ul class=\"findings\">"
-                   + "".join(f"<li>{esc(f)}</li>" for f in report.findings) + "</ul>")
+        out.append(
+            f'<{sub}>Findings</{sub}><ul class="findings">'
+            + "".join(f"<li>{esc(f)}</li>" for f in report.findings)
+            + "</ul>"
+        )
     for name, df in report.tables.items():
         title = heading(report, name)
         out.append(f"<{sub}>{esc(title)}</{sub}>" + (table_html(df, title) if len(df) else "<p>(none)</p>"))
-    out += [f"<p class=\"note\">note: {esc(n)}</p>" for n in report.notes]
+    out += [f'<p class="note">note: {esc(n)}</p>' for n in report.notes]
     out.append("</section>")
     return "\n".join(out)
 
@@ -106,16 +117,22 @@ def render_report_set(rs, title: str) -> str:
 
     out = [f"<h1>{esc(title)}</h1>", report_html(rs.compare)]
     out.append(report_html(rs.glance, info=False))
-    out.append("<h2>GPU time by category per trace</h2>" if rs.breakdown.info["basis"] == "gpu"
-               else "<h2>CPU self time by op per trace</h2>")
+    out.append(
+        "<h2>GPU time by category per trace</h2>"
+        if rs.breakdown.info["basis"] == "gpu"
+        else "<h2>CPU self time by op per trace</h2>"
+    )
     out.append(figure_html(svg_text(breakdown_figure(rs.breakdown)), rs.breakdown.title))
     for d in rs.diffs:
-        out.append(f"<section class=\"diff\"><h2>{esc(d.title)}</h2><ul class=\"findings\">"
-                   + "".join(f"<li>{esc(f)}</li>" for f in d.findings) + "</ul></section>")
+        out.append(
+            f'<section class="diff"><h2>{esc(d.title)}</h2><ul class="findings">'
+            + "".join(f"<li>{esc(f)}</li>" for f in d.findings)
+            + "</ul></section>"
+        )
     out.append("<h2>One step per trace</h2>")
     for label, tl, why in rs.timelines:
         if tl is None:
-            out.append(f"<p class=\"note\">{esc(label)}: no timeline ({esc(why)})</p>")
+            out.append(f'<p class="note">{esc(label)}: no timeline ({esc(why)})</p>')
             continue
         fig, caption = timeline_figure(tl)
         out.append(figure_html(svg_text(fig), caption))

@@ -2,6 +2,7 @@
 
 One report is one Report document; several (``summary A B``) are one document too, of
 schema ``traceview.reports`` with the Report documents, in order, under ``reports``."""
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,13 @@ def render_json(report) -> str:
 def render_reports(reports, *, rich=None, width=None) -> str:
     if len(reports) == 1:
         return render_json(reports[0])
-    return _dump({"schema": "traceview.reports", "schema_version": SCHEMA_VERSION,
-                  "reports": [report_to_dict(raw_report(r)) for r in reports]})
+    return _dump(
+        {
+            "schema": "traceview.reports",
+            "schema_version": SCHEMA_VERSION,
+            "reports": [report_to_dict(raw_report(r)) for r in reports],
+        }
+    )
 
 
 def _dump(doc: dict) -> str:

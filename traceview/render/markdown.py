@@ -6,6 +6,7 @@ trace ``&``, ``<`` and ``>`` become entities (a name reading ``<script>`` or
 too, so one row stays one row (a newline is already ``\\n`` by then); ``](`` is escaped so
 that no name turns into a link or a remote image.
 """
+
 from __future__ import annotations
 
 import html

@@ -12,6 +12,7 @@ their labels after creation (matplotlib leaves out labels that start with ``_``)
 Control and bidi characters are drawn escaped (``render.safe.visible``, as in every text
 output): no font has them, and matplotlib's missing-glyph warning would print them raw.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,16 +30,51 @@ from ..errors import TraceviewError
 from .safe import visible
 
 SUFFIXES = (".png", ".svg", ".html")
-PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#bab0ac", "#1f77b4", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#8c564b",
-           "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+PALETTE = [
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#1f77b4",
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#c5b0d5",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+]
 #: fixed colours so a category looks the same in every picture
 CATEGORY_COLORS = {
-    "gemm": "#4e79a7", "attention": "#e15759", "softmax": "#f28e2b", "elementwise": "#76b7b2",
-    "copy": "#edc948", "memcpy": "#b07aa1", "memset": "#ff9da7", "reduction": "#59a14f", "norm": "#79706e",
-    "conv": "#1f77b4", "communication": "#8c564b", "embedding": "#17becf", "sort": "#bcbd22",
-    "rng": "#c5b0d5", "optimizer": "#98df8a", "pooling": "#aec7e8", "moe": "#ffbb78", "fused": "#e377c2",
-    "sleep": "#c7c7c7", "other": "#bab0ac", "other ops": "#bab0ac",
+    "gemm": "#4e79a7",
+    "attention": "#e15759",
+    "softmax": "#f28e2b",
+    "elementwise": "#76b7b2",
+    "copy": "#edc948",
+    "memcpy": "#b07aa1",
+    "memset": "#ff9da7",
+    "reduction": "#59a14f",
+    "norm": "#79706e",
+    "conv": "#1f77b4",
+    "communication": "#8c564b",
+    "embedding": "#17becf",
+    "sort": "#bcbd22",
+    "rng": "#c5b0d5",
+    "optimizer": "#98df8a",
+    "pooling": "#aec7e8",
+    "moe": "#ffbb78",
+    "fused": "#e377c2",
+    "sleep": "#c7c7c7",
+    "other": "#bab0ac",
+    "other ops": "#bab0ac",
 }
 
 
@@ -69,11 +105,13 @@ def literal_text():
 
 def _literal(build):
     """Decorator: the figure function runs under ``literal_text``."""
+
     @functools.wraps(build)
     def wrapper(*args, **kwargs):
         pyplot()
         with literal_text():
             return build(*args, **kwargs)
+
     return wrapper
 
 
@@ -81,7 +119,7 @@ def _legend(ax, handles: list, labels: list, **kwargs):
     """A legend that shows every label as given, one starting with "_" included (matplotlib
     drops those, so the legend is made with placeholders and the texts set afterwards)."""
     legend = ax.legend(handles, ["x"] * len(handles), **kwargs)
-    for text, label in zip(legend.get_texts(), labels):
+    for text, label in zip(legend.get_texts(), labels, strict=True):
         text.set_text(visible(label))
     return legend
 
@@ -112,7 +150,7 @@ def svg_text(fig) -> str:
     finally:
         plt.close(fig)
     svg = buf.getvalue()
-    return svg[svg.find("<svg"):]
+    return svg[svg.find("<svg") :]
 
 
 def wrap_label(text: str, width: int = 22, lines: int = 3) -> str:
@@ -121,10 +159,10 @@ def wrap_label(text: str, width: int = 22, lines: int = 3) -> str:
     text = visible(text)
     limit = width * lines
     if len(text) > limit:
-        text = text[:limit // 2 - 1] + "…" + text[-(limit - limit // 2):]
+        text = text[: limit // 2 - 1] + "…" + text[-(limit - limit // 2) :]
     parts = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
     if len(parts) > lines:  # word breaks took more lines: cut at fixed widths instead
-        parts = [text[i:i + width] for i in range(0, len(text), width)]
+        parts = [text[i : i + width] for i in range(0, len(text), width)]
     return "\n".join(parts)
 
 
@@ -134,8 +172,11 @@ def _save(fig, path: Path, title: str) -> str:
     suffix = path.suffix.lower()
     if suffix == ".html":
         svg = svg_text(fig)
-        write_text(path, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-                         f"<title>{html.escape(visible(title))}</title></head>\n<body>\n{svg}\n</body></html>\n")
+        write_text(
+            path,
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+            f"<title>{html.escape(visible(title))}</title></head>\n<body>\n{svg}\n</body></html>\n",
+        )
         return str(path)
     plt = pyplot()
     try:
@@ -171,8 +212,16 @@ def breakdown_figure(report, title: str | None = None):
     ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
     ax.spines[["top", "right"]].set_visible(False)
     if len(frame.columns):
-        _legend(ax, bars[::-1], frame.columns.tolist()[::-1], loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                frameon=False, fontsize=8, title="category" if gpu else "CPU op")
+        _legend(
+            ax,
+            bars[::-1],
+            frame.columns.tolist()[::-1],
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            frameon=False,
+            fontsize=8,
+            title="category" if gpu else "CPU op",
+        )
     return fig
 
 
@@ -190,14 +239,27 @@ def _stacked_bars(plt, frame: pd.DataFrame, gpu: bool):
     bars = []
     for g in order:
         vals = frame[g].to_numpy() / scale
-        bars.append(ax.bar(x, vals, bottom=bottom, color=colors[g], width=0.6, edgecolor="white", linewidth=0.5))
+        bars.append(
+            ax.bar(x, vals, bottom=bottom, color=colors[g], width=0.6, edgecolor="white", linewidth=0.5)
+        )
         bottom += vals
-    for xi, total in zip(x, bottom):
-        ax.annotate(f"{total:.3g} {unit}", (xi, total), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")
+    for xi, total in zip(x, bottom, strict=True):
+        ax.annotate(
+            f"{total:.3g} {unit}",
+            (xi, total),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            xytext=(0, 2),
+            textcoords="offset points",
+        )
     ax.set_xticks(x)  # labels wrapped so that neighbours never touch; rotated when there are many
-    ax.set_xticklabels([wrap_label(lbl, 18 if n <= 3 else 24) for lbl in labels], fontsize=8,
-                       rotation=30 if n > 3 else 0, ha="right" if n > 3 else "center")
+    ax.set_xticklabels(
+        [wrap_label(lbl, 18 if n <= 3 else 24) for lbl in labels],
+        fontsize=8,
+        rotation=30 if n > 3 else 0,
+        ha="right" if n > 3 else "center",
+    )
     ax.set_ylabel(f"{'GPU time' if gpu else 'CPU self time'} per step ({unit})")
     return fig, ax, bottom, bars
 
@@ -219,16 +281,26 @@ def roofline_figure(report):
     colors = _colors(list(dict.fromkeys(t["category"])))
     points, cats = [], []
     for cat, g in t.groupby("category", sort=False):
-        points.append(ax.scatter(g["intensity"], g["tflops"], s=12 + 60 * g["dur_ns"] / max(t["dur_ns"].max(), 1),
-                                 color=colors[cat], alpha=0.75, edgecolors="none"))
+        points.append(
+            ax.scatter(
+                g["intensity"],
+                g["tflops"],
+                s=12 + 60 * g["dur_ns"] / max(t["dur_ns"].max(), 1),
+                color=colors[cat],
+                alpha=0.75,
+                edgecolors="none",
+            )
+        )
         cats.append(cat)
     bw = report.info.get("memory_gbps")
     x = np.logspace(-1, 4, 200)
-    for key in dict.fromkeys(f"{p} {q}" for p, q in zip(t["path"], t["peak_precision"])):
+    for key in dict.fromkeys(f"{p} {q}" for p, q in zip(t["path"], t["peak_precision"], strict=True)):
         peak = report.info.get("peaks_tflops", {}).get(key)
         if peak and bw:
             ax.plot(x, np.minimum(peak, bw * x / 1e3), lw=1, color="#555555")
-            ax.annotate(visible(f"{key} {peak:.4g} TFLOP/s"), (x[-1], peak), ha="right", va="bottom", fontsize=7)
+            ax.annotate(
+                visible(f"{key} {peak:.4g} TFLOP/s"), (x[-1], peak), ha="right", va="bottom", fontsize=7
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
@@ -265,18 +337,40 @@ def timeline_figure(report):
     for g in groups:
         m = (t["group"] == g).to_numpy()
         ys = np.array([row[lane] for lane in t["lane"][m]]) + t["level"].to_numpy()[m]
-        bars.append(ax.barh(ys, np.maximum(t["dur_ns"].to_numpy()[m] / scale, floor),
-                            left=t["start_ns"].to_numpy()[m] / scale, height=0.7 if gpu else 0.8, color=colors[g],
-                            edgecolor="white" if not gpu else "none", linewidth=0.3))
+        bars.append(
+            ax.barh(
+                ys,
+                np.maximum(t["dur_ns"].to_numpy()[m] / scale, floor),
+                left=t["start_ns"].to_numpy()[m] / scale,
+                height=0.7 if gpu else 0.8,
+                color=colors[g],
+                edgecolor="white" if not gpu else "none",
+                linewidth=0.3,
+            )
+        )
     ax.set_yticks([row[lane] for lane in lanes])
     ax.set_yticklabels([visible(lane) for lane in lanes], fontsize=8)
     ax.invert_yaxis()
     first = "GPU activity" if gpu else "CPU op"
-    ax.set_xlabel(f"time since the step's first {first} ({unit})" + ("" if gpu else "; nested ops below their parent"))
-    title = report.title + (f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the span, "
-                            f"idle {100 - report.info['gpu_busy_pct']:.0f}%)" if gpu else " (CPU-only trace)")
+    ax.set_xlabel(
+        f"time since the step's first {first} ({unit})" + ("" if gpu else "; nested ops below their parent")
+    )
+    title = report.title + (
+        f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the span, "
+        f"idle {100 - report.info['gpu_busy_pct']:.0f}%)"
+        if gpu
+        else " (CPU-only trace)"
+    )
     ax.set_title(wrap_label(title, 90, 2), fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
-    _legend(ax, bars, groups, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
-            title="category" if gpu else "outermost op")
+    _legend(
+        ax,
+        bars,
+        groups,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+        fontsize=8,
+        title="category" if gpu else "outermost op",
+    )
     return fig, title

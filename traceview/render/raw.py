@@ -4,6 +4,7 @@ A column (or info key) that names nanoseconds is rounded to whole ns; a float co
 whose values are all whole (counts) becomes integers; averages per step that are not
 whole stay floats; percentages and ratios are never touched.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,12 +43,17 @@ def _raw_rows(df: pd.DataFrame) -> pd.DataFrame:
     out = df.astype({c: object for c in df.columns if c != "metric" and not is_ratio(str(c))})
     for c in out.columns:
         if c != "metric" and not is_ratio(str(c)):
-            out[c] = [raw_value(m, v) for m, v in zip(df["metric"].astype(str), df[c])]
+            out[c] = [raw_value(m, v) for m, v in zip(df["metric"].astype(str), df[c], strict=True)]
     return out
 
 
 def raw_value(key: str, value):
-    if isinstance(value, (float, np.floating)) and not np.isnan(value) and not is_pct(key) and not is_ratio(key):
+    if (
+        isinstance(value, (float, np.floating))
+        and not np.isnan(value)
+        and not is_pct(key)
+        and not is_ratio(key)
+    ):
         if is_ns(key) or float(value).is_integer():
             return int(round(float(value)))
     return value
@@ -55,5 +61,8 @@ def raw_value(key: str, value):
 
 def raw_report(report):
     """A copy of ``report`` with raw numbers (see the module's doc)."""
-    return dataclasses.replace(report, tables={n: raw_frame(df) for n, df in report.tables.items()},
-                               info={k: raw_value(k, v) for k, v in report.info.items()})
+    return dataclasses.replace(
+        report,
+        tables={n: raw_frame(df) for n, df in report.tables.items()},
+        info={k: raw_value(k, v) for k, v in report.info.items()},
+    )

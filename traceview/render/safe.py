@@ -12,6 +12,7 @@ In CSV a cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, `
 tab, CR, or their fullwidth forms first) gets a leading ``'`` (OWASP's advice); a
 genuine number such as ``-5`` stays as it is, and so does a lone ``-``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,8 +23,9 @@ import pandas as pd
 #: C0 controls (newline and tab included: one cell is one line), DEL, C1 controls; the bidi
 #: embeddings, overrides, isolates and marks; line/paragraph separators; invisible joiners
 #: and the BOM (they hide text); lone surrogates (they cannot be written as UTF-8 at all)
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff"
-                    "\ud800-\udfff]")
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]"
+)
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -44,7 +46,9 @@ def visible(text) -> str:
 def _visible_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The frame with its column names and text cells escaped; numbers untouched."""
     out = df.rename(columns=lambda c: visible(c) if isinstance(c, str) else c)
-    text_cols = [c for c in out.columns if out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype)]
+    text_cols = [
+        c for c in out.columns if out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype)
+    ]
     if not text_cols:
         return out
     out = out.copy()
@@ -67,9 +71,13 @@ def visible_report(report):
     """A copy of ``report`` whose every text (title, facts, findings, notes, table names,
     headers and cells) is :func:`visible`; what every text renderer draws from."""
     return dataclasses.replace(
-        report, title=visible(report.title), findings=[visible(f) for f in report.findings],
-        notes=[visible(n) for n in report.notes], info=_visible_value(dict(report.info)),
-        tables={visible(name): _visible_frame(df) for name, df in report.tables.items()})
+        report,
+        title=visible(report.title),
+        findings=[visible(f) for f in report.findings],
+        notes=[visible(n) for n in report.notes],
+        info=_visible_value(dict(report.info)),
+        tables={visible(name): _visible_frame(df) for name, df in report.tables.items()},
+    )
 
 
 # ---------------------------------------------------------------- CSV formulas
@@ -93,7 +101,9 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
     column names included; numbers untouched."""
     df = _visible_frame(df)
     out = df.rename(columns=lambda c: defused(c) if isinstance(c, str) else c)
-    text_cols = [c for c in out.columns if out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype)]
+    text_cols = [
+        c for c in out.columns if out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype)
+    ]
     if text_cols:
         out = out.copy()
         for c in text_cols:

@@ -4,6 +4,7 @@ Both fit the width (:mod:`.fit`): ``COLUMNS``, else the terminal's; unlimited wh
 piped with no ``COLUMNS``; ``width=0`` (``--wide``) never shortens a name. Trace text
 is escaped (:mod:`.safe`) before anything is measured, so widths count what is shown.
 """
+
 from __future__ import annotations
 
 import sys
@@ -70,11 +71,18 @@ def _plain_table(df, width) -> str:
     numeric = _numeric(df)
     blocks = []
     for block in layout(header, rows, numeric, width):
+
         def line(cells):
-            return "  ".join(middle(cells[i], w).rjust(w) if numeric[i] else middle(cells[i], w).ljust(w)
-                             for i, w in block).rstrip()
-        blocks.append("\n".join([line(header), "  ".join("-" * w for _, w in block)]
-                                 + [line(r) for r in fit_rows(rows, block)]))
+            return "  ".join(
+                middle(cells[i], w).rjust(w) if numeric[i] else middle(cells[i], w).ljust(w) for i, w in block
+            ).rstrip()
+
+        blocks.append(
+            "\n".join(
+                [line(header), "  ".join("-" * w for _, w in block)]
+                + [line(r) for r in fit_rows(rows, block)]
+            )
+        )
     return "\n\n".join(blocks)
 
 
@@ -86,8 +94,14 @@ def _render_rich(report, width) -> str:
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(file=buf, force_terminal=True, width=width or 100_000, emoji=False, highlight=False,
-                      soft_wrap=width is None)
+    console = Console(
+        file=buf,
+        force_terminal=True,
+        width=width or 100_000,
+        emoji=False,
+        highlight=False,
+        soft_wrap=width is None,
+    )
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for key, value in info_lines(report.info):
         console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}")
@@ -102,8 +116,13 @@ def _render_rich(report, width) -> str:
             title = heading(report, name) + (" (continued)" if n else "")
             table = Table(title=escape(title), title_justify="left")
             for i, w in block:
-                table.add_column(escape(middle(header[i], w)), justify="right" if numeric[i] else "left",
-                                 no_wrap=True, min_width=w, max_width=w)
+                table.add_column(
+                    escape(middle(header[i], w)),
+                    justify="right" if numeric[i] else "left",
+                    no_wrap=True,
+                    min_width=w,
+                    max_width=w,
+                )
             for r in fit_rows(rows, block):
                 table.add_row(*(escape(middle(r[i], w)) for i, w in block))
             console.print(table)

@@ -19,6 +19,7 @@ fused attention or a 16/8-bit GEMM whose path the rules leave open), ``vector``
 (CUDA cores) where they say not (an ``sgemm``), and fp32 inputs on tensor cores
 take the TF32 peak. Bytes-only kernels are measured against memory bandwidth.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,19 @@ from ..select.region import Region
 from .work import counted_owner, has_shapes, memo, trace_work
 
 #: the columns ``kernel_efficiency`` gives each GPU activity, by their one name
-COLUMNS = ("flops", "bytes_moved", "tflops", "gbps", "intensity", "path", "peak_precision", "peak_tflops",
-           "pct_of_peak_tflops", "pct_of_peak_gbps", "bound")
+COLUMNS = (
+    "flops",
+    "bytes_moved",
+    "tflops",
+    "gbps",
+    "intensity",
+    "path",
+    "peak_precision",
+    "peak_tflops",
+    "pct_of_peak_tflops",
+    "pct_of_peak_gbps",
+    "bound",
+)
 COMPUTE = ("gemm", "conv", "attention")
 LOW_PRECISION = ("fp16", "bf16", "fp8", "fp4", "int8")
 
@@ -54,11 +66,21 @@ def _kernel_work(trace) -> pd.DataFrame:
     owner = owners[op_pos]  # op_pos -1 (no op) picks the trailing -1
     flops = np.append(w["flops"].to_numpy(dtype=float, na_value=np.nan), np.nan)  # [-1]: no owner
     nbytes = np.append(w["bytes_moved"].to_numpy(dtype=float, na_value=np.nan), np.nan)
-    share = _shares(owner, k["category"].astype(str).isin(COMPUTE).to_numpy(),
-                    k["dur_ns"].clip(lower=1).to_numpy().astype(float), ~np.isnan(flops[:-1]))
-    return pd.DataFrame({"owner": owner, "flops": flops[owner] * share, "bytes_moved": nbytes[owner] * share,
-                         "op_precision": np.append(w["precision"].to_numpy(dtype=object), None)[owner]},
-                        index=k.index)
+    share = _shares(
+        owner,
+        k["category"].astype(str).isin(COMPUTE).to_numpy(),
+        k["dur_ns"].clip(lower=1).to_numpy().astype(float),
+        ~np.isnan(flops[:-1]),
+    )
+    return pd.DataFrame(
+        {
+            "owner": owner,
+            "flops": flops[owner] * share,
+            "bytes_moved": nbytes[owner] * share,
+            "op_precision": np.append(w["precision"].to_numpy(dtype=object), None)[owner],
+        },
+        index=k.index,
+    )
 
 
 def _shares(owner: np.ndarray, compute: np.ndarray, dur: np.ndarray, flop_op: np.ndarray) -> np.ndarray:
@@ -73,7 +95,9 @@ def _shares(owner: np.ndarray, compute: np.ndarray, dur: np.ndarray, flop_op: np
     return np.where(has & (weight > 0), weight / np.where(total[at] > 0, total[at], 1.0), np.nan)
 
 
-def kernel_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | None = None) -> pd.DataFrame:
+def kernel_efficiency(
+    trace, activities: pd.DataFrame | None = None, devices: str | None = None
+) -> pd.DataFrame:
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
     Region's; default all), indexed like it. Empty where the trace has no shapes."""
     k = trace.kernels if activities is None else activities
@@ -81,9 +105,16 @@ def kernel_efficiency(trace, activities: pd.DataFrame | None = None, devices: st
     dur = k["dur_ns"].clip(lower=0).to_numpy().astype(float)
     dur = np.where(dur > 0, dur, np.nan)
     flops, nbytes = kw["flops"].to_numpy(), kw["bytes_moved"].to_numpy()
-    out = pd.DataFrame({"flops": flops, "bytes_moved": nbytes,
-                        "tflops": flops / dur / 1e3, "gbps": nbytes / dur,
-                        "intensity": flops / np.where(nbytes > 0, nbytes, np.nan)}, index=k.index)
+    out = pd.DataFrame(
+        {
+            "flops": flops,
+            "bytes_moved": nbytes,
+            "tflops": flops / dur / 1e3,
+            "gbps": nbytes / dur,
+            "intensity": flops / np.where(nbytes > 0, nbytes, np.nan),
+        },
+        index=k.index,
+    )
     out["path"], out["peak_precision"] = _paths(k, kw)
     device = trace_device(trace, devices)
     out["peak_tflops"] = _peaks(out["path"].to_numpy(), out["peak_precision"].to_numpy(), device)
@@ -92,7 +123,9 @@ def kernel_efficiency(trace, activities: pd.DataFrame | None = None, devices: st
     out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / bw
     ridge = out["peak_tflops"] * 1e3 / bw  # FLOP/byte where the roofline bends
     bound = np.where(out["intensity"] >= ridge, "compute", "memory")
-    known = ~np.isnan(out["bytes_moved"].to_numpy()) & (np.isnan(out["flops"].to_numpy()) | ~np.isnan(ridge.to_numpy()))
+    known = ~np.isnan(out["bytes_moved"].to_numpy()) & (
+        np.isnan(out["flops"].to_numpy()) | ~np.isnan(ridge.to_numpy())
+    )
     known &= device is not None
     out["bound"] = np.where(known, np.where(np.isnan(out["flops"]), "memory", bound), None)
     return out[list(COLUMNS)]
@@ -120,7 +153,7 @@ def _peaks(path: np.ndarray, precision: np.ndarray, device) -> np.ndarray:
     out = np.full(len(path), np.nan)
     if device is None:
         return out
-    for p, prec in set(zip(path.tolist(), precision.tolist())):  # a handful of distinct pairs
+    for p, prec in set(zip(path.tolist(), precision.tolist(), strict=True)):  # a handful of distinct pairs
         if p in ("tensor", "vector") and prec is not None:
             peak = device.peak_tflops(p, prec)
             out[(path == p) & (precision == prec)] = peak if peak else np.nan  # 0 (a user's table): no peak
@@ -141,11 +174,20 @@ def op_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | 
     nbytes = w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
     gpu_ns = per["gpu_ns"].to_numpy().astype(float)
     over = _positive(gpu_ns)  # a rate over zero time is undefined: empty, never inf
-    return pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": ops["input_dims"].astype(object).to_numpy(),
-                         "flops": flops, "bytes_moved": nbytes, "gpu_ns": gpu_ns.astype(np.int64),
-                         "tflops": flops / over / 1e3, "gbps": nbytes / over,
-                         "pct_of_peak_tflops": 100.0 * flops / _positive(per["peak_ns"].to_numpy()) / 1e3,
-                         "causal": w["causal"].iloc[per.index].to_numpy()}, index=per.index)
+    return pd.DataFrame(
+        {
+            "op": ops["name"].astype(str).to_numpy(),
+            "input_dims": ops["input_dims"].astype(object).to_numpy(),
+            "flops": flops,
+            "bytes_moved": nbytes,
+            "gpu_ns": gpu_ns.astype(np.int64),
+            "tflops": flops / over / 1e3,
+            "gbps": nbytes / over,
+            "pct_of_peak_tflops": 100.0 * flops / _positive(per["peak_ns"].to_numpy()) / 1e3,
+            "causal": w["causal"].iloc[per.index].to_numpy(),
+        },
+        index=per.index,
+    )
 
 
 def _bandwidth(device) -> float:
@@ -166,15 +208,30 @@ def _owned(trace, k: pd.DataFrame, devices: str | None) -> pd.DataFrame:
     eff = kernel_efficiency(trace, k, devices)
     owned = kw["owner"].to_numpy() >= 0
     dur = k["dur_ns"].clip(lower=0)
-    frame = pd.DataFrame({"owner": kw["owner"].to_numpy()[owned], "dur_ns": dur.to_numpy()[owned],
-                          "peak_ns": (dur * eff["peak_tflops"]).to_numpy()[owned]})
+    frame = pd.DataFrame(
+        {
+            "owner": kw["owner"].to_numpy()[owned],
+            "dur_ns": dur.to_numpy()[owned],
+            "peak_ns": (dur * eff["peak_tflops"]).to_numpy()[owned],
+        }
+    )
     g = frame.groupby("owner")
     return pd.DataFrame({"gpu_ns": g["dur_ns"].sum(), "peak_ns": g["peak_ns"].sum(min_count=1)})
 
 
 #: the columns of ``op_table``, by their one name
-OP_COLUMNS = ("op", "input_dims", "count", "flops", "bytes_moved", "gpu_time_ns", "tflops", "gbps",
-              "pct_of_peak_tflops", "pct_of_peak_gbps")
+OP_COLUMNS = (
+    "op",
+    "input_dims",
+    "count",
+    "flops",
+    "bytes_moved",
+    "gpu_time_ns",
+    "tflops",
+    "gbps",
+    "pct_of_peak_tflops",
+    "pct_of_peak_gbps",
+)
 
 
 def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
@@ -183,24 +240,44 @@ def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
     that time (the TFLOP/s peak: its compute kernels' time-weighted peak). Largest GPU time first."""
     a = r.activities
     if not len(a) or not len(r.trace.ops):
-        return pd.DataFrame({c: pd.Series(dtype=object if c in ("op", "input_dims") else "int64" if c == "count"
-                                             else float) for c in OP_COLUMNS})
+        return pd.DataFrame(
+            {
+                c: pd.Series(
+                    dtype=object if c in ("op", "input_dims") else "int64" if c == "count" else float
+                )
+                for c in OP_COLUMNS
+            }
+        )
     per = _owned(r.trace, a, devices)
     w, ops = trace_work(r.trace), r.trace.ops.iloc[per.index]
-    f = pd.DataFrame({"op": ops["name"].astype(str).to_numpy(), "input_dims": _compact_dims(ops["input_dims"]),
-                      "flops": w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
-                      "bytes_moved": w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
-                      "gpu_ns": per["gpu_ns"].to_numpy().astype(float), "peak_ns": per["peak_ns"].to_numpy()})
+    f = pd.DataFrame(
+        {
+            "op": ops["name"].astype(str).to_numpy(),
+            "input_dims": _compact_dims(ops["input_dims"]),
+            "flops": w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
+            "bytes_moved": w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
+            "gpu_ns": per["gpu_ns"].to_numpy().astype(float),
+            "peak_ns": per["peak_ns"].to_numpy(),
+        }
+    )
     g = f.groupby(["op", "input_dims"], sort=False)
     s = g[["flops", "bytes_moved", "gpu_ns", "peak_ns"]].sum(min_count=1).assign(count=g.size())
     device = trace_device(r.trace, devices)
     bw = _bandwidth(device)
     gpu_ns = s["gpu_ns"].where(s["gpu_ns"] > 0)
-    out = pd.DataFrame({"count": r.per_region_count(s["count"]), "flops": s["flops"] / r.regions,
-                        "bytes_moved": s["bytes_moved"] / r.regions, "gpu_time_ns": s["gpu_ns"] / r.regions,
-                        "tflops": s["flops"] / gpu_ns / 1e3, "gbps": s["bytes_moved"] / gpu_ns,
-                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
-                        "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw}, index=s.index)
+    out = pd.DataFrame(
+        {
+            "count": r.per_region_count(s["count"]),
+            "flops": s["flops"] / r.regions,
+            "bytes_moved": s["bytes_moved"] / r.regions,
+            "gpu_time_ns": s["gpu_ns"] / r.regions,
+            "tflops": s["flops"] / gpu_ns / 1e3,
+            "gbps": s["bytes_moved"] / gpu_ns,
+            "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
+            "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw,
+        },
+        index=s.index,
+    )
     out = out.reset_index().sort_values("gpu_time_ns", ascending=False, kind="stable")
     return out[list(OP_COLUMNS)].reset_index(drop=True)
 
@@ -209,8 +286,14 @@ def _compact_dims(dims: pd.Series) -> np.ndarray:
     """Each op's shapes as one compact text (``[[8,16],[16,4]]``, ``-`` without shapes), written
     once per distinct list: the table groups by it and shows it."""
     codes, uniques = list_codes(dims.to_numpy())
-    texts = np.array([("".join(v.split()) or "-") if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
-                      for v in uniques] + ["-"], dtype=object)
+    texts = np.array(
+        [
+            ("".join(v.split()) or "-") if isinstance(v, str) else json.dumps(v, separators=(",", ":"))
+            for v in uniques
+        ]
+        + ["-"],
+        dtype=object,
+    )
     return texts[np.where(codes < 0, len(uniques), codes)]
 
 
@@ -258,38 +341,63 @@ def attention_pct_of_peak(r: Region, devices: str | None = None) -> float:
 
 def efficiency(r: Region, devices: str | None = None) -> dict:
     """The region's efficiency metrics by their one name."""
-    return {"gemm_tflops": gemm_tflops(r, devices), "gemm_pct_of_peak": gemm_pct_of_peak(r, devices),
-            "attention_tflops": attention_tflops(r, devices),
-            "attention_pct_of_peak": attention_pct_of_peak(r, devices)}
+    return {
+        "gemm_tflops": gemm_tflops(r, devices),
+        "gemm_pct_of_peak": gemm_pct_of_peak(r, devices),
+        "attention_tflops": attention_tflops(r, devices),
+        "attention_pct_of_peak": attention_pct_of_peak(r, devices),
+    }
 
 
 def efficiency_notes(trace, devices: str | None = None) -> list[str]:
     """What limits the efficiency columns, said once per trace."""
     notes = []
     if not has_shapes(trace.ops):
-        notes.append(f"{trace.label}: recorded without shapes (record_shapes=False): FLOPs, bytes and "
-                     "efficiency columns are left empty")
+        notes.append(
+            f"{trace.label}: recorded without shapes (record_shapes=False): FLOPs, bytes and "
+            "efficiency columns are left empty"
+        )
     elif len(trace.kernels) and trace_device(trace, devices) is None:
-        which = f"device {trace.device_name!r} is not in the device table" if trace.device_name \
+        which = (
+            f"device {trace.device_name!r} is not in the device table"
+            if trace.device_name
             else "names no device (no deviceProperties)"
-        notes.append(f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
-                     "traceview/rules/devices.toml and give it with --devices FILE, or tv.load(path, devices=FILE))")
+        )
+        notes.append(
+            f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
+            "traceview/rules/devices.toml and give it with --devices FILE, or tv.load(path, devices=FILE))"
+        )
     if has_shapes(trace.ops) and len(trace.kernels):
         kw = kernel_work(trace)
-        zero = int(((kw["flops"].notna() | kw["bytes_moved"].notna()).to_numpy()
-                    & (trace.kernels["dur_ns"].to_numpy() <= 0)).sum())
+        zero = int(
+            (
+                (kw["flops"].notna() | kw["bytes_moved"].notna()).to_numpy()
+                & (trace.kernels["dur_ns"].to_numpy() <= 0)
+            ).sum()
+        )
         if zero:
-            notes.append(f"{trace.label}: {zero} GPU activit{'y' if zero == 1 else 'ies'} with work took 0 ns: "
-                         "a rate over zero time is undefined, so a kernel or op whose instances all took "
-                         "0 ns has its TFLOP/s, GB/s and percent of peak left empty")
+            notes.append(
+                f"{trace.label}: {zero} GPU activit{'y' if zero == 1 else 'ies'} with work took 0 ns: "
+                "a rate over zero time is undefined, so a kernel or op whose instances all took "
+                "0 ns has its TFLOP/s, GB/s and percent of peak left empty"
+            )
     return notes
 
 
 # ------------------------------------------------------------------ per kernel name (the kernels table)
 
 #: what ``name_efficiency`` adds to each kernel name's row
-NAME_COLUMNS = ("flops", "tflops", "gbps", "intensity", "path", "peak_tflops", "pct_of_peak_tflops",
-                "pct_of_peak_gbps", "bound")
+NAME_COLUMNS = (
+    "flops",
+    "tflops",
+    "gbps",
+    "intensity",
+    "path",
+    "peak_tflops",
+    "pct_of_peak_tflops",
+    "pct_of_peak_gbps",
+    "bound",
+)
 
 
 def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
@@ -302,27 +410,54 @@ def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
     eff = kernel_efficiency(r.trace, a, devices)
     worked = eff["bytes_moved"].notna() | eff["flops"].notna()
     dur = a["dur_ns"].clip(lower=0).astype(float).where(worked)
-    frame = pd.DataFrame({"name": a["name"].astype(str).to_numpy(), "dur": dur.to_numpy(),
-                          "flops": eff["flops"].to_numpy(), "bytes": eff["bytes_moved"].to_numpy(),
-                          "peak_ns": (dur * eff["peak_tflops"]).to_numpy(),
-                          "path": eff["path"].to_numpy(), "bound": eff["bound"].to_numpy()})
+    frame = pd.DataFrame(
+        {
+            "name": a["name"].astype(str).to_numpy(),
+            "dur": dur.to_numpy(),
+            "flops": eff["flops"].to_numpy(),
+            "bytes": eff["bytes_moved"].to_numpy(),
+            "peak_ns": (dur * eff["peak_tflops"]).to_numpy(),
+            "path": eff["path"].to_numpy(),
+            "bound": eff["bound"].to_numpy(),
+        }
+    )
     g = frame.groupby("name", sort=False)
-    s = pd.DataFrame({"flops": g["flops"].sum(min_count=1), "bytes": g["bytes"].sum(min_count=1),
-                      "dur": g["dur"].sum(min_count=1), "peak_ns": g["peak_ns"].sum(min_count=1)})
-    first = frame.sort_values("dur", ascending=False, kind="stable").dropna(subset=["dur"]).drop_duplicates("name")
+    s = pd.DataFrame(
+        {
+            "flops": g["flops"].sum(min_count=1),
+            "bytes": g["bytes"].sum(min_count=1),
+            "dur": g["dur"].sum(min_count=1),
+            "peak_ns": g["peak_ns"].sum(min_count=1),
+        }
+    )
+    first = (
+        frame.sort_values("dur", ascending=False, kind="stable")
+        .dropna(subset=["dur"])
+        .drop_duplicates("name")
+    )
     first = first.set_index("name").reindex(s.index)
     device = trace_device(r.trace, devices)
     dur = s["dur"].where(s["dur"] > 0)  # a name whose instances all took 0 ns has no rate (not inf)
-    out = pd.DataFrame({"flops": s["flops"] / r.regions, "tflops": s["flops"] / dur / 1e3,
-                        "gbps": s["bytes"] / dur, "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
-                        "path": first["path"], "peak_tflops": s["peak_ns"] / dur,
-                        "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
-                        "pct_of_peak_gbps": 100.0 * (s["bytes"] / dur) / _bandwidth(device),
-                        "bound": first["bound"]}, index=s.index)
+    out = pd.DataFrame(
+        {
+            "flops": s["flops"] / r.regions,
+            "tflops": s["flops"] / dur / 1e3,
+            "gbps": s["bytes"] / dur,
+            "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
+            "path": first["path"],
+            "peak_tflops": s["peak_ns"] / dur,
+            "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
+            "pct_of_peak_gbps": 100.0 * (s["bytes"] / dur) / _bandwidth(device),
+            "bound": first["bound"],
+        },
+        index=s.index,
+    )
     return out[list(NAME_COLUMNS)]
 
 
-def with_efficiency(table: pd.DataFrame, r: Region, key: str = "Name", devices: str | None = None) -> pd.DataFrame:
+def with_efficiency(
+    table: pd.DataFrame, r: Region, key: str = "Name", devices: str | None = None
+) -> pd.DataFrame:
     """``table`` (one row per kernel name in column ``key``) with the ``NAME_COLUMNS`` added."""
     eff = name_efficiency(r, devices).reindex(table[key].astype(str).to_numpy())
     return table.assign(**{c: eff[c].to_numpy() for c in NAME_COLUMNS})
@@ -339,16 +474,27 @@ def category_efficiency(r: Region, category: str, devices: str | None = None) ->
     ``_category_rate``), the path and precision that take most of their time, the peak there, and
     whether the attention counted is causal (counted in full)."""
     tflops, pct = _category_rate(r, category, devices)
-    out = {"tflops": tflops, "pct_of_peak": pct, "path": None, "precision": None, "peak_tflops": float("nan"),
-           "device": trace_device(r.trace, devices)}
+    out = {
+        "tflops": tflops,
+        "pct_of_peak": pct,
+        "path": None,
+        "precision": None,
+        "peak_tflops": float("nan"),
+        "device": trace_device(r.trace, devices),
+    }
     a = r.activities
     if np.isnan(tflops):
         return out
     a = a[(a["category"].astype(str) == category).to_numpy()]
     eff = kernel_efficiency(r.trace, a, devices)
     has = eff["flops"].notna().to_numpy()
-    by = pd.DataFrame({"path": eff["path"].to_numpy()[has], "precision": eff["peak_precision"].to_numpy()[has],
-                       "dur": a["dur_ns"].to_numpy()[has]}).dropna(subset=["path", "precision"])
+    by = pd.DataFrame(
+        {
+            "path": eff["path"].to_numpy()[has],
+            "precision": eff["peak_precision"].to_numpy()[has],
+            "dur": a["dur_ns"].to_numpy()[has],
+        }
+    ).dropna(subset=["path", "precision"])
     owners = kernel_work(r.trace).loc[a.index, "owner"].to_numpy()[has]
     causal = trace_work(r.trace)["causal"].to_numpy(dtype=object, na_value=None)[owners[owners >= 0]]
     out["causal"] = any(c is True for c in causal)
@@ -367,8 +513,13 @@ def efficiency_table(sides) -> pd.DataFrame:
         row = {"trace": label, "device": r.trace.device_name or "-"}
         for cat, word in (("gemm", "gemm"), ("attention", "attention")):
             e = category_efficiency(r, cat)
-            row.update({f"{word}_tflops": e["tflops"], f"{word}_pct_of_peak": e["pct_of_peak"],
-                        f"{word}_runs_on": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip()})
+            row.update(
+                {
+                    f"{word}_tflops": e["tflops"],
+                    f"{word}_pct_of_peak": e["pct_of_peak"],
+                    f"{word}_runs_on": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip(),
+                }
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -380,11 +531,16 @@ def _pct(v: float) -> str:
 def _side_words(label: str, e: dict, what: str) -> str:
     where = PATH_WORDS.get(e["path"], "an unknown path")
     prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
-    parts = [f"{_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak"] \
-        if not np.isnan(e["pct_of_peak"]) else []
+    parts = (
+        [f"{_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak"]
+        if not np.isnan(e["pct_of_peak"])
+        else []
+    )
     if e.get("causal"):
         parts.append("causal attention counted in full, as torch counts it; the kernels skip about half")
-    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (f" ({'; '.join(parts)})" if parts else "")
+    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (
+        f" ({'; '.join(parts)})" if parts else ""
+    )
 
 
 def efficiency_findings(sides) -> list[str]:
@@ -411,9 +567,11 @@ def _cuda_vs_tensor(stats) -> list[str]:
         for t_lbl, t in tensor[:1]:
             peak = e["device"].peak_tflops("tensor", t["precision"])
             if peak:
-                out.append(f"{lbl}'s GEMMs run on CUDA cores at {e['tflops']:.3g} TFLOP/s: "
-                           f"{_pct(100.0 * e['tflops'] / peak)} of the {t['precision']} tensor-core peak "
-                           f"({peak:.4g} TFLOP/s) that {t_lbl}'s GEMMs reach {_pct(t['pct_of_peak'])} of")
+                out.append(
+                    f"{lbl}'s GEMMs run on CUDA cores at {e['tflops']:.3g} TFLOP/s: "
+                    f"{_pct(100.0 * e['tflops'] / peak)} of the {t['precision']} tensor-core peak "
+                    f"({peak:.4g} TFLOP/s) that {t_lbl}'s GEMMs reach {_pct(t['pct_of_peak'])} of"
+                )
     return out
 
 
@@ -436,16 +594,36 @@ def roofline(trace, sel=None, devices: str | None = None):
     a = r.activities
     eff = kernel_efficiency(trace, a, devices)
     keep = (eff["bytes_moved"] > 0).to_numpy() & (a["dur_ns"] > 0).to_numpy()
-    table = pd.DataFrame({"name": a["name"].astype(str).to_numpy()[keep],
-                          "category": a["category"].astype(str).to_numpy()[keep],
-                          "dur_ns": a["dur_ns"].to_numpy()[keep], **{c: eff[c].to_numpy()[keep] for c in COLUMNS}})
+    table = pd.DataFrame(
+        {
+            "name": a["name"].astype(str).to_numpy()[keep],
+            "category": a["category"].astype(str).to_numpy()[keep],
+            "dur_ns": a["dur_ns"].to_numpy()[keep],
+            **{c: eff[c].to_numpy()[keep] for c in COLUMNS},
+        }
+    )
     device = trace_device(trace, devices)
-    info = {"trace": trace.path, "selection": r.selection.describe(), "device": trace.device_name,
-            "device_table_entry": device.name if device else None,
-            "memory_gbps": device.memory_gbps if device else None,
-            "peaks_tflops": ({f"{p} {k}": v for p in ("tensor", "vector")
-                              for k, v in (device.tensor if p == "tensor" else device.vector).items()}
-                             if device else {}),
-            "source": device.source if device else None}
-    return Report(kind="roofline", title=f"Roofline of {trace.label} ({r.selection.describe()})",
-                  tables={"roofline": table}, info=info, notes=r.notes + efficiency_notes(trace, devices))
+    info = {
+        "trace": trace.path,
+        "selection": r.selection.describe(),
+        "device": trace.device_name,
+        "device_table_entry": device.name if device else None,
+        "memory_gbps": device.memory_gbps if device else None,
+        "peaks_tflops": (
+            {
+                f"{p} {k}": v
+                for p in ("tensor", "vector")
+                for k, v in (device.tensor if p == "tensor" else device.vector).items()
+            }
+            if device
+            else {}
+        ),
+        "source": device.source if device else None,
+    }
+    return Report(
+        kind="roofline",
+        title=f"Roofline of {trace.label} ({r.selection.describe()})",
+        tables={"roofline": table},
+        info=info,
+        notes=r.notes + efficiency_notes(trace, devices),
+    )

@@ -19,6 +19,7 @@ HTA's ``compute_time`` = ``computation_ns``, ``non_compute_time`` =
 overlap on different streams each count), GEMMs split by tensor cores vs CUDA cores,
 attention by backend.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,28 +34,41 @@ def gpu_class(acts: pd.DataFrame) -> np.ndarray:
     """Each activity's class: computation, communication or memory."""
     kind = acts["kind"].astype(str).to_numpy()
     comm = (acts["category"].astype(str) == "communication").to_numpy()
-    return np.where(np.isin(kind, ("memcpy", "memset")), "memory", np.where(comm, "communication", "computation"))
+    return np.where(
+        np.isin(kind, ("memcpy", "memset")), "memory", np.where(comm, "communication", "computation")
+    )
 
 
 def breakdown(acts: pd.DataFrame) -> dict:
     """span, busy and the four exclusive states of these activities, in ns."""
     cls = gpu_class(acts)
-    comp, comm, every = (iv.spans(acts[cls == "computation"]), iv.spans(acts[cls == "communication"]),
-                         iv.spans(acts))
+    comp, comm, every = (
+        iv.spans(acts[cls == "computation"]),
+        iv.spans(acts[cls == "communication"]),
+        iv.spans(acts),
+    )
     span, busy = iv.extent(every), iv.length(every)
     computation = iv.length(comp)
     comp_or_comm = iv.length(iv.join(comp, comm))
-    return {"span_ns": span, "busy_ns": busy, "computation_ns": computation,
-            "communication_ns": comp_or_comm - computation, "memory_ns": busy - comp_or_comm,
-            "idle_ns": span - busy}
+    return {
+        "span_ns": span,
+        "busy_ns": busy,
+        "computation_ns": computation,
+        "communication_ns": comp_or_comm - computation,
+        "memory_ns": busy - comp_or_comm,
+        "idle_ns": span - busy,
+    }
 
 
 def category_labels(acts: pd.DataFrame) -> np.ndarray:
     """The category, with GEMMs by core type and attention by backend."""
     cat = acts["category"].astype(str).to_numpy().astype(object)
     tc = acts["tensor_core"]
-    cores = np.where(tc.isna().to_numpy(), "unknown cores",
-                     np.where(tc.fillna(False).to_numpy(dtype=bool), "tensor cores", "CUDA cores"))
+    cores = np.where(
+        tc.isna().to_numpy(),
+        "unknown cores",
+        np.where(tc.fillna(False).to_numpy(dtype=bool), "tensor cores", "CUDA cores"),
+    )
     backend = acts["attention_backend"].astype(object).where(acts["attention_backend"].notna(), "unknown")
     out = np.where(cat == "gemm", "gemm (" + cores.astype(object) + ")", cat)
     return np.where(cat == "attention", "attention (" + backend.astype(str).to_numpy() + ")", out)
@@ -64,8 +78,16 @@ def categories(acts: pd.DataFrame) -> pd.DataFrame:
     """category, class, kernels and time_ns (summed durations), largest first."""
     if not len(acts):
         return pd.DataFrame({"category": [], "class": [], "kernels": [], "time_ns": []})
-    frame = pd.DataFrame({"category": category_labels(acts), "class": gpu_class(acts),
-                          "time_ns": acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64)})
-    out = frame.groupby(["category", "class"], sort=False).agg(kernels=("time_ns", "size"),
-                                                                 time_ns=("time_ns", "sum")).reset_index()
+    frame = pd.DataFrame(
+        {
+            "category": category_labels(acts),
+            "class": gpu_class(acts),
+            "time_ns": acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64),
+        }
+    )
+    out = (
+        frame.groupby(["category", "class"], sort=False)
+        .agg(kernels=("time_ns", "size"), time_ns=("time_ns", "sum"))
+        .reset_index()
+    )
     return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)

@@ -4,6 +4,7 @@ Every table is per step (divided by the region's divisor). Each kernel keeps the
 chain of CPU ops that launched it (outermost op first, ``aten::masked_fill →
 aten::clone → aten::copy_``; the chains are built in ``link``).
 """
+
 from __future__ import annotations
 
 import os
@@ -13,12 +14,22 @@ import numpy as np
 import pandas as pd
 
 from ...link import ARROW
-from ..wording.names import normalise_kernel_name
 from ..select.region import Region
+from ..wording.names import normalise_kernel_name
 
 NO_OP = "(no CPU op)"
-__all__ = ["ARROW", "NO_OP", "launch_chains", "kernel_keys", "by_kernel", "category_times", "op_table",
-           "chain_table", "breakdown", "trace_labels"]
+__all__ = [
+    "ARROW",
+    "NO_OP",
+    "breakdown",
+    "by_kernel",
+    "category_times",
+    "chain_table",
+    "kernel_keys",
+    "launch_chains",
+    "op_table",
+    "trace_labels",
+]
 
 
 def launch_chains(r: Region) -> np.ndarray:
@@ -52,11 +63,16 @@ def by_kernel(r: Region) -> pd.DataFrame:
     k = r.activities
     if not len(k):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
-    f = pd.DataFrame({
-        "key": kernel_keys(k), "name": k["name"].astype(str).to_numpy(),
-        "dur": k["dur_ns"].clip(lower=0).to_numpy(), "category": k["category"].astype(str).to_numpy(),
-        "kind": k["kind"].astype(str).to_numpy(), "chain": launch_chains(r),
-    })
+    f = pd.DataFrame(
+        {
+            "key": kernel_keys(k),
+            "name": k["name"].astype(str).to_numpy(),
+            "dur": k["dur_ns"].clip(lower=0).to_numpy(),
+            "category": k["category"].astype(str).to_numpy(),
+            "kind": k["kind"].astype(str).to_numpy(),
+            "chain": launch_chains(r),
+        }
+    )
     g = f.groupby("key", sort=False)
     out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g["dur"].sum() / r.regions})
     out["category"] = g["category"].agg(_mode)
@@ -95,11 +111,21 @@ def chain_table(r: Region) -> pd.DataFrame:
     """Per op chain: the op at its end, count and time per step."""
     o = r.ops
     if not len(o):
-        return pd.DataFrame({"op": pd.Series(dtype=object), "count": pd.Series(dtype="int64"),
-                             "time_ns": pd.Series(dtype=float)})
+        return pd.DataFrame(
+            {
+                "op": pd.Series(dtype=object),
+                "count": pd.Series(dtype="int64"),
+                "time_ns": pd.Series(dtype=float),
+            }
+        )
     g = o.groupby(o["chain"].astype(str).to_numpy())
-    return pd.DataFrame({"op": g["name"].first().astype(str), "count": r.per_region_count(g.size()),
-                         "time_ns": g["dur_ns"].sum().clip(lower=0) / r.regions})
+    return pd.DataFrame(
+        {
+            "op": g["name"].first().astype(str),
+            "count": r.per_region_count(g.size()),
+            "time_ns": g["dur_ns"].sum().clip(lower=0) / r.regions,
+        }
+    )
 
 
 def breakdown(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
@@ -120,7 +146,10 @@ def trace_labels(traces) -> list[str]:
     """Each trace's label; repeated labels get the file name added, then the full path."""
     labels = [t.label for t in traces]
     counts = Counter(labels)
-    labels = [f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl for lbl, t in zip(labels, traces)]
+    labels = [
+        f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl
+        for lbl, t in zip(labels, traces, strict=True)
+    ]
     if len(set(labels)) == len(labels):
         return labels
     paths = [t.path for t in traces]

@@ -4,6 +4,7 @@ GPU activities on several streams overlap; "how long was the GPU busy with X" is
 length of the union of X's intervals, never a sum of durations. Everything here is
 vectorised numpy on ``(starts, ends)`` arrays; no float ever enters a length.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,7 @@ the diff overview, JSON and CSV); docs/metrics.md defines each one: what it
 counts and what it leaves out. "Per step" means per region (see ``region``): a
 ProfilerStep, an annotated span, or the whole trace when it has no steps.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -115,15 +116,24 @@ def attention(r: Region) -> dict:
     backends: dict = {}
     att = a[(a["category"].astype(str) == "attention").to_numpy()] if len(a) else a
     if len(att):
-        be = att["attention_backend"].astype(object).where(att["attention_backend"].notna(), "fused (unknown)")
+        be = (
+            att["attention_backend"].astype(object).where(att["attention_backend"].notna(), "fused (unknown)")
+        )
         for b, grp in att.groupby(be.astype(str).to_numpy(), sort=False):
-            backends[b] = {"count": r.per_region_count(len(grp)), "time_ns": _per(r, _time(grp)),
-                           "kernel": grp["name"].astype(str).value_counts().index[0],
-                           "distinct": grp["name"].nunique()}
+            backends[b] = {
+                "count": r.per_region_count(len(grp)),
+                "time_ns": _per(r, _time(grp)),
+                "kernel": grp["name"].astype(str).value_counts().index[0],
+                "distinct": grp["name"].nunique(),
+            }
     sdpa_ops = domain().sdpa_ops
     names = r.ops["name"].astype(str)
     sdpa = list(dict.fromkeys(names[names.isin(list(sdpa_ops))]))
-    return {"kernels": backends, "sdpa_ops": sdpa, "sdpa_backends": list(dict.fromkeys(sdpa_ops[n] for n in sdpa))}
+    return {
+        "kernels": backends,
+        "sdpa_ops": sdpa,
+        "sdpa_backends": list(dict.fromkeys(sdpa_ops[n] for n in sdpa)),
+    }
 
 
 def attention_backend(r: Region, stats: dict | None = None) -> str:
@@ -154,13 +164,35 @@ def per_step(r: Region) -> dict:
         "cpu_time_per_step_ns": _per(r, r.cpu_wall_ns),
         "cpu_op_time_per_step_ns": _per(r, cpu_op_time_ns(r)),
     }
-    return {"regions": r.regions, **gpu, **cpu, "tensor_core_pct": tensor_core_pct(r),
-            "attention_backend": attention_backend(r)}
+    return {
+        "regions": r.regions,
+        **gpu,
+        **cpu,
+        "tensor_core_pct": tensor_core_pct(r),
+        "attention_backend": attention_backend(r),
+    }
 
 
 #: the per-step metrics whose value is a count or a time (the diff overview's rows)
-NUMERIC = ("regions", "gpu_activities_per_step", "kernels_per_step", "memcpys_per_step", "memsets_per_step",
-           "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step", "cpu_time_per_step_ns",
-           "cpu_op_time_per_step_ns", "tensor_core_pct")
-GPU_ONLY = ("gpu_activities_per_step", "kernels_per_step", "memcpys_per_step", "memsets_per_step",
-            "gpu_time_per_step_ns", "kernel_launches_per_step", "tensor_core_pct")
+NUMERIC = (
+    "regions",
+    "gpu_activities_per_step",
+    "kernels_per_step",
+    "memcpys_per_step",
+    "memsets_per_step",
+    "gpu_time_per_step_ns",
+    "kernel_launches_per_step",
+    "cpu_ops_per_step",
+    "cpu_time_per_step_ns",
+    "cpu_op_time_per_step_ns",
+    "tensor_core_pct",
+)
+GPU_ONLY = (
+    "gpu_activities_per_step",
+    "kernels_per_step",
+    "memcpys_per_step",
+    "memsets_per_step",
+    "gpu_time_per_step_ns",
+    "kernel_launches_per_step",
+    "tensor_core_pct",
+)

@@ -4,6 +4,7 @@
 in exact ns (classes as in ``gpu_breakdown``). This is HTA's ``get_comm_comp_overlap``
 (which rounds to whole µs first); nan when there is no communication.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -18,5 +19,8 @@ def overlap(acts: pd.DataFrame) -> dict:
     comm, comp = iv.spans(acts[cls == "communication"]), iv.spans(acts[cls == "computation"])
     busy = iv.length(comm)
     hidden = iv.overlap(comm, comp)
-    return {"communication_busy_ns": busy, "overlapped_ns": hidden,
-            "overlap_pct": 100.0 * hidden / busy if busy else float("nan")}
+    return {
+        "communication_busy_ns": busy,
+        "overlapped_ns": hidden,
+        "overlap_pct": 100.0 * hidden / busy if busy else float("nan"),
+    }

@@ -14,6 +14,7 @@ host launched the activity:
 A stream's span runs from its first start to its last end; ``idle_ns`` is the sum
 of its gaps and ``busy_ns`` + ``idle_ns`` = ``span_ns``.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -16,6 +16,7 @@ An op's work counts once, at the innermost op that has it (``counted``):
 ``aten::linear`` -> ``aten::addmm`` counts at ``addmm``; a bytes-only op inside
 a counted FLOP op (a bias ``copy_`` inside ``addmm``) is part of that op's work.
 """
+
 from __future__ import annotations
 
 import functools
@@ -85,8 +86,12 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     keys, inverse = np.unique(codes, axis=0, return_inverse=True)
     cats = [u for _, u in coded]
     known = rules()["ops"]
-    rows = [_work_of(*(cat[k] if k >= 0 else None for cat, k in zip(cats, key)))
-            if key[0] >= 0 and str(cats[0][key[0]]) in known else _NONE for key in keys.tolist()]
+    rows = [
+        _work_of(*(cat[k] if k >= 0 else None for cat, k in zip(cats, key, strict=True)))
+        if key[0] >= 0 and str(cats[0][key[0]]) in known
+        else _NONE
+        for key in keys.tolist()
+    ]
     table = pd.DataFrame(rows, columns=COLUMNS[:-1])
     inverse = inverse.reshape(-1)
     out["formula"] = table["formula"].to_numpy(dtype=object)[inverse]
@@ -94,8 +99,9 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     out["bytes_moved"] = pd.array(table["bytes_moved"].to_numpy(dtype=object)[inverse], dtype="Int64")
     out["precision"] = table["precision"].to_numpy(dtype=object)[inverse]
     out["causal"] = pd.array(table["causal"].to_numpy(dtype=object)[inverse], dtype="boolean")
-    out["counted"] = counted(ops["parent"].to_numpy(), out["flops"].notna().to_numpy(),
-                             out["bytes_moved"].notna().to_numpy())
+    out["counted"] = counted(
+        ops["parent"].to_numpy(), out["flops"].notna().to_numpy(), out["bytes_moved"].notna().to_numpy()
+    )
     return out
 
 
@@ -308,14 +314,20 @@ def _conv(name, args):
     stride, dilation, groups = arg("stride", None), arg("dilation", [1] * spatial), arg("groups", 1)
     padding = arg("padding", None)
     if arg("transposed", False):
-        return 2 * _numel(x[2:]) * _numel(w) * x[0], None, None  # torch's count; output size needs output_padding
+        return (
+            2 * _numel(x[2:]) * _numel(w) * x[0],
+            None,
+            None,
+        )  # torch's count; output size needs output_padding
     if padding == "valid":
         padding = [0] * spatial
     if padding == "same":
         out = list(x[2:])
     else:
-        out = [(i + 2 * p - d * (k - 1) - 1) // s + 1
-               for i, p, d, k, s in zip(x[2:], padding, dilation, w[2:], stride)]
+        out = [
+            (i + 2 * p - d * (k - 1) - 1) // s + 1
+            for i, p, d, k, s in zip(x[2:], padding, dilation, w[2:], stride, strict=True)
+        ]
     flops = 2 * x[0] * w[0] * w[1] * _numel(w[2:]) * _numel(out)
     bias = _numel(args.shape(2)) * args.size(2) if args.shape(2) is not None else 0
     nbytes = (_numel(x) + x[0] * w[0] * _numel(out)) * args.size(0) + _numel(w) * args.size(1) + bias
@@ -367,7 +379,19 @@ def _copy(name, args):
 
 
 FORMULAS = {
-    "mm": _mm, "bmm": _mm, "addmm": _addmm, "baddbmm": _addmm, "matmul": _matmul, "linear": _linear,
-    "scaled_mm": _scaled_mm, "int_mm": _int_mm, "conv": _conv, "sdpa": _sdpa,
-    "elementwise": _elementwise, "reduction": _reduction, "norm": _norm, "softmax": _norm, "copy": _copy,
+    "mm": _mm,
+    "bmm": _mm,
+    "addmm": _addmm,
+    "baddbmm": _addmm,
+    "matmul": _matmul,
+    "linear": _linear,
+    "scaled_mm": _scaled_mm,
+    "int_mm": _int_mm,
+    "conv": _conv,
+    "sdpa": _sdpa,
+    "elementwise": _elementwise,
+    "reduction": _reduction,
+    "norm": _norm,
+    "softmax": _norm,
+    "copy": _copy,
 }

@@ -19,16 +19,17 @@ serially or on Dask alike. Times are aligned only when some rank is off by more 
 ``ALIGN_MIN_NS`` (below that the ends cannot tell the clocks apart); when a residual
 stays above ``REFUSE_RESIDUAL_NS`` the clocks can't be trusted to compare ranks.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-ALIGN_MIN_NS = 10_000         # ends of one collective agree to a few µs: smaller offsets are noise
+ALIGN_MIN_NS = 10_000  # ends of one collective agree to a few µs: smaller offsets are noise
 REFUSE_RESIDUAL_NS = 100_000  # 100 µs left after alignment: arrivals can't be ordered by these clocks
-DRIFT_MIN = 16                # matched collectives per rank before a drift is fitted (8 per half)
-MAX_DRIFT_PPM = 1_000         # quartz clocks drift under 100 ppm: a steeper fit is no clock's, never applied
-MAX_OFFSET_NS = 2**60         # 36 years: beyond it the corrected times could leave int64 (trace text is untrusted)
+DRIFT_MIN = 16  # matched collectives per rank before a drift is fitted (8 per half)
+MAX_DRIFT_PPM = 1_000  # quartz clocks drift under 100 ppm: a steeper fit is no clock's, never applied
+MAX_OFFSET_NS = 2**60  # 36 years: beyond it the corrected times could leave int64 (trace text is untrusted)
 KEYS = ["name", "n"]
 
 
@@ -37,17 +38,23 @@ def end_diffs(m: pd.DataFrame) -> pd.DataFrame:
     end minus it."""
     end = m["ts_ns"] + m["dur_ns"].clip(lower=0)
     ref = m["rank"].min()
-    ref_end = pd.Series(end[(m["rank"] == ref).to_numpy()].to_numpy(),
-                        index=pd.MultiIndex.from_frame(m.loc[m["rank"] == ref, KEYS]))
+    ref_end = pd.Series(
+        end[(m["rank"] == ref).to_numpy()].to_numpy(),
+        index=pd.MultiIndex.from_frame(m.loc[m["rank"] == ref, KEYS]),
+    )
     t = ref_end.reindex(pd.MultiIndex.from_frame(m[KEYS])).to_numpy(dtype=np.int64)
-    return pd.DataFrame({"rank": m["rank"].to_numpy(), "t_ns": t, "diff_ns": end.to_numpy(dtype=np.int64) - t})
+    return pd.DataFrame(
+        {"rank": m["rank"].to_numpy(), "t_ns": t, "diff_ns": end.to_numpy(dtype=np.int64) - t}
+    )
 
 
 def drift(d: pd.DataFrame) -> pd.Series:
     """Per rank, the slope (ns per ns) between the medians of the earlier and later half of its
     collectives (a resistant line); NaN for a rank with fewer than DRIFT_MIN collectives."""
     mid = d.groupby("rank")["t_ns"].transform("median")
-    med = d.assign(late=d["t_ns"] > mid).groupby(["rank", "late"])[["t_ns", "diff_ns"]].median().unstack("late")
+    med = (
+        d.assign(late=d["t_ns"] > mid).groupby(["rank", "late"])[["t_ns", "diff_ns"]].median().unstack("late")
+    )
     if True not in med["t_ns"].columns or False not in med["t_ns"].columns:
         return pd.Series(np.nan, index=d["rank"].unique())
     dt = med["t_ns"][True] - med["t_ns"][False]
@@ -67,9 +74,13 @@ def fit(m: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     d["drift_ns"] = d["x"] * slope.reindex(d["rank"]).to_numpy()
     offset = (d["diff_ns"] - d["drift_ns"]).groupby(d["rank"]).median().round()
     left = (d["diff_ns"] - d["drift_ns"] - offset.reindex(d["rank"]).to_numpy()).abs()
-    out = pd.DataFrame({"clock_offset_ns": offset.astype(np.int64),
-                        "clock_drift_ppm": (fitted * 1e6).reindex(offset.index),
-                        "clock_residual_ns": left.groupby(d["rank"]).median().round().astype(np.int64)})
+    out = pd.DataFrame(
+        {
+            "clock_offset_ns": offset.astype(np.int64),
+            "clock_drift_ppm": (fitted * 1e6).reindex(offset.index),
+            "clock_residual_ns": left.groupby(d["rank"]).median().round().astype(np.int64),
+        }
+    )
     return out, t_mid
 
 
@@ -88,8 +99,13 @@ def align(m: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """(matched collectives on the reference clock where needed, the per-rank fit, whether times moved).
     ``m``: rows (rank, name, n, step, ts_ns, dur_ns) of collectives every rank ran."""
     if not len(m):
-        empty = pd.DataFrame({"clock_offset_ns": pd.Series([], dtype=np.int64), "clock_drift_ppm": [],
-                              "clock_residual_ns": pd.Series([], dtype=np.int64)})
+        empty = pd.DataFrame(
+            {
+                "clock_offset_ns": pd.Series([], dtype=np.int64),
+                "clock_drift_ppm": [],
+                "clock_residual_ns": pd.Series([], dtype=np.int64),
+            }
+        )
         return m, empty, False
     clocks, t_mid = fit(m)
     if not plausible(clocks):

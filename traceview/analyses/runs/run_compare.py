@@ -8,6 +8,7 @@ rank caused; over each whole trace), with ratios to the baseline run. The findin
 are ``compare``'s (least and most GPU time per step) and ``diff RUN_A/ RUN_B/``'s for
 each run against the baseline.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,17 +19,29 @@ import pandas as pd
 from ...errors import TraceviewError
 from ...report import Report
 from ...run import rank_list
+from ..select.region import Selection
+from ..wording.words import human, ratio, times
 from .rank_work import rank_work
 from .ranks import ranks_report
-from ..select.region import Selection
-from .run_diff import METRICS as DIST, overall as dist_overall, run_diff
+from .run_diff import METRICS as DIST
+from .run_diff import overall as dist_overall
+from .run_diff import run_diff
 from .run_summary import run_summary
-from ..wording.words import human, ratio, times
 
-SHARED = ["regions", "gpu_activities_per_step", "kernels_per_step", "gpu_time_per_step_ns", "tensor_core_pct",
-          "attention_backend", "cpu_time_per_step_ns"]
-RATIOS = {"kernels_per_step": "ratio_kernels", "gpu_time_per_step_ns": "ratio_gpu_time",
-          "cpu_time_per_step_ns": "ratio_cpu_time"}
+SHARED = [
+    "regions",
+    "gpu_activities_per_step",
+    "kernels_per_step",
+    "gpu_time_per_step_ns",
+    "tensor_core_pct",
+    "attention_backend",
+    "cpu_time_per_step_ns",
+]
+RATIOS = {
+    "kernels_per_step": "ratio_kernels",
+    "gpu_time_per_step_ns": "ratio_gpu_time",
+    "cpu_time_per_step_ns": "ratio_cpu_time",
+}
 
 
 def baseline_index(labels: list[str], baseline) -> int:
@@ -47,12 +60,20 @@ def baseline_index(labels: list[str], baseline) -> int:
 def matched_runs(runs: list) -> tuple[list, list, list[str]]:
     """The runs narrowed to the ranks they all have, those ranks, and a note per rank left out."""
     ranks = sorted(set.intersection(*(set(run.traces) for _, run in runs)))
-    notes = [f"rank(s) {rank_list(sorted(set(run.traces) - set(ranks)))} only in some runs, not compared "
-             f"({label} has them)" for label, run in runs if set(run.traces) - set(ranks)]
+    notes = [
+        f"rank(s) {rank_list(sorted(set(run.traces) - set(ranks)))} only in some runs, not compared "
+        f"({label} has them)"
+        for label, run in runs
+        if set(run.traces) - set(ranks)
+    ]
     if not ranks:
-        raise TraceviewError("the runs share no rank: " + "; ".join(
-            f"{label}: ranks {rank_list(sorted(run.traces))}" for label, run in runs))
-    narrowed = [(label, dataclasses.replace(run, traces={r: run.traces[r] for r in ranks})) for label, run in runs]
+        raise TraceviewError(
+            "the runs share no rank: "
+            + "; ".join(f"{label}: ranks {rank_list(sorted(run.traces))}" for label, run in runs)
+        )
+    narrowed = [
+        (label, dataclasses.replace(run, traces={r: run.traces[r] for r in ranks})) for label, run in runs
+    ]
     return narrowed, ranks, notes
 
 
@@ -61,7 +82,7 @@ def with_ratios(df: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     with ``df``'s rows: the baseline's figures)."""
     out = df.copy()
     for metric, name in RATIOS.items():
-        ratios = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy())]
+        ratios = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy(), strict=True)]
         out.insert(out.columns.get_loc(metric) + 1, name, ratios)
     return out
 
@@ -70,13 +91,20 @@ def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFr
     """One row per run: its ``overall`` shared metrics and distributed totals over ``ranks``, ratios to
     the baseline run."""
     rows = []
-    for label, s, d in zip(labels, summaries, dists):
+    for label, s, d in zip(labels, summaries, dists, strict=True):
         total = s["ranks"].iloc[-1]
         stragglers = sorted(set(d["stragglers"]["straggler"].tolist()))
-        rows.append({"run": label, "ranks": s.info["ranks"], "world_size": s.info["world_size"],
-                     "device": total["device"], **{m: total[m] for m in SHARED},
-                     **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
-                     "stragglers": ", ".join(map(str, stragglers)) or "none"})
+        rows.append(
+            {
+                "run": label,
+                "ranks": s.info["ranks"],
+                "world_size": s.info["world_size"],
+                "device": total["device"],
+                **{m: total[m] for m in SHARED},
+                **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
+                "stragglers": ", ".join(map(str, stragglers)) or "none",
+            }
+        )
     table = pd.DataFrame(rows)
     return with_ratios(table, table.iloc[[base] * len(table)])
 
@@ -85,9 +113,16 @@ def rank_rows(labels, summaries, dists, base: int) -> pd.DataFrame:
     """One row per compared rank and run: shared metrics and the rank's distributed figures, ratios to
     the same rank of the baseline run."""
     parts = []
-    for label, s, d in zip(labels, summaries, dists):
-        shared = s["ranks"].iloc[:-1][["rank", "gpu_activities_per_step", "kernels_per_step",
-                                       "gpu_time_per_step_ns", "cpu_time_per_step_ns"]]
+    for label, s, d in zip(labels, summaries, dists, strict=True):
+        shared = s["ranks"].iloc[:-1][
+            [
+                "rank",
+                "gpu_activities_per_step",
+                "kernels_per_step",
+                "gpu_time_per_step_ns",
+                "cpu_time_per_step_ns",
+            ]
+        ]
         shared = shared.assign(rank=shared["rank"].astype(int))
         dist = d["ranks"][["rank", *DIST, "overlap_pct", "last_at"]]
         parts.append(shared.merge(dist, on="rank", how="left").assign(run=label))
@@ -103,20 +138,36 @@ def run_compare(runs: list, baseline=None, sel: Selection | None = None) -> Repo
         raise TraceviewError("compare --run needs at least one run")
     labels = [label for label, _ in runs]
     base = baseline_index(labels, baseline)
-    dists = [ranks_report({r: rank_work(t) for r, t in run.traces.items()}, run) for _, run in runs]  # every rank
+    dists = [
+        ranks_report({r: rank_work(t) for r, t in run.traces.items()}, run) for _, run in runs
+    ]  # every rank
     runs, ranks, notes = matched_runs(runs)
     summaries = [run_summary(run, sel, label) for label, run in runs]
     table = compare_table(labels, summaries, dists, ranks, base)
     tables = {"compare": table, "ranks": rank_rows(labels, summaries, dists, base)}
-    notes += list(dict.fromkeys(n for rep in summaries + dists for n in rep.notes if not n.startswith("overall:")))
-    notes.append("overall (table compare): counts and times summed over the compared ranks; per step: the whole "
-                 "job's work in one step. span_ns … wait_caused_ns and overlap_pct: 'traceview ranks' over each "
-                 "whole trace" + ("" if sel is None or sel.describe() == "all" else " (not narrowed by the selection)"))
-    info = {"runs": len(runs), "baseline": labels[base], "compared_ranks": rank_list(ranks),
-            "selection": summaries[0].info["selection"], "per": summaries[0].info["per"]}
-    return Report(kind="run_compare", title=f"Compare {len(runs)} runs ({len(ranks)} rank(s) each, baseline "
-                  f"{labels[base]})", tables=tables, findings=findings(table, labels, base, dists), info=info,
-                  notes=notes)
+    notes += list(
+        dict.fromkeys(n for rep in summaries + dists for n in rep.notes if not n.startswith("overall:"))
+    )
+    notes.append(
+        "overall (table compare): counts and times summed over the compared ranks; per step: the whole "
+        "job's work in one step. span_ns … wait_caused_ns and overlap_pct: 'traceview ranks' over each "
+        "whole trace" + ("" if sel is None or sel.describe() == "all" else " (not narrowed by the selection)")
+    )
+    info = {
+        "runs": len(runs),
+        "baseline": labels[base],
+        "compared_ranks": rank_list(ranks),
+        "selection": summaries[0].info["selection"],
+        "per": summaries[0].info["per"],
+    }
+    return Report(
+        kind="run_compare",
+        title=f"Compare {len(runs)} runs ({len(ranks)} rank(s) each, baseline {labels[base]})",
+        tables=tables,
+        findings=findings(table, labels, base, dists),
+        info=info,
+        notes=notes,
+    )
 
 
 def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
@@ -125,9 +176,11 @@ def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
         return [f"only one run ({bl}): nothing to compare it with"]
     t = table.set_index("run")
     fast, slow = t["gpu_time_per_step_ns"].idxmin(), t["gpu_time_per_step_ns"].idxmax()
-    out = [f"{fast} takes the least GPU time per step over its ranks ({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
-           f"{times(t.loc[fast, 'ratio_gpu_time'])} {bl}); {slow} the most "
-           f"({human(t.loc[slow, 'gpu_time_per_step_ns'])}, {times(t.loc[slow, 'ratio_gpu_time'])} {bl})"]
+    out = [
+        f"{fast} takes the least GPU time per step over its ranks ({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
+        f"{times(t.loc[fast, 'ratio_gpu_time'])} {bl}); {slow} the most "
+        f"({human(t.loc[slow, 'gpu_time_per_step_ns'])}, {times(t.loc[slow, 'ratio_gpu_time'])} {bl})"
+    ]
     for i, label in enumerate(labels):
         if i != base:
             out += [f"{label} against {bl}: {f}" for f in run_diff(dists[base], dists[i]).findings]

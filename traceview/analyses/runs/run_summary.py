@@ -9,6 +9,7 @@ in one step); ``tensor_core_pct`` over the ranks' GEMM time together;
 they all share it (else empty). ``rank`` is text (``"0"`` … and ``"overall"``), as in
 ``traceview diff RUN_A/ RUN_B/``.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,19 @@ from ..measure import metrics
 from ..select.region import Selection, region
 from ..trace.summary import by_category
 
-SUMMED = ("gpu_activities", "gpu_time_ns", "gpu_activities_per_step", "kernels_per_step", "memcpys_per_step",
-          "memsets_per_step", "gpu_time_per_step_ns", "kernel_launches_per_step", "cpu_ops_per_step",
-          "cpu_time_per_step_ns", "cpu_op_time_per_step_ns")
+SUMMED = (
+    "gpu_activities",
+    "gpu_time_ns",
+    "gpu_activities_per_step",
+    "kernels_per_step",
+    "memcpys_per_step",
+    "memsets_per_step",
+    "gpu_time_per_step_ns",
+    "kernel_launches_per_step",
+    "cpu_ops_per_step",
+    "cpu_time_per_step_ns",
+    "cpu_op_time_per_step_ns",
+)
 COLUMNS = ["rank", "file", "device", "regions", *SUMMED, "tensor_core_pct", "attention_backend"]
 
 
@@ -35,9 +46,18 @@ def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]
     rows = []
     for r, reg in regions.items():
         tc, known = metrics.tensor_core_ns(reg)
-        rows.append({"rank": r, "file": os.path.basename(reg.trace.path), "device": reg.trace.device_name or "-",
-                     "gpu_activities": metrics.gpu_activities(reg), "gpu_time_ns": metrics.gpu_time_ns(reg),
-                     **metrics.per_step(reg), "tensor_core_ns": tc, "gemm_known_ns": known})
+        rows.append(
+            {
+                "rank": r,
+                "file": os.path.basename(reg.trace.path),
+                "device": reg.trace.device_name or "-",
+                "gpu_activities": metrics.gpu_activities(reg),
+                "gpu_time_ns": metrics.gpu_time_ns(reg),
+                **metrics.per_step(reg),
+                "tensor_core_ns": tc,
+                "gemm_known_ns": known,
+            }
+        )
     return pd.DataFrame(rows), regions
 
 
@@ -45,13 +65,17 @@ def overall(per_rank: pd.DataFrame) -> dict:
     """The run's row from the ranks' rows (see the module doc)."""
     regions = per_rank["regions"].unique()
     backends = [b for v in per_rank["attention_backend"] for b in str(v).split(", ") if b != "none"]
-    row = {"rank": "overall", "file": f"{len(per_rank)} files",
-           "device": ", ".join(dict.fromkeys(per_rank["device"])) if len(per_rank) else "-",
-           "regions": int(regions[0]) if len(regions) == 1 else np.nan}
+    row = {
+        "rank": "overall",
+        "file": f"{len(per_rank)} files",
+        "device": ", ".join(dict.fromkeys(per_rank["device"])) if len(per_rank) else "-",
+        "regions": int(regions[0]) if len(regions) == 1 else np.nan,
+    }
     row.update({m: per_rank[m].sum() for m in SUMMED})
     row["gpu_activities"], row["gpu_time_ns"] = int(row["gpu_activities"]), int(row["gpu_time_ns"])
-    row["tensor_core_pct"] = metrics.tensor_core_pct_of(int(per_rank["tensor_core_ns"].sum()),
-                                                        int(per_rank["gemm_known_ns"].sum()))
+    row["tensor_core_pct"] = metrics.tensor_core_pct_of(
+        int(per_rank["tensor_core_ns"].sum()), int(per_rank["gemm_known_ns"].sum())
+    )
     row["attention_backend"] = ", ".join(dict.fromkeys(backends)) or "none"
     return row
 
@@ -64,8 +88,11 @@ def rank_table(per_rank: pd.DataFrame) -> pd.DataFrame:
 
 def run_categories(regions: dict) -> pd.DataFrame:
     """GPU time by kernel category, summed over the ranks' regions (count, total_ns, pct_time)."""
-    parts = [by_category(reg.activities) for reg in regions.values()
-             if len(reg.activities) and "category" in reg.activities.columns]
+    parts = [
+        by_category(reg.activities)
+        for reg in regions.values()
+        if len(reg.activities) and "category" in reg.activities.columns
+    ]
     if not parts:
         return pd.DataFrame(columns=["category", "count", "total_ns", "pct_time"])
     both = pd.concat(parts, ignore_index=True).assign(category=lambda d: d["category"].astype(str))
@@ -81,17 +108,31 @@ def run_summary(run, sel: Selection | None = None, label: str | None = None) -> 
     table = rank_table(per_rank)
     first = next(iter(regions.values()))
     total = table.iloc[-1]
-    info = {"run": label, "ranks": len(run.traces), "world_size": run.world_size, "rank_rule": run.rule,
-            "missing_ranks": rank_list(run.missing) or "none", "selection": first.selection.describe(),
-            "per": first.per_word, "gpu_activities": int(total["gpu_activities"]),
-            "gpu_time_ns": int(total["gpu_time_ns"])}  # the table's per-step columns say so in their names
+    info = {
+        "run": label,
+        "ranks": len(run.traces),
+        "world_size": run.world_size,
+        "rank_rule": run.rule,
+        "missing_ranks": rank_list(run.missing) or "none",
+        "selection": first.selection.describe(),
+        "per": first.per_word,
+        "gpu_activities": int(total["gpu_activities"]),
+        "gpu_time_ns": int(total["gpu_time_ns"]),
+    }  # the table's per-step columns say so in their names
     notes = [w for t in run.traces.values() for w in t.warnings] + list(run.notes)
     notes += [n for reg in regions.values() for n in reg.notes]
-    notes.append("overall: counts and times summed over the ranks (per step: the whole job's work in one step); "
-                 "the distributed analyses (GPU idle, overlap, stragglers) are in 'traceview ranks'")
-    return Report(kind="run_summary", title=f"Summary of a run of {len(run.traces)} rank(s)"
-                  + (f" ({label})" if label else ""), tables={"ranks": table, "by_category": run_categories(regions)},
-                  findings=findings(per_rank, run), info=info, notes=notes)
+    notes.append(
+        "overall: counts and times summed over the ranks (per step: the whole job's work in one step); "
+        "the distributed analyses (GPU idle, overlap, stragglers) are in 'traceview ranks'"
+    )
+    return Report(
+        kind="run_summary",
+        title=f"Summary of a run of {len(run.traces)} rank(s)" + (f" ({label})" if label else ""),
+        tables={"ranks": table, "by_category": run_categories(regions)},
+        findings=findings(per_rank, run),
+        info=info,
+        notes=notes,
+    )
 
 
 def findings(per_rank: pd.DataFrame, run) -> list[str]:
@@ -102,15 +143,21 @@ def findings(per_rank: pd.DataFrame, run) -> list[str]:
         med = t.median()
         hi, lo = t.idxmax(), t.idxmin()
         above = f", {100.0 * (t[hi] / med - 1.0):+.1f} % against the ranks' median" if med else ""
-        out.append(f"GPU time per step ranges from {human_ns(t[lo])} (rank {lo}) to {human_ns(t[hi])} "
-                   f"(rank {hi}{above})")
+        out.append(
+            f"GPU time per step ranges from {human_ns(t[lo])} (rank {lo}) to {human_ns(t[hi])} "
+            f"(rank {hi}{above})"
+        )
         k = busy.set_index("rank")["kernels_per_step"]
         if k.nunique() > 1:
-            out.append(f"kernels per step differ between ranks: {k.min():g} (rank {k.idxmin()}) to "
-                       f"{k.max():g} (rank {k.idxmax()})")
+            out.append(
+                f"kernels per step differ between ranks: {k.min():g} (rank {k.idxmin()}) to "
+                f"{k.max():g} (rank {k.idxmax()})"
+            )
     idle = per_rank.loc[per_rank["gpu_activities"] == 0, "rank"].tolist()
     if idle:
         out.append(f"no GPU activity in the selection on rank(s) {rank_list(idle)}")
     if run.missing:
-        out.append(f"{len(run.missing):,} of {run.world_size:,} ranks have no trace: {rank_list(run.missing)}")
+        out.append(
+            f"{len(run.missing):,} of {run.world_size:,} ranks have no trace: {rank_list(run.missing)}"
+        )
     return out

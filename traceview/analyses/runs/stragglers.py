@@ -12,6 +12,7 @@ apart the same collective ends, shows how well the clocks agree.
 A step's straggler is the rank whose late arrivals made the others wait longest in
 that step; the run's stragglers are ranked by that wait over all steps.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,12 +40,16 @@ def arrivals(collectives: pd.DataFrame) -> pd.DataFrame:
     m = m.assign(wait_ns=np.minimum(late, m["dur_ns"].clip(lower=0)))
     g = m.groupby(keys, sort=False)
     last_idx = g["ts_ns"].idxmax()
-    out = pd.DataFrame({
-        "step": g["step"].min(), "last_rank": m.loc[last_idx.to_numpy(), "rank"].to_numpy(),
-        "spread_ns": g["ts_ns"].max() - g["ts_ns"].min(),
-        "wait_ns": g["wait_ns"].sum(),
-        "end_spread_ns": g["end_ns"].max() - g["end_ns"].min(), "ranks": g.size(),
-    }).reset_index()
+    out = pd.DataFrame(
+        {
+            "step": g["step"].min(),
+            "last_rank": m.loc[last_idx.to_numpy(), "rank"].to_numpy(),
+            "spread_ns": g["ts_ns"].max() - g["ts_ns"].min(),
+            "wait_ns": g["wait_ns"].sum(),
+            "end_spread_ns": g["end_ns"].max() - g["end_ns"].min(),
+            "ranks": g.size(),
+        }
+    ).reset_index()
     first_ts = g["ts_ns"].min().to_numpy()
     return out.iloc[np.argsort(first_ts, kind="stable")][cols].reset_index(drop=True)
 
@@ -63,7 +68,9 @@ def wait_bound_ok(arr: pd.DataFrame, spans) -> bool:
 def by_rank(arr: pd.DataFrame, ranks) -> pd.DataFrame:
     """Per rank: times it arrived last, and the wait it caused (ns), most wait first."""
     g = arr.groupby("last_rank")
-    out = pd.DataFrame({"last_at": g.size(), "wait_caused_ns": g["wait_ns"].sum()}).reindex(ranks, fill_value=0)
+    out = pd.DataFrame({"last_at": g.size(), "wait_caused_ns": g["wait_ns"].sum()}).reindex(
+        ranks, fill_value=0
+    )
     out.index.name = "rank"
     return out.reset_index().sort_values(["wait_caused_ns", "rank"], ascending=[False, True], kind="stable")
 

@@ -16,6 +16,7 @@ What a region is:
   every step are left out and counted;
 - a trace without ProfilerSteps: the whole trace counts as one step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -39,7 +40,9 @@ class Selection:
     kind: str | None = None
 
     def describe(self) -> str:
-        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None]
+        parts = [
+            f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None
+        ]
         return ", ".join(parts) or "all"
 
 
@@ -60,11 +63,11 @@ class Region:
     trace: object
     selection: Selection
     activities: pd.DataFrame  # selected GPU activities (kernels, memcpys, memsets) in the regions
-    ops: pd.DataFrame         # CPU ops in the regions; ``outer``: no parent op inside the region
-    regions: int              # the per-step divisor (>= 1)
-    region_kind: str          # "step", "steps", "annotation" or "trace"
-    cpu_wall_ns: int          # wall time of the regions on the CPU
-    left_out: int = 0         # selected GPU activities launched outside every step
+    ops: pd.DataFrame  # CPU ops in the regions; ``outer``: no parent op inside the region
+    regions: int  # the per-step divisor (>= 1)
+    region_kind: str  # "step", "steps", "annotation" or "trace"
+    cpu_wall_ns: int  # wall time of the regions on the CPU
+    left_out: int = 0  # selected GPU activities launched outside every step
     notes: list = field(default_factory=list)
 
     @property
@@ -127,9 +130,11 @@ def check(trace, sel: Selection) -> None:
             _fail(trace, f"has no step {sel.step} (steps: {listing(steps)})")
     if sel.annotation is not None:
         annotation_spans(trace, sel.annotation)
-    for what, column, value, within in (("kind", "kind", sel.kind, k),
-                                        ("device", "device", sel.device, k),
-                                        ("stream", "stream", sel.stream, _on_device(k, sel.device))):
+    for what, column, value, within in (
+        ("kind", "kind", sel.kind, k),
+        ("device", "device", sel.device, k),
+        ("stream", "stream", sel.stream, _on_device(k, sel.device)),
+    ):
         if value is None:
             continue
         if not len(k):
@@ -150,7 +155,9 @@ def _fail(trace, problem: str) -> None:
 
 def listing(values, n: int = 10) -> str:
     """Sorted values, the first ``n`` and "...", or "none"."""
-    vals = sorted({v if isinstance(v, str) else int(v) for v in values}, key=lambda v: (isinstance(v, str), v))
+    vals = sorted(
+        {v if isinstance(v, str) else int(v) for v in values}, key=lambda v: (isinstance(v, str), v)
+    )
     if not vals:
         return "none"
     return ", ".join(map(str, vals[:n])) + (" ..." if len(vals) > n else "")
@@ -221,10 +228,21 @@ def _every_step(trace, sel: Selection, acts, ops) -> Region:
     left_out = int((~stepped).sum())
     notes = []
     if left_out:
-        notes.append(f"{trace.label}: {left_out} GPU activities launched outside every ProfilerStep "
-                     "are left out of the per-step numbers")
-    return Region(trace, sel, acts[stepped], ops[ops["step"].notna().to_numpy()], len(trace.steps),
-                  "steps", int(trace.steps["dur_ns"].clip(lower=0).sum()), left_out, notes)
+        notes.append(
+            f"{trace.label}: {left_out} GPU activities launched outside every ProfilerStep "
+            "are left out of the per-step numbers"
+        )
+    return Region(
+        trace,
+        sel,
+        acts[stepped],
+        ops[ops["step"].notna().to_numpy()],
+        len(trace.steps),
+        "steps",
+        int(trace.steps["dur_ns"].clip(lower=0).sum()),
+        left_out,
+        notes,
+    )
 
 
 def _whole_trace(trace, sel: Selection, acts, ops) -> Region:

@@ -1,6 +1,7 @@
 """What ``traceview annotate`` writes into a trace, as data: each GPU activity's
 classification and launching op chain, and GPU time by category per step (the counter
 tracks). ``render.annotated`` writes them back into the trace's JSON."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,19 +21,30 @@ def annotations(trace) -> Report:
     r = region(trace, Selection())
     k = trace.kernels
     chains = launch_chains(_whole(trace, r))
-    acts = pd.DataFrame({
-        "event": k["event"].to_numpy(),
-        "category": k["category"].astype(str).to_numpy() if "category" in k else "other",
-        "tensor_core": k["tensor_core"].to_numpy() if "tensor_core" in k else None,
-        "attention_backend": k["attention_backend"].astype(object).to_numpy() if "attention_backend" in k else None,
-        "launched_by": chains,
-    })
+    acts = pd.DataFrame(
+        {
+            "event": k["event"].to_numpy(),
+            "category": k["category"].astype(str).to_numpy() if "category" in k else "other",
+            "tensor_core": k["tensor_core"].to_numpy() if "tensor_core" in k else None,
+            "attention_backend": k["attention_backend"].astype(object).to_numpy()
+            if "attention_backend" in k
+            else None,
+            "launched_by": chains,
+        }
+    )
     step = k["step"].fillna(-1).astype(np.int64).to_numpy() if len(k) else np.empty(0, np.int64)
-    per_step = (pd.DataFrame({"step": step, "category": acts["category"], "time_ns": k["dur_ns"].clip(lower=0)})
-                .groupby(["step", "category"], sort=True)["time_ns"].sum().reset_index())
-    return Report(kind="annotate", title=f"Annotations of {trace.label}",
-                  tables={"activities": acts, "per_step": per_step},
-                  info={"trace": trace.path, "gpu_activities": len(acts)})
+    per_step = (
+        pd.DataFrame({"step": step, "category": acts["category"], "time_ns": k["dur_ns"].clip(lower=0)})
+        .groupby(["step", "category"], sort=True)["time_ns"]
+        .sum()
+        .reset_index()
+    )
+    return Report(
+        kind="annotate",
+        title=f"Annotations of {trace.label}",
+        tables={"activities": acts, "per_step": per_step},
+        info={"trace": trace.path, "gpu_activities": len(acts)},
+    )
 
 
 def _whole(trace, r):

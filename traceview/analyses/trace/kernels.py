@@ -1,5 +1,6 @@
 """``kernel_stats``: per kernel name, the columns of ``nsys stats`` cuda_gpu_kern_sum,
 plus a readable name, the category and the CPU op chain that launched it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,11 +10,20 @@ from ...report import Report
 from ..measure import metrics
 from ..measure.efficiency import efficiency_notes, op_table, with_efficiency
 from ..measure.groups import launch_chains
-from ..wording.names import readable_kernel_name
 from ..select.region import Selection, region
+from ..wording.names import readable_kernel_name
 
-NSYS_COLUMNS = ["Time (%)", "Total Time (ns)", "Instances", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
-                "StdDev (ns)", "Name"]
+NSYS_COLUMNS = [
+    "Time (%)",
+    "Total Time (ns)",
+    "Instances",
+    "Avg (ns)",
+    "Med (ns)",
+    "Min (ns)",
+    "Max (ns)",
+    "StdDev (ns)",
+    "Name",
+]
 
 
 def kernel_stats(trace, sel: Selection | None = None, ops: bool = False) -> Report:
@@ -24,21 +34,39 @@ def kernel_stats(trace, sel: Selection | None = None, ops: bool = False) -> Repo
     r = region(trace, sel)
     table = with_efficiency(name_stats(r.activities), r)
     tables = {"kernels": _with_chains(table, r)}
-    info = {"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word,
-            "regions": r.regions, "gpu_activities": metrics.gpu_activities(r), "gpu_time_ns": metrics.gpu_time_ns(r)}
+    info = {
+        "trace": trace.path,
+        "selection": r.selection.describe(),
+        "per": r.per_word,
+        "regions": r.regions,
+        "gpu_activities": metrics.gpu_activities(r),
+        "gpu_time_ns": metrics.gpu_time_ns(r),
+    }
     if ops:
         tables["ops"] = op_table(r)
         info["per_step_tables"] = ["ops"]
-    return Report(kind="kernels", title=f"GPU activities of {trace.label} by name", tables=tables, info=info,
-                  notes=list(trace.warnings) + r.notes + (efficiency_notes(trace) if r.has_gpu else []))
+    return Report(
+        kind="kernels",
+        title=f"GPU activities of {trace.label} by name",
+        tables=tables,
+        info=info,
+        notes=list(trace.warnings) + r.notes + (efficiency_notes(trace) if r.has_gpu else []),
+    )
 
 
 def name_stats(k: pd.DataFrame) -> pd.DataFrame:
     g = k.groupby("name", observed=True)["dur_ns"]
-    out = pd.DataFrame({
-        "Total Time (ns)": g.sum(), "Instances": g.size(), "Avg (ns)": g.mean(), "Med (ns)": g.median(),
-        "Min (ns)": g.min(), "Max (ns)": g.max(), "StdDev (ns)": g.std(ddof=1).fillna(0.0),
-    })
+    out = pd.DataFrame(
+        {
+            "Total Time (ns)": g.sum(),
+            "Instances": g.size(),
+            "Avg (ns)": g.mean(),
+            "Med (ns)": g.median(),
+            "Min (ns)": g.min(),
+            "Max (ns)": g.max(),
+            "StdDev (ns)": g.std(ddof=1).fillna(0.0),
+        }
+    )
     total = out["Total Time (ns)"].sum()
     out.insert(0, "Time (%)", 100.0 * out["Total Time (ns)"] / total if total else 0.0)
     out = out.reset_index().rename(columns={"name": "Name"})[NSYS_COLUMNS]
@@ -62,8 +90,10 @@ def _with_chains(table: pd.DataFrame, r) -> pd.DataFrame:
     top = n.drop_duplicates("Name").set_index("Name")["chain"]
     others = n.groupby("Name").size() - 1
     names = table["Name"].astype(str)
-    return table.assign(launched_by=top.reindex(names).to_numpy(),
-                        other_chains=others.reindex(names).fillna(0).astype(np.int64).to_numpy())
+    return table.assign(
+        launched_by=top.reindex(names).to_numpy(),
+        other_chains=others.reindex(names).fillna(0).astype(np.int64).to_numpy(),
+    )
 
 
 def unclassified_report(trace, sel: Selection | None = None) -> Report:
@@ -75,10 +105,14 @@ def unclassified_report(trace, sel: Selection | None = None) -> Report:
     table = unclassified(r.activities)
     tier = table["tier"].astype(str) if len(table) else pd.Series(dtype=str)
     none, guessed = table[(tier == "none").to_numpy()], table[(tier == "name").to_numpy()]
-    return Report(kind="unclassified", title=f"Kernel names no rule matched in {trace.label}",
-                  tables={"unclassified": none.reset_index(drop=True), "name_guesses": guessed.reset_index(drop=True)},
-                  info={"trace": trace.path,
-                        "unclassified_pct_of_gpu_time": float(none["pct_of_gpu_time"].sum()) if len(none) else 0.0,
-                        "name_guess_pct_of_gpu_time": float(guessed["pct_of_gpu_time"].sum()) if len(guessed)
-                        else 0.0},
-                  notes=list(trace.warnings) + r.notes)
+    return Report(
+        kind="unclassified",
+        title=f"Kernel names no rule matched in {trace.label}",
+        tables={"unclassified": none.reset_index(drop=True), "name_guesses": guessed.reset_index(drop=True)},
+        info={
+            "trace": trace.path,
+            "unclassified_pct_of_gpu_time": float(none["pct_of_gpu_time"].sum()) if len(none) else 0.0,
+            "name_guess_pct_of_gpu_time": float(guessed["pct_of_gpu_time"].sum()) if len(guessed) else 0.0,
+        },
+        notes=list(trace.warnings) + r.notes,
+    )

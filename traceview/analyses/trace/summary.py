@@ -1,12 +1,13 @@
 """``summary``: device, GPU time and activity counts, per step, per kind, top kernels."""
+
 from __future__ import annotations
 
 import pandas as pd
 
 from ...report import Report
 from ..measure import metrics
-from ..wording.names import kernel_label
 from ..select.region import Selection, region
+from ..wording.names import kernel_label
 
 
 def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
@@ -29,8 +30,10 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
         tables["by_category"] = by_category(k)
     notes = list(trace.warnings) + r.notes
     if len(k):
-        notes.append("linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "
-                     "(runtime launch matched by correlation id, then the op around it)")
+        notes.append(
+            "linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "
+            "(runtime launch matched by correlation id, then the op around it)"
+        )
     return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info, notes=notes)
 
 
@@ -62,5 +65,3 @@ def top_kernels(k: pd.DataFrame, n: int) -> pd.DataFrame:
     top = _totals(k, "name").head(n)
     top.insert(0, "kernel", [kernel_label(str(x)) for x in top["name"]])
     return top[["kernel", "count", "total_ns", "pct_time", "name"]]
-
-

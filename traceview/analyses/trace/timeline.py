@@ -4,6 +4,7 @@ The table is what ``render.plot.plot_timeline`` draws: one row per activity with
 its start relative to the step's first one, its lane (device and stream, or thread
 and depth) and its colour group (kernel category, or outermost op).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,9 +46,16 @@ def timeline(trace, sel: Selection | None = None) -> Report:
 def _gpu_rows(k: pd.DataFrame) -> pd.DataFrame:
     t0 = int(k["ts_ns"].min())
     lane = k["device"].astype("Int64").astype(str) + " stream " + k["stream"].astype("Int64").astype(str)
-    return pd.DataFrame({"start_ns": k["ts_ns"].to_numpy() - t0, "dur_ns": k["dur_ns"].clip(lower=0).to_numpy(),
-                         "lane": ("GPU " + lane).to_numpy(), "level": 0,
-                         "group": k["category"].astype(str).to_numpy(), "name": k["name"].astype(str).to_numpy()})
+    return pd.DataFrame(
+        {
+            "start_ns": k["ts_ns"].to_numpy() - t0,
+            "dur_ns": k["dur_ns"].clip(lower=0).to_numpy(),
+            "lane": ("GPU " + lane).to_numpy(),
+            "level": 0,
+            "group": k["category"].astype(str).to_numpy(),
+            "name": k["name"].astype(str).to_numpy(),
+        }
+    )
 
 
 def _cpu_rows(ops: pd.DataFrame) -> pd.DataFrame:
@@ -56,11 +64,16 @@ def _cpu_rows(ops: pd.DataFrame) -> pd.DataFrame:
     outer = ops["outer"].to_numpy()
     by_root = pd.Series(ops["dur_ns"].to_numpy()[outer], index=root[outer]).groupby(level=0).sum()
     named = list(by_root.sort_values(ascending=False).index[:MAX_GROUPS])
-    return pd.DataFrame({"start_ns": ops["ts_ns"].to_numpy() - t0, "dur_ns": ops["dur_ns"].clip(lower=0).to_numpy(),
-                         "lane": per_category(ops["tid"], lambda t: f"thread {t}", "thread ?"),
-                         "level": ops["depth"].to_numpy(),
-                         "group": np.where(np.isin(root, named), root, "other ops"),
-                         "name": ops["name"].astype(str).to_numpy()})
+    return pd.DataFrame(
+        {
+            "start_ns": ops["ts_ns"].to_numpy() - t0,
+            "dur_ns": ops["dur_ns"].clip(lower=0).to_numpy(),
+            "lane": per_category(ops["tid"], lambda t: f"thread {t}", "thread ?"),
+            "level": ops["depth"].to_numpy(),
+            "group": np.where(np.isin(root, named), root, "other ops"),
+            "name": ops["name"].astype(str).to_numpy(),
+        }
+    )
 
 
 def _busy_pct(table: pd.DataFrame, span: int) -> float:

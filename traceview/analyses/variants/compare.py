@@ -5,6 +5,7 @@ ratio to the baseline, where the GEMMs ran (tensor-core share of GEMM time),
 which attention backend ran, and where the time went. On CPU-only traces the
 same rows carry CPU ops and CPU time per step.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,9 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     labels = trace_labels(traces)
     gpu = any(s.has_gpu for s in sides)
     rows = [metrics.per_step(s) for s in sides]
-    table = pd.DataFrame([_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows)])
+    table = pd.DataFrame(
+        [_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows, strict=True)]
+    )
     if gpu:
         tables = {"compare": table, "by_category": _category_table(labels, sides)}
     else:
@@ -46,36 +49,52 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
     notes += [h for h in [one_job(traces)] if h]  # rank traces compared as variants: say --run exists
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
-    info = {"traces": len(traces), "baseline": labels[base], "selection": sides[0].selection.describe(),
-            "per": per, "gpu": gpu, "per_step_tables": list(tables)}
-    return Report(kind="compare", title=f"Compare {len(traces)} traces (per {per}, baseline {labels[base]})",
-                  tables=tables, findings=findings, info=info, notes=notes)
+    info = {
+        "traces": len(traces),
+        "baseline": labels[base],
+        "selection": sides[0].selection.describe(),
+        "per": per,
+        "gpu": gpu,
+        "per_step_tables": list(tables),
+    }
+    return Report(
+        kind="compare",
+        title=f"Compare {len(traces)} traces (per {per}, baseline {labels[base]})",
+        tables=tables,
+        findings=findings,
+        info=info,
+        notes=notes,
+    )
 
 
 def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
     """One trace's row of the compare table: its metrics ``m``; ``b`` are the baseline's."""
     row = {"trace": label, "device": s.trace.device_name or "-", "regions": m["regions"]}
     if gpu:
-        row.update({
-            "gpu_activities_per_step": m["gpu_activities_per_step"],
-            "kernels_per_step": m["kernels_per_step"],
-            "ratio_kernels": ratio(b["kernels_per_step"], m["kernels_per_step"]),
-            "gpu_time_per_step_ns": m["gpu_time_per_step_ns"],
-            "ratio_gpu_time": ratio(b["gpu_time_per_step_ns"], m["gpu_time_per_step_ns"]),
-            "tensor_core_pct": m["tensor_core_pct"],
-            "gemm_family": next(iter(metrics.gemm_families(s)), "-"),
-            "attention_backend": m["attention_backend"],
-            "top_categories": _top_categories(s),
-            "kernel_launches_per_step": m["kernel_launches_per_step"],
-        })
+        row.update(
+            {
+                "gpu_activities_per_step": m["gpu_activities_per_step"],
+                "kernels_per_step": m["kernels_per_step"],
+                "ratio_kernels": ratio(b["kernels_per_step"], m["kernels_per_step"]),
+                "gpu_time_per_step_ns": m["gpu_time_per_step_ns"],
+                "ratio_gpu_time": ratio(b["gpu_time_per_step_ns"], m["gpu_time_per_step_ns"]),
+                "tensor_core_pct": m["tensor_core_pct"],
+                "gemm_family": next(iter(metrics.gemm_families(s)), "-"),
+                "attention_backend": m["attention_backend"],
+                "top_categories": _top_categories(s),
+                "kernel_launches_per_step": m["kernel_launches_per_step"],
+            }
+        )
         row.update(efficiency(s))  # GEMM and attention TFLOP/s and percent of peak
     else:
         row["attention_backend"] = m["attention_backend"]
-    row.update({
-        "cpu_ops_per_step": m["cpu_ops_per_step"],
-        "cpu_time_per_step_ns": m["cpu_time_per_step_ns"],
-        "ratio_cpu_time": ratio(b["cpu_time_per_step_ns"], m["cpu_time_per_step_ns"]),
-    })
+    row.update(
+        {
+            "cpu_ops_per_step": m["cpu_ops_per_step"],
+            "cpu_time_per_step_ns": m["cpu_time_per_step_ns"],
+            "ratio_cpu_time": ratio(b["cpu_time_per_step_ns"], m["cpu_time_per_step_ns"]),
+        }
+    )
     if not gpu:
         row["top_ops"] = _top_ops(s)
     return row
@@ -84,13 +103,21 @@ def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
 def _category_table(labels, sides) -> pd.DataFrame:
     """Per trace and kernel category (largest first): count and GPU time per step, share of GPU time."""
     rows = []
-    for label, s in zip(labels, sides):
+    for label, s in zip(labels, sides, strict=True):
         ct = category_times(s)
         total = ct["time_ns"].sum()
         ct = ct.sort_values("time_ns", ascending=False, kind="stable")
-        rows.append(pd.DataFrame({"trace": label, "category": ct.index.to_numpy(dtype=object), "count": ct["count"].to_numpy(),
-                                  "time_ns": ct["time_ns"].to_numpy(),
-                                  "pct_time": 100.0 * ct["time_ns"].to_numpy() / total if total else 0.0}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "trace": label,
+                    "category": ct.index.to_numpy(dtype=object),
+                    "count": ct["count"].to_numpy(),
+                    "time_ns": ct["time_ns"].to_numpy(),
+                    "pct_time": 100.0 * ct["time_ns"].to_numpy() / total if total else 0.0,
+                }
+            )
+        )
     cols = ["trace", "category", "count", "time_ns", "pct_time"]
     rows = [f for f in rows if len(f)]  # an empty frame's dtypes would turn the counts into objects
     return pd.concat(rows, ignore_index=True)[cols] if rows else pd.DataFrame({c: [] for c in cols})
@@ -99,7 +126,7 @@ def _category_table(labels, sides) -> pd.DataFrame:
 def _op_table(labels, sides) -> pd.DataFrame:
     """Per trace and CPU op (CPU-only traces): self time per step, as :func:`.region.breakdown` groups it."""
     rows = []
-    for label, s in zip(labels, sides):
+    for label, s in zip(labels, sides, strict=True):
         _, series = breakdown(s)
         for group, ns in series.items():
             rows.append({"trace": label, "op": str(group), "self_time_ns": float(ns)})
@@ -116,12 +143,17 @@ def _baseline_index(traces, baseline) -> int:
     for i, t in enumerate(traces):
         if baseline is t:
             return i
-    text = os.fspath(baseline) if not isinstance(baseline, str) and hasattr(baseline, "__fspath__") else str(baseline)
+    text = (
+        os.fspath(baseline)
+        if not isinstance(baseline, str) and hasattr(baseline, "__fspath__")
+        else str(baseline)
+    )
     for i, t in enumerate(traces):
         if text in (t.label, t.path) or os.path.abspath(text) == os.path.abspath(t.path):
             return i
-    raise TraceviewError(f"baseline {text!r} is none of the compared traces "
-                         f"({', '.join(t.label for t in traces)})")
+    raise TraceviewError(
+        f"baseline {text!r} is none of the compared traces ({', '.join(t.label for t in traces)})"
+    )
 
 
 def _top_categories(side, n: int = 3) -> str:
@@ -153,20 +185,24 @@ def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[
     f = []
     devices = {s.trace.device_name for s in sides if s.trace.device_name}
     if len(devices) > 1:
-        f.append(f"the traces come from different devices ({', '.join(sorted(devices))}): "
-                 "times include the hardware")
+        f.append(
+            f"the traces come from different devices ({', '.join(sorted(devices))}): "
+            "times include the hardware"
+        )
     t = table.set_index("trace")
     if gpu:
-        return f + _gpu_findings(t, labels, bl) + efficiency_findings(list(zip(labels, sides)))
+        return f + _gpu_findings(t, labels, bl) + efficiency_findings(list(zip(labels, sides, strict=True)))
     return f + _cpu_findings(t, labels, bl)
 
 
 def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: str) -> str:
     """Which row of ``t`` takes the least and which the most ``column`` (a time per step)."""
     fast, slow = t[column].idxmin(), t[column].idxmax()
-    return (f"{fast} takes the least {what} per step ({human(t.loc[fast, column])}"
-            f"{_vs(t.loc[fast, ratio_column], bl)}); {slow} the most "
-            f"({human(t.loc[slow, column])}{_vs(t.loc[slow, ratio_column], bl)})")
+    return (
+        f"{fast} takes the least {what} per step ({human(t.loc[fast, column])}"
+        f"{_vs(t.loc[fast, ratio_column], bl)}); {slow} the most "
+        f"({human(t.loc[slow, column])}{_vs(t.loc[slow, ratio_column], bl)})"
+    )
 
 
 def _gpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
@@ -177,9 +213,11 @@ def _gpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
         f.append("no GPU activity in: " + ", ".join(idle))
     f.append(_least_most(busy, "gpu_time_per_step_ns", "ratio_gpu_time", "GPU time", bl))
     few, many = busy["kernels_per_step"].idxmin(), busy["kernels_per_step"].idxmax()
-    f.append(f"{many} launches the most kernels per step ({num(t.loc[many, 'kernels_per_step'])}"
-             f"{_vs(t.loc[many, 'ratio_kernels'], bl)}); {few} the fewest "
-             f"({num(t.loc[few, 'kernels_per_step'])})")
+    f.append(
+        f"{many} launches the most kernels per step ({num(t.loc[many, 'kernels_per_step'])}"
+        f"{_vs(t.loc[many, 'ratio_kernels'], bl)}); {few} the fewest "
+        f"({num(t.loc[few, 'kernels_per_step'])})"
+    )
     f += _gemm_findings(t, bl)
     f.append("attention: " + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels))
     return f
@@ -190,8 +228,12 @@ def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
     cuda = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v) is False]
     tensor = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v)]
     if cuda and tensor:
-        return ["GEMMs run on CUDA cores in " + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in cuda)
-                + "; on tensor cores in " + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in tensor)]
+        return [
+            "GEMMs run on CUDA cores in "
+            + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in cuda)
+            + "; on tensor cores in "
+            + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in tensor)
+        ]
     if cuda and not np.isnan(tc.loc[bl]):
         return ["GEMMs run on CUDA cores in every trace"]
     return []
@@ -200,11 +242,15 @@ def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
 def _cpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
     f = ["no trace holds GPU activity (CPU-only traces): the rows compare CPU ops and CPU time per step"]
     few, many = t["cpu_ops_per_step"].idxmin(), t["cpu_ops_per_step"].idxmax()
-    f.append(f"{many} runs the most CPU ops per step ({num(t.loc[many, 'cpu_ops_per_step'])}); "
-             f"{few} the fewest ({num(t.loc[few, 'cpu_ops_per_step'])}; {bl}: "
-             f"{num(t.loc[bl, 'cpu_ops_per_step'])})")
+    f.append(
+        f"{many} runs the most CPU ops per step ({num(t.loc[many, 'cpu_ops_per_step'])}); "
+        f"{few} the fewest ({num(t.loc[few, 'cpu_ops_per_step'])}; {bl}: "
+        f"{num(t.loc[bl, 'cpu_ops_per_step'])})"
+    )
     f.append(_least_most(t, "cpu_time_per_step_ns", "ratio_cpu_time", "CPU time", bl))
     if (t["attention_backend"] != "none").any():
-        f.append("attention (from the SDPA op each trace runs): "
-                 + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels))
+        f.append(
+            "attention (from the SDPA op each trace runs): "
+            + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels)
+        )
     return f

@@ -12,6 +12,7 @@ of CPU ops that launched it. CPU ops are compared by name and by op chain,
 which is all there is to compare in a CPU-only trace. This module builds the
 tables; :mod:`.diff_findings` writes the sentences.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,12 +22,12 @@ import pandas as pd
 
 from ...report import Report
 from ..measure import metrics
-from .diff_findings import diff_findings
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
-from ..wording.names import kernel_label, short_kernel_name
 from ..select.region import Region, Selection, region
+from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
+from .diff_findings import diff_findings
 
 
 @dataclass
@@ -41,7 +42,9 @@ class KernelDiff:
     gb: dict
 
 
-def diff(a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, top: int | None = 20) -> Report:
+def diff(
+    a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, top: int | None = 20
+) -> Report:
     """What changed from trace ``a`` to trace ``b``, per step (or per annotated region).
 
     ``sel`` narrows both sides (``sel_b`` narrows B differently, e.g. another annotation
@@ -62,8 +65,14 @@ def diff(a, b, sel: Selection | None = None, *, sel_b: Selection | None = None, 
     if kernels is not None:  # rates, not per-step numbers
         tables["efficiency"] = efficiency_table([(la, A), (lb, B)])
         notes += efficiency_notes(a) + efficiency_notes(b)
-    return Report(kind="diff", title=f"Diff: A = {la} vs B = {lb} (per {A.per_word})", tables=tables,
-                  findings=findings, info=info, notes=notes)
+    return Report(
+        kind="diff",
+        title=f"Diff: A = {la} vs B = {lb} (per {A.per_word})",
+        tables=tables,
+        findings=findings,
+        info=info,
+        notes=notes,
+    )
 
 
 def _kernel_diff(A: Region, B: Region) -> KernelDiff:
@@ -75,12 +84,16 @@ def gemm_stats(r: Region) -> dict:
     """GEMM time and kernels per step, share of GPU time, tensor-core share, families by time."""
     gemm_ns, gpu_ns = metrics.gemm_time_ns(r), metrics.gpu_time_ns(r)
     families = metrics.gemm_families(r)
-    return {"gemm_time_ns": gemm_ns / r.regions,
-            "gemm_kernels": r.per_region_count(int((r.activities["category"].astype(str) == "gemm").sum())
-                                               if r.has_gpu else 0),
-            "gemm_pct": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
-            "tensor_core_pct": metrics.tensor_core_pct(r), "families": families,
-            "dominant_family": next(iter(families), None)}
+    return {
+        "gemm_time_ns": gemm_ns / r.regions,
+        "gemm_kernels": r.per_region_count(
+            int((r.activities["category"].astype(str) == "gemm").sum()) if r.has_gpu else 0
+        ),
+        "gemm_pct": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
+        "tensor_core_pct": metrics.tensor_core_pct(r),
+        "families": families,
+        "dominant_family": next(iter(families), None),
+    }
 
 
 def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, pd.DataFrame]:
@@ -102,25 +115,38 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
 def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
     ma, mb = metrics.per_step(A), metrics.per_step(B)
     info = {
-        "a": a.path, "b": b.path, "a_label": la, "b_label": lb,
-        "a_device": a.device_name, "b_device": b.device_name,
-        "selection": A.selection.describe() + (f"; B: {B.selection.describe()}" if B.selection != A.selection
-                                               else ""),
+        "a": a.path,
+        "b": b.path,
+        "a_label": la,
+        "b_label": lb,
+        "a_device": a.device_name,
+        "b_device": b.device_name,
+        "selection": A.selection.describe()
+        + (f"; B: {B.selection.describe()}" if B.selection != A.selection else ""),
         "per": A.per_word,
         "normalised_by": f"{A.region_kind}: {A.regions} in A, {B.regions} in B",
     }
     if kernels is not None:
-        info.update({
-            "a_gpu_time_per_step_ns": ma["gpu_time_per_step_ns"], "b_gpu_time_per_step_ns": mb["gpu_time_per_step_ns"],
-            "ratio_gpu_time": ratio(ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]),
-            "a_kernels_per_step": ma["kernels_per_step"], "b_kernels_per_step": mb["kernels_per_step"],
-            "ratio_kernels": ratio(ma["kernels_per_step"], mb["kernels_per_step"]),
-        })
-    info.update({
-        "a_cpu_time_per_step_ns": ma["cpu_time_per_step_ns"], "b_cpu_time_per_step_ns": mb["cpu_time_per_step_ns"],
-        "a_cpu_ops_per_step": ma["cpu_ops_per_step"], "b_cpu_ops_per_step": mb["cpu_ops_per_step"],
-        "a_attention_backend": ma["attention_backend"], "b_attention_backend": mb["attention_backend"],
-    })
+        info.update(
+            {
+                "a_gpu_time_per_step_ns": ma["gpu_time_per_step_ns"],
+                "b_gpu_time_per_step_ns": mb["gpu_time_per_step_ns"],
+                "ratio_gpu_time": ratio(ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]),
+                "a_kernels_per_step": ma["kernels_per_step"],
+                "b_kernels_per_step": mb["kernels_per_step"],
+                "ratio_kernels": ratio(ma["kernels_per_step"], mb["kernels_per_step"]),
+            }
+        )
+    info.update(
+        {
+            "a_cpu_time_per_step_ns": ma["cpu_time_per_step_ns"],
+            "b_cpu_time_per_step_ns": mb["cpu_time_per_step_ns"],
+            "a_cpu_ops_per_step": ma["cpu_ops_per_step"],
+            "b_cpu_ops_per_step": mb["cpu_ops_per_step"],
+            "a_attention_backend": ma["attention_backend"],
+            "b_attention_backend": mb["attention_backend"],
+        }
+    )
     if kernels is not None:
         info["only_in_a_total"] = len(kernels.only_a)
         info["only_in_b_total"] = len(kernels.only_b)
@@ -131,8 +157,12 @@ def _merge(a: pd.DataFrame, b: pd.DataFrame, key: str) -> pd.DataFrame:
     """Both sides by ``key``, a row missing on one side counting 0 there. An outer join turns
     integer columns into floats (NaN for the missing side): those come back as int64."""
     m = a.add_prefix("a_").join(b.add_prefix("b_"), how="outer").fillna(0)
-    whole = [p + c for c in a.columns if c in b.columns and a[c].dtype.kind in "iu" and b[c].dtype.kind in "iu"
-             for p in ("a_", "b_")]
+    whole = [
+        p + c
+        for c in a.columns
+        if c in b.columns and a[c].dtype.kind in "iu" and b[c].dtype.kind in "iu"
+        for p in ("a_", "b_")
+    ]
     m = m.astype({c: np.int64 for c in whole})
     m.index.name = key
     return m.reset_index()
@@ -148,19 +178,32 @@ def _overview(A: Region, B: Region) -> pd.DataFrame:
     names = [n for n in metrics.NUMERIC if A.has_gpu or B.has_gpu or n not in metrics.GPU_ONLY]
     a = [float(ma[n]) for n in names]
     b = [float(mb[n]) for n in names]
-    return pd.DataFrame({"metric": names, "a": a, "b": b, "delta": [y - x for x, y in zip(a, b)],
-                         "ratio": [ratio(x, y) for x, y in zip(a, b)]})
+    return pd.DataFrame(
+        {
+            "metric": names,
+            "a": a,
+            "b": b,
+            "delta": [y - x for x, y in zip(a, b, strict=True)],
+            "ratio": [ratio(x, y) for x, y in zip(a, b, strict=True)],
+        }
+    )
 
 
 def _by_category(A: Region, B: Region) -> pd.DataFrame:
     m = _merge(category_times(A), category_times(B), "category")
-    out = pd.DataFrame({
-        "category": m["category"].astype(str),
-        "a_count": m["a_count"], "b_count": m["b_count"], "delta_count": m["b_count"] - m["a_count"],
-        "ratio_count": [ratio(x, y) for x, y in zip(m["a_count"], m["b_count"])],
-        "a_time_ns": m["a_time_ns"], "b_time_ns": m["b_time_ns"], "delta_time_ns": m["b_time_ns"] - m["a_time_ns"],
-        "ratio_time": [ratio(x, y) for x, y in zip(m["a_time_ns"], m["b_time_ns"])],
-    })
+    out = pd.DataFrame(
+        {
+            "category": m["category"].astype(str),
+            "a_count": m["a_count"],
+            "b_count": m["b_count"],
+            "delta_count": m["b_count"] - m["a_count"],
+            "ratio_count": [ratio(x, y) for x, y in zip(m["a_count"], m["b_count"], strict=True)],
+            "a_time_ns": m["a_time_ns"],
+            "b_time_ns": m["b_time_ns"],
+            "delta_time_ns": m["b_time_ns"] - m["a_time_ns"],
+            "ratio_time": [ratio(x, y) for x, y in zip(m["a_time_ns"], m["b_time_ns"], strict=True)],
+        }
+    )
     order = np.maximum(out["a_time_ns"], out["b_time_ns"]).to_numpy()
     return out.iloc[np.argsort(-order, kind="stable")].reset_index(drop=True)
 
@@ -172,8 +215,10 @@ def _only(ka: pd.DataFrame, kb: pd.DataFrame):
 
     def side_only(x, y):
         o = x[~x["key"].isin(set(y["key"]))].copy()
-        o["launched_by"] = [c if n <= 1 else f"{c} (+{n - 1} other chain{'s' if n > 2 else ''})"
-                            for c, n in zip(o["launched_by"], o["chains"])]
+        o["launched_by"] = [
+            c if n <= 1 else f"{c} (+{n - 1} other chain{'s' if n > 2 else ''})"
+            for c, n in zip(o["launched_by"], o["chains"], strict=True)
+        ]
         o["kernel"] = [kernel_label(e) for e in o["example"]]  # one row per key: once per distinct name
         o = o.rename(columns={"key": "match_key"}).sort_values("time_ns", ascending=False, kind="stable")
         return o[cols].reset_index(drop=True)
@@ -190,25 +235,40 @@ def _both(ka: pd.DataFrame, kb: pd.DataFrame) -> pd.DataFrame:
     m = ka[side].merge(kb[side], on="key", how="inner", suffixes=("_a", "_b"))
     la = [kernel_label(e) for e in m["example_a"]]
     lb = [kernel_label(e) for e in m["example_b"]]
-    both = pd.DataFrame({
-        "kernel": [x if x == y else f"{x} → {y}" for x, y in zip(la, lb)], "category": m["category_a"].to_numpy(),
-        "a_count": m["count_a"].to_numpy(), "b_count": m["count_b"].to_numpy(),
-        "a_time_ns": m["time_ns_a"].to_numpy(), "b_time_ns": m["time_ns_b"].to_numpy(),
-    })
+    both = pd.DataFrame(
+        {
+            "kernel": [x if x == y else f"{x} → {y}" for x, y in zip(la, lb, strict=True)],
+            "category": m["category_a"].to_numpy(),
+            "a_count": m["count_a"].to_numpy(),
+            "b_count": m["count_b"].to_numpy(),
+            "a_time_ns": m["time_ns_a"].to_numpy(),
+            "b_time_ns": m["time_ns_b"].to_numpy(),
+        }
+    )
     both["delta_time_ns"] = both["b_time_ns"] - both["a_time_ns"]
-    both["ratio_time"] = [ratio(x, y) for x, y in zip(both["a_time_ns"], both["b_time_ns"])]
+    both["ratio_time"] = [ratio(x, y) for x, y in zip(both["a_time_ns"], both["b_time_ns"], strict=True)]
     both["a_example"], both["b_example"] = m["example_a"].to_numpy(), m["example_b"].to_numpy()
     both["match_key"] = m["key"].astype(str).to_numpy()
-    return both.iloc[np.argsort(-np.abs(both["delta_time_ns"].to_numpy()), kind="stable")].reset_index(drop=True)
+    return both.iloc[np.argsort(-np.abs(both["delta_time_ns"].to_numpy()), kind="stable")].reset_index(
+        drop=True
+    )
 
 
 def _gemm_table(A: Region, B: Region, ga: dict, gb: dict) -> pd.DataFrame:
     rows = []
     for name, side, g in (("A", A, ga), ("B", B, gb)):
-        rows.append({"side": name, "trace": side.label, "gemm_kernels": g["gemm_kernels"],
-                     "gemm_time_ns": g["gemm_time_ns"], "gemm_pct": g["gemm_pct"],
-                     "tensor_core_pct": g["tensor_core_pct"], "dominant_family": g["dominant_family"] or "-",
-                     "families": _families_text(g["families"])})
+        rows.append(
+            {
+                "side": name,
+                "trace": side.label,
+                "gemm_kernels": g["gemm_kernels"],
+                "gemm_time_ns": g["gemm_time_ns"],
+                "gemm_pct": g["gemm_pct"],
+                "tensor_core_pct": g["tensor_core_pct"],
+                "dominant_family": g["dominant_family"] or "-",
+                "families": _families_text(g["families"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -218,23 +278,47 @@ def _attention_table(A: Region, B: Region, aa: dict, ab: dict) -> pd.DataFrame:
         sdpa = ", ".join(st["sdpa_ops"]) or "-"
         if st["kernels"]:
             for backend, v in st["kernels"].items():
-                rows.append({"side": name, "trace": side.label, "backend": backend, "kernels": v["count"],
-                             "time_ns": v["time_ns"], "kernel": short_kernel_name(v["kernel"]), "sdpa_op": sdpa})
+                rows.append(
+                    {
+                        "side": name,
+                        "trace": side.label,
+                        "backend": backend,
+                        "kernels": v["count"],
+                        "time_ns": v["time_ns"],
+                        "kernel": short_kernel_name(v["kernel"]),
+                        "sdpa_op": sdpa,
+                    }
+                )
         else:
             backend = ("unfused: " + ", ".join(st["sdpa_backends"])) if st["sdpa_backends"] else "none"
-            rows.append({"side": name, "trace": side.label, "backend": backend, "kernels": 0,
-                         "time_ns": 0.0, "kernel": "-", "sdpa_op": sdpa})
+            rows.append(
+                {
+                    "side": name,
+                    "trace": side.label,
+                    "backend": backend,
+                    "kernels": 0,
+                    "time_ns": 0.0,
+                    "kernel": "-",
+                    "sdpa_op": sdpa,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def _ops_diff(A: Region, B: Region) -> pd.DataFrame:
     m = _merge(op_table(A), op_table(B), "op")
-    out = pd.DataFrame({
-        "op": m["op"].astype(str),
-        "a_count": m["a_count"], "b_count": m["b_count"], "delta_count": m["b_count"] - m["a_count"],
-        "a_time_ns": m["a_time_ns"], "b_time_ns": m["b_time_ns"], "delta_time_ns": m["b_time_ns"] - m["a_time_ns"],
-        "ratio_time": [ratio(x, y) for x, y in zip(m["a_time_ns"], m["b_time_ns"])],
-    })
+    out = pd.DataFrame(
+        {
+            "op": m["op"].astype(str),
+            "a_count": m["a_count"],
+            "b_count": m["b_count"],
+            "delta_count": m["b_count"] - m["a_count"],
+            "a_time_ns": m["a_time_ns"],
+            "b_time_ns": m["b_time_ns"],
+            "delta_time_ns": m["b_time_ns"] - m["a_time_ns"],
+            "ratio_time": [ratio(x, y) for x, y in zip(m["a_time_ns"], m["b_time_ns"], strict=True)],
+        }
+    )
     key = np.lexsort((-np.abs(out["delta_time_ns"].to_numpy()), -np.abs(out["delta_count"].to_numpy())))
     return out.iloc[key].reset_index(drop=True)
 

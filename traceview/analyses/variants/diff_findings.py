@@ -1,29 +1,42 @@
 """The sentences of a diff: what changed from A to B, in plain words, most telling first."""
+
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..wording.names import finding_name, short_kernel_name
 from ...domain import domain
 from ...link import ARROW
-from ..measure.groups import NO_OP, chain_table
 from ..measure.efficiency import efficiency_findings
+from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores, per_step
 from ..select.region import Region
+from ..wording.names import finding_name, short_kernel_name
 from ..wording.words import human, listing, num, plural, ratio, times
 
 
-def diff_findings(A: Region, B: Region, kernels, aa: dict, ab: dict, ops_t: pd.DataFrame,
-                  chains_a: pd.DataFrame, chains_b: pd.DataFrame) -> list[str]:
+def diff_findings(
+    A: Region,
+    B: Region,
+    kernels,
+    aa: dict,
+    ab: dict,
+    ops_t: pd.DataFrame,
+    chains_a: pd.DataFrame,
+    chains_b: pd.DataFrame,
+) -> list[str]:
     """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity)."""
     if _same(A, B, kernels, ops_t, chains_a, chains_b):
-        return [f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
-                "match (all deltas are zero)"]
+        return [
+            f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
+            "match (all deltas are zero)"
+        ]
     f = []
     if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
-        f.append(f"A ran on {A.trace.device_name}, B on {B.trace.device_name}: "
-                 "time differences include the hardware, not only the code")
+        f.append(
+            f"A ran on {A.trace.device_name}, B on {B.trace.device_name}: "
+            "time differences include the hardware, not only the code"
+        )
     gpu = A.has_gpu or B.has_gpu
     if gpu:
         f += _gpu_findings(A, B, kernels)
@@ -65,11 +78,15 @@ def _kernel_count_finding(A: Region, B: Region, unit: str) -> str:
         busy, idle, n, t = ("B", "A", nb, tb) if na == 0 else ("A", "B", na, ta)
         return f"{busy} launches {plural(n, 'kernel')} per {unit} ({human(t)} of GPU time); {idle} none"
     if abs(nb - na) < 1e-9:
-        return (f"B runs the same number of kernels per {unit} as A ({num(nb)}) "
-                f"and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
+        return (
+            f"B runs the same number of kernels per {unit} as A ({num(nb)}) "
+            f"and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})"
+        )
     verb = "more" if nb > na else "fewer"
-    return (f"B launches {plural(nb, 'kernel')} per {unit} vs {num(na)} in A ({times(rk)}, {num(abs(nb - na))} "
-            f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})")
+    return (
+        f"B launches {plural(nb, 'kernel')} per {unit} vs {num(na)} in A ({times(rk)}, {num(abs(nb - na))} "
+        f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})"
+    )
 
 
 def _what(category: str) -> str:
@@ -84,9 +101,12 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     if not len(movers):
         return []
     movers = movers.iloc[np.argsort(-np.abs(movers["delta_time_ns"].to_numpy()), kind="stable")].head(3)
-    parts = [f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} {_what(c)})"
-             for c, d, ca, cb in zip(movers["category"], movers["delta_time_ns"], movers["a_count"],
-                                     movers["b_count"])]
+    parts = [
+        f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} {_what(c)})"
+        for c, d, ca, cb in zip(
+            movers["category"], movers["delta_time_ns"], movers["a_count"], movers["b_count"], strict=False
+        )
+    ]
     return [f"GPU time per {unit} changes most in: " + "; ".join(parts)]
 
 
@@ -99,8 +119,10 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
             who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
             f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")
         if len(table) > 5:
-            f.append(f"... and {num(len(table) - 5)} more GPU activities only in {side_word} "
-                     f"(see only_in_{side_word.lower()})")
+            f.append(
+                f"... and {num(len(table) - 5)} more GPU activities only in {side_word} "
+                f"(see only_in_{side_word.lower()})"
+            )
     return f
 
 
@@ -109,15 +131,21 @@ def _gemm_findings(ga: dict, gb: dict) -> list[str]:
     fa, fb = ga["dominant_family"], gb["dominant_family"]
     if not np.isnan(tca) and not np.isnan(tcb):
         if on_tensor_cores(tca) and not on_tensor_cores(tcb):
-            return [f"GEMMs moved from tensor cores ({fa}) to CUDA cores ({fb}): tensor-core share of GEMM time "
-                    f"{tca:.0f}% -> {tcb:.0f}%"]
+            return [
+                f"GEMMs moved from tensor cores ({fa}) to CUDA cores ({fb}): tensor-core share of GEMM time "
+                f"{tca:.0f}% -> {tcb:.0f}%"
+            ]
         if on_tensor_cores(tcb) and not on_tensor_cores(tca):
-            return [f"GEMMs moved from CUDA cores ({fa}) to tensor cores ({fb}): tensor-core share of GEMM time "
-                    f"{tca:.0f}% -> {tcb:.0f}%"]
+            return [
+                f"GEMMs moved from CUDA cores ({fa}) to tensor cores ({fb}): tensor-core share of GEMM time "
+                f"{tca:.0f}% -> {tcb:.0f}%"
+            ]
         if fa != fb:
             where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
-            return [f"GEMMs run on {where} on both sides ({tca:.0f}% vs {tcb:.0f}% of GEMM time); "
-                    f"the main GEMM family changed from {fa} to {fb}"]
+            return [
+                f"GEMMs run on {where} on both sides ({tca:.0f}% vs {tcb:.0f}% of GEMM time); "
+                f"the main GEMM family changed from {fa} to {fb}"
+            ]
     elif np.isnan(tca) != np.isnan(tcb) and (fa or fb):
         return [f"GEMMs: A {_gemm_words(ga)}; B {_gemm_words(gb)}"]
     return []
@@ -159,9 +187,11 @@ def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
     rl = ratio(la, lb)
     if np.isnan(rl) or not (rl > 1.2 or rl < 0.8):
         return []
-    return [f"host side: B makes {num(lb)} kernel launches per {unit} vs "
-            f"{num(la)} in A; CPU time per {unit} {human(mb['cpu_time_per_step_ns'])} vs "
-            f"{human(ma['cpu_time_per_step_ns'])}"]
+    return [
+        f"host side: B makes {num(lb)} kernel launches per {unit} vs "
+        f"{num(la)} in A; CPU time per {unit} {human(mb['cpu_time_per_step_ns'])} vs "
+        f"{human(ma['cpu_time_per_step_ns'])}"
+    ]
 
 
 def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
@@ -171,8 +201,10 @@ def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
         t = ops_t[(ops_t[f"{theirs}_count"] == 0) & (ops_t[f"{mine}_count"] > 0)]
         t = t.sort_values(f"{mine}_time_ns", ascending=False, kind="stable")
         if len(t):
-            names = [f"{op} ({human(ns)})" for op, ns in zip(t["op"], t[f"{mine}_time_ns"])]
-            f.append(f"host side: {here} runs CPU ops that {there} does not, largest first: {listing(names, n)}")
+            names = [f"{op} ({human(ns)})" for op, ns in zip(t["op"], t[f"{mine}_time_ns"], strict=True)]
+            f.append(
+                f"host side: {here} runs CPU ops that {there} does not, largest first: {listing(names, n)}"
+            )
     return f
 
 
@@ -185,14 +217,18 @@ def _attention_words(st: dict, unit: str) -> str | None:
         for backend, v in st["kernels"].items():
             count = "one" if abs(v["count"] - 1) < 1e-9 else num(v["count"])
             word = "kernel" if count == "one" else "kernels"
-            parts.append(f"{count} {short_kernel_name(v['kernel'])} {word} per {unit} "
-                         f"({domain().backend_word(backend)})")
+            parts.append(
+                f"{count} {short_kernel_name(v['kernel'])} {word} per {unit} "
+                f"({domain().backend_word(backend)})"
+            )
         return "attention runs as " + " and ".join(parts)
     if st["sdpa_backends"]:
         b = st["sdpa_backends"][0]
         op = st["sdpa_ops"][-1] if b == "math" else st["sdpa_ops"][0]
         if b == "math":
-            return f"attention runs unfused ({op}: SDPA math backend, separate matmul/softmax/elementwise ops)"
+            return (
+                f"attention runs unfused ({op}: SDPA math backend, separate matmul/softmax/elementwise ops)"
+            )
         return f"attention runs as {op} ({domain().backend_words.get(b, b)})"
     return None
 
@@ -216,8 +252,10 @@ def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
     ma, mb = per_step(A), per_step(B)
     na, nb = ma["cpu_ops_per_step"], mb["cpu_ops_per_step"]
     ca, cb = ma["cpu_time_per_step_ns"], mb["cpu_time_per_step_ns"]
-    f.append(f"B runs {num(nb)} CPU ops per {unit} vs {num(na)} in A ({times(ratio(na, nb))}); "
-             f"CPU time per {unit} {human(cb)} vs {human(ca)} ({times(ratio(ca, cb))})")
+    f.append(
+        f"B runs {num(nb)} CPU ops per {unit} vs {num(na)} in A ({times(ratio(na, nb))}); "
+        f"CPU time per {unit} {human(cb)} vs {human(ca)} ({times(ratio(ca, cb))})"
+    )
     only_b = ops_t[(ops_t["a_count"] == 0) & (ops_t["b_count"] > 0)]["op"].tolist()
     only_a = ops_t[(ops_t["b_count"] == 0) & (ops_t["a_count"] > 0)]["op"].tolist()
     order_b, order_a = _first_seen(B), _first_seen(A)
@@ -245,7 +283,9 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
     other_chains = [c.split(ARROW) for c in other.index] if len(other) else []
     copy_ops = domain().copy_ops
     t = table[table["op"].isin(copy_ops) & table["chain"].str.contains(ARROW, regex=False)]
-    t = t.assign(rank=t["op"].map({op: i for i, op in enumerate(copy_ops)}), depth=t["chain"].str.count(ARROW))
+    t = t.assign(
+        rank=t["op"].map({op: i for i, op in enumerate(copy_ops)}), depth=t["chain"].str.count(ARROW)
+    )
     t = t.sort_values(["rank", "depth"], ascending=[True, False], kind="stable")
     for row in t.itertuples(index=False):
         parts = row.chain.split(ARROW)
@@ -255,8 +295,10 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
         if any(outer in c and c[-1] == row.op and c.index(outer) < len(c) - 1 for c in other_chains):
             continue
         seen.add(outer)
-        out.append(f"{outer} copies ({row.op} under it: {row.chain}, {num(row.count)} per {unit}) "
-                   f"in {here}, not in {there}")
+        out.append(
+            f"{outer} copies ({row.op} under it: {row.chain}, {num(row.count)} per {unit}) "
+            f"in {here}, not in {there}"
+        )
         if len(out) == 3:
             break
     return out
@@ -277,5 +319,9 @@ def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:
         return False
     if kernels is None:
         return True
-    return not (len(kernels.only_a) or len(kernels.only_b) or (kernels.both["delta_time_ns"] != 0).any()
-                or (kernels.both["a_count"] != kernels.both["b_count"]).any())
+    return not (
+        len(kernels.only_a)
+        or len(kernels.only_b)
+        or (kernels.both["delta_time_ns"] != 0).any()
+        or (kernels.both["a_count"] != kernels.both["b_count"]).any()
+    )

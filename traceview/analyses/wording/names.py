@@ -6,6 +6,7 @@ lists do not hide a match, so ``ampere_sgemm_128x64_tn`` in A and
 ``volta_sgemm_64x32_tn`` in B are the same kernel family. The other functions name a
 kernel for a table or a sentence, or tell its GEMM family.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,19 +17,23 @@ from ...limits import name_view
 _ARCH_RE = re.compile(r"(?<![A-Za-z0-9])(maxwell|pascal|volta|turing|ampere|ada|hopper|blackwell)(?=_)")
 _DTYPE_RE = re.compile(
     r"(?<![A-Za-z0-9])(bf16|fp16|fp32|fp64|fp8|tf32|f16|f32|f64|e4m3|e5m2|int8|int32|int64|i8|i32|u8|s8|"
-    r"half|float|double|bfloat16|float16|float32|float64)(?![A-Za-z0-9])")
+    r"half|float|double|bfloat16|float16|float32|float64)(?![A-Za-z0-9])"
+)
 _DIGITS_RE = re.compile(r"\d+")
 _TYPE_ARG_RE = re.compile(
     r"^(?:(?:const|volatile|unsigned|signed|struct|class)\s+)*"
     r"(?:\w+::)*(?:u?int\d*_t|u?int|long|long long|short|char|bool|float|double|size_t|"
     r"half|half2|half_t|__half2?|bfloat16_t|tfloat32_t|float_e\w+|__nv_\w+|BFloat16|Half|Float8_\w+|"
     r"complex<[^<>]*>|c10::complex<[^<>]*>)"
-    r"(?:\s*(?:const|volatile))?\s*[*&]*\s*(?:const)?$")
+    r"(?:\s*(?:const|volatile))?\s*[*&]*\s*(?:const)?$"
+)
 _LITERAL_RE = re.compile(r"^(?:\(\w+\))?-?(?:\d+[uUlL]*|true|false|\d*\.\d+f?|0x[0-9a-fA-F]+)$")
 _OPEN = {"<": ">", "(": ")", "{": "}"}
 _CLOSE = {">", ")", "}"}
 _NOISE_RE = re.compile(r"::\{lambda\}|\{lambda\}::|::operator\b|\s+const\b")
-_MAX_DEPTH = 32  # template arguments read this deep (real names nest 5); deeper ones are dropped, not recursed into
+_MAX_DEPTH = (
+    32  # template arguments read this deep (real names nest 5); deeper ones are dropped, not recursed into
+)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -93,7 +98,7 @@ def _norm(text: str, depth: int = 0) -> str:
             if j < 0:  # unbalanced (e.g. ``operator<``): keep the rest as plain text
                 out.append(text[i:])
                 break
-            inner = text[i + 1:j]
+            inner = text[i + 1 : j]
             if c == "<":
                 parts = _split_args(inner) if depth < _MAX_DEPTH else []
                 args = [a for a in (_norm_arg(x, depth + 1) for x in parts) if a]
@@ -152,7 +157,7 @@ def short_kernel_name(name: str) -> str:
     head = re.split(r"[<(]", text, maxsplit=1)[0].strip().rsplit("::", 1)[-1]
     cut = re.search(r"_(?:bf16|fp16|fp32|f16|f32|tf32|fp8|\d)", head)
     if cut and cut.start() >= 4:
-        head = head[:cut.start()]
+        head = head[: cut.start()]
     return head or text
 
 
@@ -164,7 +169,7 @@ def finding_name(key: str, example: str, limit: int = 70) -> str:
     if len(text) <= limit:
         return text
     half = (limit - 1) // 2
-    return text[:half] + "…" + text[-(limit - 1 - half):]
+    return text[:half] + "…" + text[-(limit - 1 - half) :]
 
 
 def kernel_label(name: str) -> str:
@@ -202,7 +207,7 @@ def readable_kernel_name(name: str) -> str:
         return heads[0]
     for prefix in _DROP_NS:
         if head.startswith(prefix):
-            head = head[len(prefix):]
+            head = head[len(prefix) :]
     own = _drop_return_type(text)  # the kernel's own template arguments, not a return type's
     inner = ", ".join(_literal_args(own) + ([functor] if (functor := _functor(args)) else []))
     dtype = _dtype(own)
@@ -218,20 +223,24 @@ def _literal_args(text: str) -> list[str]:
     if start < 0 or not text[:end].rstrip().endswith(">"):
         return []
     out = []
-    for arg in _split_args(text[start + 1:text[:end].rstrip().rfind(">")]):
+    for arg in _split_args(text[start + 1 : text[:end].rstrip().rfind(">")]):
         if re.fullmatch(r"-?\d+[uUlL]*", arg):
             out.append(arg.rstrip("uUlL"))
     return out
 
 
-_FLOAT_TYPES = (r"float|double|Half|BFloat16|half|__half|__nv_bfloat16|__nv_half|bfloat16_t|half_t|tfloat32_t|"
-                r"Float8_\w+|float_e\w+|complex<(?:float|double|Half)>")
+_FLOAT_TYPES = (
+    r"float|double|Half|BFloat16|half|__half|__nv_bfloat16|__nv_half|bfloat16_t|half_t|tfloat32_t|"
+    r"Float8_\w+|float_e\w+|complex<(?:float|double|Half)>"
+)
 _INT_TYPES = r"bool|(?:unsigned |signed )?char|short|int|long long|long|u?int(?:8|16|32|64)_t"
 # a type argument standing alone (not a pointer, not part of a longer name, not "unsigned int")
 _DTYPE_ARG = r"(?<![\w:])(?<!unsigned )(?<!signed )(?:(?:c10|at|cutlass|std|cuda)::)?({})(?![\w:])(?!\s*[*&])"
 _FLOAT_ARG_RE = re.compile(_DTYPE_ARG.format(_FLOAT_TYPES))
 _INT_ARG_RE = re.compile(_DTYPE_ARG.format(_INT_TYPES))
-_PARAMS_RE = re.compile(r"(?<!lambda)\([^()]*\)")  # a parameter list, not a lambda's (its dtype is the kernel's)
+_PARAMS_RE = re.compile(
+    r"(?<!lambda)\([^()]*\)"
+)  # a parameter list, not a lambda's (its dtype is the kernel's)
 
 
 def _dtype(text: str) -> str | None:
@@ -292,4 +301,4 @@ def _drop_return_type(text: str) -> str:
             depth -= 1
         elif c == " " and depth == 0:
             cut = i
-    return text[cut + 1:] if 0 <= cut < len(text) - 1 else text
+    return text[cut + 1 :] if 0 <= cut < len(text) - 1 else text

@@ -2,6 +2,7 @@
 
 Shared by diff and compare so that both say "2.5x", "1.20 ms" and "a, b and c" alike.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -13,7 +14,12 @@ from ...units import human_ns
 
 def ratio(a: float, b: float) -> float:
     """``b / a``; nan when ``a`` is zero or either side is missing."""
-    if a is None or b is None or (isinstance(a, float) and np.isnan(a)) or (isinstance(b, float) and np.isnan(b)):
+    if (
+        a is None
+        or b is None
+        or (isinstance(a, float) and np.isnan(a))
+        or (isinstance(b, float) and np.isnan(b))
+    ):
         return float("nan")
     return float(b) / float(a) if a else float("nan")
 

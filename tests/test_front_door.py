@@ -7,8 +7,11 @@ options (no ``**kw``); and an option a command cannot apply is a usage error, ne
 
 from __future__ import annotations
 
+import ast
 import inspect
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -216,3 +219,99 @@ def test_the_api_refuses_what_a_run_cannot_apply(two_runs):
         tv.diff(a, b, step=99, device=7, kind="memset")
     with pytest.raises(TypeError, match="run=True"):
         tv.summary(a, run=True, top=3)
+
+
+# ------------------------------------------------------------------ nothing on the side (item 2)
+
+#: module-level containers a function may write: a cache of a pure function, keyed by what it reads
+MODULE_STATE_ALLOWED = {("cache.py", "_digest_memo")}  # the code digest, keyed by the files' stat
+
+
+def _trees():
+    return [
+        (p.relative_to(PKG).as_posix(), ast.parse(p.read_text(encoding="utf-8"))) for p in PKG.rglob("*.py")
+    ]
+
+
+def id_calls(tree) -> list[int]:
+    """Lines calling the builtin ``id``: an ``id()`` key outlives its object and can be reused."""
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id"
+    ]
+
+
+def import_time_calls(tree) -> list[int]:
+    """Module-level statements that only call (their effect is on someone else's state: a registration)."""
+    return [n.lineno for n in tree.body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)]
+
+
+def _empty_containers(tree) -> set[str]:
+    names = set()
+    for n in tree.body:
+        v = n.value if isinstance(n, (ast.Assign, ast.AnnAssign)) else None
+        empty = (isinstance(v, ast.Dict) and not v.keys) or (
+            isinstance(v, (ast.List, ast.Set)) and not v.elts
+        )
+        empty |= (
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in ("dict", "list", "set")
+        )
+        targets = n.targets if isinstance(n, ast.Assign) else [getattr(n, "target", None)]
+        names |= {t.id for t in targets if empty and isinstance(t, ast.Name)}
+    return names
+
+
+def filled_registries(tree) -> set[str]:
+    """Module-level empty containers that some function fills (a registry or a memo on the side)."""
+    names, found = _empty_containers(tree), set()
+    for n in ast.walk(tree):
+        call = isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        if call and isinstance(n.func.value, ast.Name) and n.func.value.id in names:
+            found.add(n.func.value.id)
+        for t in n.targets if isinstance(n, ast.Assign) else []:
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in names:
+                found.add(t.value.id)
+    return found
+
+
+def test_no_id_keyed_memo_and_no_registry_filled_on_import():
+    found = []
+    for rel, tree in _trees():
+        found += [f"{rel}:{line}: id()" for line in id_calls(tree)]
+        if rel != "__main__.py":  # ``python -m traceview`` runs main() on import, as it must
+            found += [f"{rel}:{line}: a call at import" for line in import_time_calls(tree)]
+        found += [f"{rel}: {name} filled by a function" for name in filled_registries(tree)]
+    found = [
+        f for f in found if not any(f == f"{r}: {n} filled by a function" for r, n in MODULE_STATE_ALLOWED)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_sees_what_was_removed():
+    """It can fail: the memo keyed by id(trace) and the display filled by render, as they were."""
+    memo = "_MEMO: dict = {}\ndef memo(t, what, make):\n    _MEMO[(id(t), what)] = make(t)\n"
+    display = "_DISPLAY = {}\ndef set_display(text):\n    _DISPLAY.update(text=text)\n"
+    assert id_calls(ast.parse(memo)) and filled_registries(ast.parse(memo)) == {"_MEMO"}
+    assert filled_registries(ast.parse(display)) == {"_DISPLAY"}
+    assert import_time_calls(ast.parse("from . import report\nreport.set_display(text=str)\n")) == [2]
+
+
+def test_a_report_shows_itself_without_importing_render_first():
+    """``str(report)`` works in a process that imported only the report layer (render filled it before)."""
+    code = (
+        "from traceview.report import Report; import pandas as pd\n"
+        "r = Report(kind='k', title='T', tables={'t': pd.DataFrame({'a': [1]})})\n"
+        "print(str(r)); print(len(r._repr_html_()) > 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "T" in out.stdout and out.stdout.strip().endswith("True"), out.stderr
+
+
+def test_work_is_kept_with_its_trace():
+    from traceview.analyses.measure.work import trace_work
+
+    t = tv.load(SAMPLES / "naive.json.gz", cache=False)
+    w = trace_work(t)
+    assert trace_work(t) is w and t.derived["work"] is w
+    assert trace_work(tv.load(SAMPLES / "naive.json.gz", cache=False)) is not w

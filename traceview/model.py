@@ -71,6 +71,9 @@ class Trace:
     devices: str | None = (
         None  # the user's device table (TOML) beside the built-in one; see traceview.devices
     )
+    #: tables worked out from this trace by the analyses (``op_work``, ...), kept with the trace they
+    #: come from so that they live and die with it; not part of what the trace is
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
         # link and the cache hand over the op args as JSON text (a categorical): parse ``LIST_ARGS``

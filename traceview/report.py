@@ -6,26 +6,32 @@ tables are ordinary DataFrames (``report["by_kind"]``). ``to_dict`` is the Repor
 as plain data (the JSON output's schema, documented in docs/json-schema.md).
 
 How a Report shows itself (``print``, a notebook) is rendering, which sits above
-this module: ``traceview.render`` registers those two functions here when the
-package is imported, so that data never imports its renderers.
+this module: ``DISPLAY`` names the two render functions (data this layer owns) and
+they are looked up when a Report is shown, so nothing registers itself on import and a
+Report shows the same whatever was imported first.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 SCHEMA_VERSION = 1
-_DISPLAY: dict[str, Callable] = {}
+#: how ``str(report)`` and a notebook show a Report: (module, function) of traceview.render
+DISPLAY: dict[str, tuple[str, str]] = {
+    "text": ("traceview.render", "display_text"),
+    "html": ("traceview.render.html", "render_html"),
+}
 
 
-def set_display(*, text: Callable, html: Callable) -> None:
-    """Called by ``traceview.render``: how ``str(report)`` and a notebook show a Report."""
-    _DISPLAY.update(text=text, html=html)
+def _display(how: str, report: Report) -> str:
+    # by name, at call time: rendering sits above this layer, which never imports it
+    module, name = DISPLAY[how]
+    return getattr(importlib.import_module(module), name)(report)
 
 
 @dataclass
@@ -41,10 +47,10 @@ class Report:
         return self.tables[name]
 
     def __str__(self) -> str:
-        return _DISPLAY["text"](self)
+        return _display("text", self)
 
     def _repr_html_(self) -> str:
-        return _DISPLAY["html"](self)
+        return _display("html", self)
 
     def to_dict(self) -> dict:
         return report_to_dict(self)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..analyses.report_set import ReportSet
 from ..atomic import write_bytes, write_text
-from ..report import Report, set_display
+from ..report import Report
 from . import csvout, html, jsonout, markdown, text
 
 
@@ -106,8 +106,6 @@ def write(reports, fmt: str | Format, path, *, width: int | None = None) -> Path
     return Path(path)
 
 
-def _text(report) -> str:
+def display_text(report) -> str:
+    """``str(report)`` (named in ``report.DISPLAY``): the text table without colours, never cut."""
     return text.render_text(report, rich=False, width=None)
-
-
-set_display(text=_text, html=html.render_html)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from pathlib import Path
 
 import msgspec
@@ -53,16 +52,11 @@ def has_shapes(ops: pd.DataFrame) -> bool:
     return "input_dims" in ops.columns and bool(ops["input_dims"].notna().any())
 
 
-_MEMO: dict = {}  # (id(trace), what) -> value, dropped when the trace is collected
-
-
 def memo(trace, what: str, make):
-    """``make(trace)`` once per loaded trace (Trace is unhashable, so keyed by id until it dies)."""
-    key = (id(trace), what)
-    if key not in _MEMO:
-        _MEMO[key] = make(trace)
-        weakref.finalize(trace, _MEMO.pop, key, None)
-    return _MEMO[key]
+    """``make(trace)`` once per loaded trace: kept in ``trace.derived``, so it goes with the trace."""
+    if what not in trace.derived:
+        trace.derived[what] = make(trace)
+    return trace.derived[what]
 
 
 def trace_work(trace) -> pd.DataFrame:

@@ -76,7 +76,7 @@ from .errors import TraceviewError
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _SAMPLE = 64 * 1024  # bytes hashed at each end of the trace for its identity
 _CHUNK = 1 << 20
-_TABLES = ("events", "kernels", "ops", "steps")
+_TABLES = ("events", "kernels", "ops", "steps", "memory")
 _PKG = Path(__file__).parent
 DEFAULT_MAX_MB = 2048
 MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"

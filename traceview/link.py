@@ -422,3 +422,69 @@ def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> No
         cur, d = cur[keep], d[keep]
     ops["n_kernels"] = total_n
     ops["gpu_ns"] = total_ns
+
+
+# ------------------------------------------------------------------ [memory] event -> op, step
+
+
+def link_memory(memory: pd.DataFrame, ops: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """``memory`` with ``op`` (the ops-table row of the innermost CPU op on the event's thread
+    whose span holds its time, start <= t <= end; -1 when none) and ``step`` (that op's step,
+    else the step around the event in its process)."""
+    memory = memory.copy()
+    op = _op_at(memory, ops)
+    step = np.full(len(memory), -1, dtype=np.int64)
+    has = op >= 0
+    if len(ops):
+        step[has] = ops["step"].fillna(-1).to_numpy(dtype=np.int64)[op[has]]
+    if (step < 0).any() and len(steps):
+        by_time = steps_by_time(memory["ts_ns"].to_numpy(), per_category(memory["pid"], str, "nan"), steps)
+        step = np.where(step < 0, by_time, step)
+    memory["op"] = op
+    memory["step"] = _nullable(step)
+    return memory
+
+
+def _op_at(memory: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """Per event, the innermost op containing it: the last op on its thread to start at or
+    before it, else that op's nearest ancestor that has not ended yet (one tree level a pass)."""
+    out = np.full(len(memory), -1, dtype=np.int64)
+    if not len(memory) or not len(ops):
+        return out
+    thread = pd.MultiIndex.from_arrays(
+        [per_category(ops["pid"], str, "nan"), per_category(ops["tid"], str, "nan")]
+    )
+    codes, uniques = pd.factorize(thread)
+    mine = pd.MultiIndex.from_arrays(
+        [per_category(memory["pid"], str, "nan"), per_category(memory["tid"], str, "nan")]
+    )
+    mcode = uniques.get_indexer(mine)
+    start = ops["ts_ns"].to_numpy()
+    end = start + ops["dur_ns"].to_numpy()
+    order = np.lexsort((start, codes))  # by thread, then start
+    key_ops = np.stack([codes[order], start[order]])
+    ts = memory["ts_ns"].to_numpy()
+    pos = _last_at_or_before(key_ops, mcode, ts)
+    cur = np.where((pos >= 0) & (mcode >= 0), order[np.clip(pos, 0, None)], -1)
+    parent = ops["parent"].to_numpy()
+    while (open_ := cur >= 0).any():
+        c = cur[open_]
+        inside = end[c] >= ts[open_]
+        idx = np.flatnonzero(open_)
+        out[idx[inside]] = c[inside]
+        cur[idx[inside]] = -1
+        cur[idx[~inside]] = parent[c[~inside]]
+    return out
+
+
+def _last_at_or_before(key: np.ndarray, group: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Index into the (group, start)-sorted ``key`` of the last entry of ``group`` starting at
+    or before ``ts``; -1 when the group has none. One search per thread (threads are few)."""
+    g, s = key
+    out = np.full(len(ts), -1, dtype=np.int64)
+    for code in np.unique(group[group >= 0]):
+        lo, hi = np.searchsorted(g, code, side="left"), np.searchsorted(g, code, side="right")
+        sel = np.flatnonzero(group == code)
+        at = np.searchsorted(s[lo:hi], ts[sel], side="right") - 1
+        out[sel] = np.where(at >= 0, lo + at, -1)
+    return out

@@ -6,7 +6,7 @@ import os
 
 from .classify import annotate
 from .errors import NotATraceError, TraceReadError
-from .link import link
+from .link import link, link_memory
 from .model import Trace, build_events, gpu_activities, step_table
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
@@ -88,6 +88,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
         built.events, built.flows, steps, gpu_activities(built.events), built.op_args
     )
     warnings += [f"{path}: {n}" for n in link_notes]
+    memory = link_memory(built.memory, ops, steps)
     activities = annotate(activities, rules=rules)
     stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}
     return Trace(
@@ -99,6 +100,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
         meta=raw.meta,
         warnings=warnings,
         stats=stats,
+        memory=memory,
     )
 
 

@@ -15,14 +15,18 @@ unknown one, and duration events without a category.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 import pandas as pd
 
+from . import schema
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
 from .read.events import TEXT_ARGS
@@ -68,6 +72,9 @@ class Trace:
     meta: dict
     warnings: list = field(default_factory=list)
     stats: dict = field(default_factory=dict)
+    #: the ``[memory]`` events (``profile_memory=True``), one row per allocation (bytes > 0) or
+    #: free (bytes < 0), in time order; empty when the trace recorded none
+    memory: pd.DataFrame = field(default_factory=lambda: memory_table({}))
     devices: str | None = (
         None  # the user's device table (TOML) beside the built-in one; see traceview.devices
     )
@@ -159,6 +166,7 @@ class Built(NamedTuple):
     op_args: dict  # OP_ARGS name -> the events' raw arg texts (reader's Codes or list), row-aligned
     counts: dict  # events per phase, as read
     notes: list  # what was unusable, counted
+    memory: pd.DataFrame  # the [memory] events: memory_table
 
 
 def build_events(cols: dict, meta: dict) -> Built:
@@ -175,7 +183,8 @@ def build_events(cols: dict, meta: dict) -> Built:
         texts = {name: _take(t, rows) for name, t in texts.items()}
     flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
     notes += phase_notes(cols["counts"]) + _no_cat_notes(events)
-    return Built(events, flows, texts, cols["counts"], notes)
+    memory = memory_table(cols.get("memory") or {}, base, notes)
+    return Built(events, flows, texts, cols["counts"], notes, memory)
 
 
 def _take(texts, rows: np.ndarray):
@@ -535,3 +544,63 @@ def step_table(events: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return out.sort_values("ts_ns", kind="stable").drop_duplicates("step").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------ [memory] events
+
+MEMORY_COLUMNS = ("addr", "bytes", "allocated", "reserved", "device_type", "device_id")
+
+
+def memory_table(cols: dict, base: int = 0, notes: list | None = None) -> pd.DataFrame:
+    """The ``[memory]`` events as a table in time order (ties keep file order): ``ts_ns``,
+    ``pid``, ``tid``, ``device`` (``cuda:0``, ``cpu``), ``addr``, ``bytes`` (negative: a free),
+    ``allocated``/``reserved`` (the trace's ``Total Allocated``/``Total Reserved`` after the
+    event; missing in 2021 traces, which record neither, nor ``Addr``), ``device_type``,
+    ``device_id``. An event without a usable time, byte count or device type is left out and
+    counted in ``notes``."""
+    if not cols or not len(cols.get("ts_ns", ())):
+        empty = {c: pd.array([], dtype="Int64" if c in _NULLABLE else "int64") for c in MEMORY_COLUMNS}
+        cat = pd.Categorical([])
+        return pd.DataFrame({"ts_ns": np.empty(0, np.int64), "pid": cat, "tid": cat, "device": cat, **empty})
+    ts = _shift(cols["ts_ns"], base)
+    got = {c: int_column(cols["arg_mem_" + name]) for c, name in zip(MEMORY_COLUMNS, _MEM_ARGS, strict=True)}
+    ok = (ts != MISSING) & ~got["bytes"].isna() & ~got["device_type"].isna()
+    if notes is not None and not ok.all():
+        notes.append(
+            f"skipped {int((~ok).sum())} [memory] event(s) without a usable time, Bytes or Device Type"
+        )
+    frame = pd.DataFrame(
+        {"ts_ns": ts, "pid": categorical(cols["pid"]), "tid": categorical(cols["tid"]), **got}
+    )[ok]
+    frame = frame.iloc[np.argsort(frame["ts_ns"].to_numpy(), kind="stable")].reset_index(drop=True)
+    frame["device_id"] = frame["device_id"].fillna(-1)
+    frame.insert(3, "device", _device_labels(frame["device_type"], frame["device_id"]))
+    for c in ("bytes", "device_type", "device_id"):  # never missing from here on
+        frame[c] = frame[c].to_numpy(dtype=np.int64)
+    return frame
+
+
+_NULLABLE = ("addr", "allocated", "reserved")  # what a 2021 trace does not record
+_MEM_ARGS = ("addr", "bytes", "total_allocated", "total_reserved", "device_type", "device_id")
+
+
+def _device_labels(kind: pd.Series, index: pd.Series) -> pd.Categorical:
+    """``<name>:<id>`` per row (``<name>`` for id -1), one string per distinct pair."""
+    pairs = pd.MultiIndex.from_arrays([kind.to_numpy(np.int64), index.to_numpy(np.int64)])
+    codes, uniques = pd.factorize(pairs)
+    names = device_type_names()
+    labels = [names.get(int(t), f"device{int(t)}") + (f":{int(i)}" if i >= 0 else "") for t, i in uniques]
+    return pd.Categorical.from_codes(codes, categories=labels)  # distinct pairs give distinct labels
+
+
+class _DeviceTypes(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    device_type: dict[str, str]
+
+
+@functools.cache
+def device_type_names() -> dict:
+    """``rules/memory_devices.toml``: c10's device type numbers -> names (``1 -> "cuda"``)."""
+    path = Path(__file__).parent / "rules" / "memory_devices.toml"
+    table = schema.convert(schema.read(path, "memory device table"), _DeviceTypes)
+    return {int(k): v for k, v in table.device_type.items()}

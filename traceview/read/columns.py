@@ -7,7 +7,9 @@ onto one table of distinct values in order of first appearance, so the result
 does not depend on how the text was cut or which process decoded which chunk.
 
 Columns kept: the duration (X) events' strings, times and integer args, the
-flow (s/f/t) events' fields, and a count of every phase.
+flow (s/f/t) events' fields, the ``[memory]`` instant events' thread, time and
+integer args, and a count of every phase. A chunk without instant events skips
+the memory columns at no cost (the phase count says so first).
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ import numpy as np
 from ..errors import TraceReadError
 from .chunks import checked_event_chunks, event_chunks
 from .codes import Codes, Factorizer, IntColumn, int_values
-from .events import NO_ARGS, TEXT_ARGS, TYPED_INT_ARGS, DecodedEvents, decode_events
+from .events import MEMORY_ARGS, MEMORY_NAME, NO_ARGS, TEXT_ARGS, TYPED_INT_ARGS, DecodedEvents, decode_events
 from .times import NumberTexts, times_ns
 
 X_STRINGS = ("cat", "name", "pid", "tid")  # factorized fields of X events (plus the TEXT_ARGS)
 FLOW_FIELDS = ("ph", "cat", "id", "pid", "tid")
 INT_ARGS = ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes")
 ARRAYS = ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in INT_ARGS))
+MEMORY_FIELDS = ("pid", "tid")  # factorized fields of [memory] events
+MEMORY_ARRAYS = ("ts_ns", *("arg_" + a for a in MEMORY_ARGS))
 
 
 @dataclass
@@ -43,6 +47,8 @@ class ChunkPart:
     x_codes: dict  # X_STRINGS + "arg_<TEXT_ARGS>" -> Codes
     flow_codes: dict  # FLOW_FIELDS -> Codes
     arrays: dict
+    memory_codes: dict = field(default_factory=dict)  # MEMORY_FIELDS -> Codes; empty: no [memory] event
+    memory_arrays: dict = field(default_factory=dict)  # MEMORY_ARRAYS
 
 
 @dataclass
@@ -72,14 +78,33 @@ def chunk_part(decoded: DecodedEvents, texts: NumberTexts) -> ChunkPart:
     x_codes, arrays = _x_columns(xs, texts.subset(x))
     arrays["ts_ns"] = ts_all[x]
     arrays["flow_ts_ns"] = ts_all[f]
-    return ChunkPart(
+    counts = dict(Counter(phases))
+    part = ChunkPart(
         len(events),
         decoded.dropped,
-        dict(Counter(phases)),
+        counts,
         x_codes,
         {name: _codes(fs, name) for name in FLOW_FIELDS},
         arrays,
     )
+    if counts.get("i") or counts.get("I"):  # only instant events can be [memory] ones
+        _memory_columns(part, events, ph, ts_all)
+    return part
+
+
+def _memory_columns(part: ChunkPart, events: list, ph: np.ndarray, ts_all: np.ndarray) -> None:
+    """The [memory] events' thread, time and args into ``part`` (nothing when there are none)."""
+    inst = np.flatnonzero((ph == "i") | (ph == "I"))
+    names = np.fromiter((events[k].name for k in inst.tolist()), dtype=object, count=len(inst))
+    m = inst[names == MEMORY_NAME]
+    if not len(m):
+        return
+    ms = list(map(events.__getitem__, m.tolist()))
+    part.memory_codes = {name: _codes(ms, name) for name in MEMORY_FIELDS}
+    args = [e.args if e.args is not None else NO_ARGS for e in ms]
+    part.memory_arrays = {"ts_ns": ts_all[m]}
+    for name in MEMORY_ARGS:
+        part.memory_arrays["arg_" + name] = int_values(list(map(attrgetter(name), args)))
 
 
 def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
@@ -117,6 +142,8 @@ class ColumnBuilder:
     )
     flows: dict = field(default_factory=lambda: {name: Factorizer() for name in FLOW_FIELDS})
     arrays: dict = field(default_factory=lambda: {key: [] for key in ARRAYS})
+    memory: dict = field(default_factory=lambda: {name: Factorizer() for name in MEMORY_FIELDS})
+    memory_arrays: dict = field(default_factory=lambda: {key: [] for key in MEMORY_ARRAYS})
     n_events: int = 0
     dropped: int = 0
 
@@ -130,6 +157,10 @@ class ColumnBuilder:
             self.flows[name].add_codes(codes)
         for key, value in part.arrays.items():
             self.arrays[key].append(value)
+        for name, codes in part.memory_codes.items():
+            self.memory[name].add_codes(codes)
+        for key, value in part.memory_arrays.items():
+            self.memory_arrays[key].append(value)
 
     def finish(self) -> EventColumns:
         joined = join_parts(self.arrays)
@@ -138,6 +169,8 @@ class ColumnBuilder:
         cols.update({key: value for key, value in joined.items() if key != "flow_ts_ns"})
         cols["flows"] = {name: f.finish() for name, f in self.flows.items()}
         cols["flows"]["ts_ns"] = joined["flow_ts_ns"]
+        cols["memory"] = {name: f.finish() for name, f in self.memory.items()}
+        cols["memory"].update(join_parts(self.memory_arrays))
         return EventColumns(cols, self.n_events, self.dropped)
 
 

@@ -31,6 +31,13 @@ class Args(msgspec.Struct, omit_defaults=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    # a [memory] instant event's args (profile_memory=True); absent from other events, so free there
+    mem_addr: Any = msgspec.field(default=None, name="Addr")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
+    mem_total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    mem_total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    mem_device_type: Any = msgspec.field(default=None, name="Device Type")
+    mem_device_id: Any = msgspec.field(default=None, name="Device Id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -50,6 +57,16 @@ NO_ARGS = Args()
 TYPED_INT_ARGS = ("correlation", "external_id", "external_id_2021")  # Args declares them int | None
 #: the op args kept as raw JSON text (factorized; each distinct text decoded once, later)
 TEXT_ARGS = ("input_dims", "input_types", "concrete_inputs")
+#: the args of a ``[memory]`` instant event, kept as masked integers (a 2021 trace has no Addr or totals)
+MEMORY_ARGS = (
+    "mem_addr",
+    "mem_bytes",
+    "mem_total_allocated",
+    "mem_total_reserved",
+    "mem_device_type",
+    "mem_device_id",
+)
+MEMORY_NAME = "[memory]"
 
 
 @dataclass

@@ -362,6 +362,32 @@ def timeline(
     return _timeline(_trace(trace, opts), s)
 
 
+def memory(
+    trace,
+    *,
+    step: int | None = None,
+    device: int | None = None,
+    timeline: bool = False,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """Allocations from the trace's ``[memory]`` events (``profile_memory=True``), per device: the
+    peak and the op at it (``devices``), what is alive at the peak by allocating op
+    (``alive_at_peak``), bytes per op (``ops``) and per step (``steps``); ``timeline=True`` adds
+    allocated/reserved after every event, which ``traceview memory --plot`` draws
+    (``traceview.render.plot.plot_memory(report, path)``). A trace without them says so in a note."""
+    from .analyses.trace.memory import memory as _memory
+
+    s, opts = _parts(locals())
+    return _memory(_trace(trace, opts), s, timeline=timeline)
+
+
 def annotate(
     trace,
     output,

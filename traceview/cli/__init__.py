@@ -13,6 +13,7 @@ from . import (
     collect,  # noqa: F401  (registers collect)
     diff,  # noqa: F401  (registers diff, compare, timeline)
     hta,  # noqa: F401  (registers hta)
+    memory,  # noqa: F401  (registers memory)
     ranks,  # noqa: F401  (registers ranks)
     report,  # noqa: F401  (registers report)
 )

@@ -374,3 +374,68 @@ def timeline_figure(report):
         title="category" if gpu else "outermost op",
     )
     return fig, title
+
+
+def plot_memory(report, path) -> str:
+    """Allocated (solid) and reserved (dashed) memory over time from a ``memory`` Report made with
+    ``timeline=True``: one colour per device, each device's peak marked and labelled with its op."""
+    path = check_path(path)
+    fig = memory_figure(report)
+    return _save(fig, path, report.title)
+
+
+@_literal
+def memory_figure(report):
+    plt = pyplot()
+    t = report["timeline"]
+    peaks = report["devices"]
+    scale, unit = _time_unit(float(t["t_ns"].max()) if len(t) else 0.0)
+    colors = _colors(sorted(t["device"].unique().tolist()))
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    for device, g in t.groupby("device", sort=True):
+        x = g["t_ns"].to_numpy() / scale
+        ax.step(
+            x,
+            g["allocated_bytes"].to_numpy() / 2**20,
+            where="post",
+            color=colors[device],
+            label=f"{device} allocated",
+        )
+        reserved = g["reserved_bytes"].astype("Float64").to_numpy(dtype=float, na_value=np.nan)
+        if not np.isnan(reserved).all():
+            ax.step(
+                x,
+                reserved / 2**20,
+                where="post",
+                color=colors[device],
+                linestyle="--",
+                linewidth=0.8,
+                label=f"{device} reserved",
+            )
+    t0 = report.info.get("t0_ns", 0)
+    for row in peaks.itertuples(index=False):
+        x, y = (row.peak_ts_ns - t0) / scale, row.peak_allocated_bytes / 2**20
+        ax.plot([x], [y], marker="v", color=colors.get(row.device, "black"), markersize=8)
+        right = x > 0.6 * float(t["t_ns"].max()) / scale if len(t) else False  # keep the label inside
+        ax.annotate(
+            wrap_label(f"peak {y:,.1f} MiB: {row.peak_op}", 40, 2),
+            (x, y),
+            textcoords="offset points",
+            xytext=(-6 if right else 6, 6),
+            ha="right" if right else "left",
+            fontsize=8,
+        )
+    ax.set_xlabel(f"time since the first [memory] event ({unit})")
+    ax.set_ylabel("MiB")
+    ax.set_title(wrap_label(report.title, 90, 2), fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    if len(t):
+        _legend(
+            ax,
+            *ax.get_legend_handles_labels(),
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            frameon=False,
+            fontsize=8,
+        )
+    return fig

@@ -19,9 +19,11 @@ from corpus import corpus_params
 from test_corpus_exact import independent_counts
 
 import traceview as tv
-from traceview.analyses.measure.metrics import GPU_ONLY, NUMERIC
+from traceview.analyses.measure.registry import numeric
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+NUMERIC = numeric()  # the diff overview's rows, from the registry
+GPU_ONLY = set(NUMERIC) - set(numeric(gpu=False))
 PARAMS = corpus_params() + [
     pytest.param(p, id=f"samples/{p.name}") for p in sorted(SAMPLES.glob("*.json.gz"))
 ]
@@ -219,9 +221,8 @@ def test_every_shared_metric_is_defined_once_in_the_docs():
     defined = re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.M)
     assert len(defined) == len(set(defined)), "a metric is defined twice"
     r = tv.summary(SAMPLES / "naive.json.gz")
-    from traceview.analyses.measure import metrics
 
-    shared = set(metrics.NUMERIC) | {
+    shared = set(NUMERIC) | {
         "attention_backend",
         "gpu_activities",
         "gpu_time_ns",

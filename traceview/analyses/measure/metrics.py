@@ -1,5 +1,6 @@
 """Every metric that more than one command shows, each computed by one function.
 
+Which outputs show each, its unit and how a run combines it: ``registry.METRICS``.
 The names here are the names in every output (summary info, the compare table,
 the diff overview, JSON and CSV); docs/metrics.md defines each one: what it
 counts and what it leaves out. "Per step" means per region (see ``region``): a
@@ -35,6 +36,16 @@ def _of_kind(r: Region, kind: str) -> pd.DataFrame:
 def gpu_activities(r: Region) -> int:
     """Kernels, memcpys and memsets in the region."""
     return len(r.activities)
+
+
+def memcpys(r: Region) -> int:
+    """GPU activities of kind memcpy."""
+    return len(_of_kind(r, "memcpy"))
+
+
+def memsets(r: Region) -> int:
+    """GPU activities of kind memset."""
+    return len(_of_kind(r, "memset"))
 
 
 def gpu_time_ns(r: Region) -> int:
@@ -144,55 +155,3 @@ def attention_backend(r: Region, stats: dict | None = None) -> str:
     if stats["sdpa_backends"]:
         return ", ".join(stats["sdpa_backends"])
     return "none"
-
-
-# ------------------------------------------------------------------ the shared set
-
-
-def per_step(r: Region) -> dict:
-    """The metrics every command shows, by their one name; counts and times per region."""
-    gpu = {
-        "gpu_activities_per_step": _per(r, gpu_activities(r)),
-        "kernels_per_step": _per(r, kernels(r)),
-        "memcpys_per_step": _per(r, len(_of_kind(r, "memcpy"))),
-        "memsets_per_step": _per(r, len(_of_kind(r, "memset"))),
-        "gpu_time_per_step_ns": _per(r, gpu_time_ns(r)),
-        "kernel_launches_per_step": _per(r, kernel_launches(r)),
-    }
-    cpu = {
-        "cpu_ops_per_step": _per(r, cpu_ops(r)),
-        "cpu_time_per_step_ns": _per(r, r.cpu_wall_ns),
-        "cpu_op_time_per_step_ns": _per(r, cpu_op_time_ns(r)),
-    }
-    return {
-        "regions": r.regions,
-        **gpu,
-        **cpu,
-        "tensor_core_pct": tensor_core_pct(r),
-        "attention_backend": attention_backend(r),
-    }
-
-
-#: the per-step metrics whose value is a count or a time (the diff overview's rows)
-NUMERIC = (
-    "regions",
-    "gpu_activities_per_step",
-    "kernels_per_step",
-    "memcpys_per_step",
-    "memsets_per_step",
-    "gpu_time_per_step_ns",
-    "kernel_launches_per_step",
-    "cpu_ops_per_step",
-    "cpu_time_per_step_ns",
-    "cpu_op_time_per_step_ns",
-    "tensor_core_pct",
-)
-GPU_ONLY = (
-    "gpu_activities_per_step",
-    "kernels_per_step",
-    "memcpys_per_step",
-    "memsets_per_step",
-    "gpu_time_per_step_ns",
-    "kernel_launches_per_step",
-    "tensor_core_pct",
-)

@@ -19,6 +19,7 @@ import pandas as pd
 from ...errors import TraceviewError
 from ...report import Report
 from ...run import rank_list
+from ..measure.registry import shown_in
 from ..select.region import Selection
 from ..wording.words import human, ratio, times
 from .rank_work import rank_work
@@ -28,20 +29,20 @@ from .run_diff import overall as dist_overall
 from .run_diff import run_diff
 from .run_summary import run_summary
 
-SHARED = [
-    "regions",
-    "gpu_activities_per_step",
-    "kernels_per_step",
-    "gpu_time_per_step_ns",
-    "tensor_core_pct",
-    "attention_backend",
-    "cpu_time_per_step_ns",
-]
-RATIOS = {
-    "kernels_per_step": "ratio_kernels",
-    "gpu_time_per_step_ns": "ratio_gpu_time",
-    "cpu_time_per_step_ns": "ratio_cpu_time",
-}
+
+def shared() -> list[str]:
+    """The registry's metrics ``compare --run`` shows, each run's ``overall`` value."""
+    return [x.name for x in shown_in("run_compare")]
+
+
+def per_rank() -> list[str]:
+    """The counts and times of ``shared()`` (summed over ranks), shown rank by rank too."""
+    return [x.name for x in shown_in("run_compare") if x.combine == "sum"]
+
+
+def ratios() -> dict[str, str]:
+    """metric -> the column of its ratio to the baseline run."""
+    return {x.name: x.ratio for x in shown_in("run_compare") if x.ratio}
 
 
 def baseline_index(labels: list[str], baseline) -> int:
@@ -78,12 +79,12 @@ def matched_runs(runs: list) -> tuple[list, list, list[str]]:
 
 
 def with_ratios(df: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a ``ratio_…`` column after each of RATIOS: its value over ``ref``'s (a frame aligned
+    """``df`` with a ``ratio_…`` column after each of ``ratios()``: its value over ``ref``'s (a frame aligned
     with ``df``'s rows: the baseline's figures)."""
     out = df.copy()
-    for metric, name in RATIOS.items():
-        ratios = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy(), strict=True)]
-        out.insert(out.columns.get_loc(metric) + 1, name, ratios)
+    for metric, name in ratios().items():
+        got = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy(), strict=True)]
+        out.insert(out.columns.get_loc(metric) + 1, name, got)
     return out
 
 
@@ -100,7 +101,7 @@ def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFr
                 "ranks": s.info["ranks"],
                 "world_size": s.info["world_size"],
                 "device": total["device"],
-                **{m: total[m] for m in SHARED},
+                **{m: total[m] for m in shared()},
                 **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
                 "stragglers": ", ".join(map(str, stragglers)) or "none",
             }
@@ -114,18 +115,10 @@ def rank_rows(labels, summaries, dists, base: int) -> pd.DataFrame:
     the same rank of the baseline run."""
     parts = []
     for label, s, d in zip(labels, summaries, dists, strict=True):
-        shared = s["ranks"].iloc[:-1][
-            [
-                "rank",
-                "gpu_activities_per_step",
-                "kernels_per_step",
-                "gpu_time_per_step_ns",
-                "cpu_time_per_step_ns",
-            ]
-        ]
-        shared = shared.assign(rank=shared["rank"].astype(int))
+        own = s["ranks"].iloc[:-1][["rank", *per_rank()]]
+        own = own.assign(rank=own["rank"].astype(int))
         dist = d["ranks"][["rank", *DIST, "overlap_pct", "last_at"]]
-        parts.append(shared.merge(dist, on="rank", how="left").assign(run=label))
+        parts.append(own.merge(dist, on="rank", how="left").assign(run=label))
     ref = parts[base].set_index("rank")
     out = [with_ratios(part, ref.loc[part["rank"]]) for part in parts]
     table = pd.concat(out, ignore_index=True).sort_values(["rank"], kind="stable").reset_index(drop=True)

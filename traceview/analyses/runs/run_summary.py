@@ -14,30 +14,20 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 import pandas as pd
 
 from ...report import Report
 from ...run import rank_list
 from ...units import human_ns
-from ..measure import metrics
+from ..measure.registry import overall as registry_overall
+from ..measure.registry import parts, per_step, shown_in
 from ..select.region import Selection, region
 from ..trace.summary import by_category
 
-SUMMED = (
-    "gpu_activities",
-    "gpu_time_ns",
-    "gpu_activities_per_step",
-    "kernels_per_step",
-    "memcpys_per_step",
-    "memsets_per_step",
-    "gpu_time_per_step_ns",
-    "kernel_launches_per_step",
-    "cpu_ops_per_step",
-    "cpu_time_per_step_ns",
-    "cpu_op_time_per_step_ns",
-)
-COLUMNS = ["rank", "file", "device", "regions", *SUMMED, "tensor_core_pct", "attention_backend"]
+
+def columns() -> list[str]:
+    """The ranks table's columns: which rank, then the metrics ``summary --run`` shows (the registry's)."""
+    return ["rank", "file", "device", *(x.name for x in shown_in("run_summary"))]
 
 
 def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]:
@@ -45,17 +35,13 @@ def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]
     regions = {r: region(t, sel) for r, t in run.traces.items()}
     rows = []
     for r, reg in regions.items():
-        tc, known = metrics.tensor_core_ns(reg)
         rows.append(
             {
                 "rank": r,
                 "file": os.path.basename(reg.trace.path),
                 "device": reg.trace.device_name or "-",
-                "gpu_activities": metrics.gpu_activities(reg),
-                "gpu_time_ns": metrics.gpu_time_ns(reg),
-                **metrics.per_step(reg),
-                "tensor_core_ns": tc,
-                "gemm_known_ns": known,
+                **per_step(reg),
+                **parts(reg),  # what a ratio of sums adds up over the ranks
             }
         )
     return pd.DataFrame(rows), regions
@@ -63,27 +49,18 @@ def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]
 
 def overall(per_rank: pd.DataFrame) -> dict:
     """The run's row from the ranks' rows (see the module doc)."""
-    regions = per_rank["regions"].unique()
-    backends = [b for v in per_rank["attention_backend"] for b in str(v).split(", ") if b != "none"]
     row = {
         "rank": "overall",
         "file": f"{len(per_rank)} files",
         "device": ", ".join(dict.fromkeys(per_rank["device"])) if len(per_rank) else "-",
-        "regions": int(regions[0]) if len(regions) == 1 else np.nan,
     }
-    row.update({m: per_rank[m].sum() for m in SUMMED})
-    row["gpu_activities"], row["gpu_time_ns"] = int(row["gpu_activities"]), int(row["gpu_time_ns"])
-    row["tensor_core_pct"] = metrics.tensor_core_pct_of(
-        int(per_rank["tensor_core_ns"].sum()), int(per_rank["gemm_known_ns"].sum())
-    )
-    row["attention_backend"] = ", ".join(dict.fromkeys(backends)) or "none"
-    return row
+    return {**row, **registry_overall(per_rank, "run_summary")}
 
 
 def rank_table(per_rank: pd.DataFrame) -> pd.DataFrame:
-    """The ranks' rows (``rank`` as text) and the ``overall`` row, in ``COLUMNS``."""
+    """The ranks' rows (``rank`` as text) and the ``overall`` row, in ``columns()``."""
     rows = per_rank.assign(rank=per_rank["rank"].astype(str))
-    return pd.DataFrame([*rows.to_dict("records"), overall(per_rank)])[COLUMNS]
+    return pd.DataFrame([*rows.to_dict("records"), overall(per_rank)])[columns()]
 
 
 def run_categories(regions: dict) -> pd.DataFrame:

@@ -69,6 +69,8 @@ class Region:
     cpu_wall_ns: int  # wall time of the regions on the CPU
     left_out: int = 0  # selected GPU activities launched outside every step
     notes: list = field(default_factory=list)
+    #: the registry's metrics of this region, each computed once however many outputs show it
+    measured: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def label(self) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ...report import Report
-from ..measure import metrics
+from ..measure.registry import per_step as metrics_of
+from ..measure.registry import shown
 from ..select.region import Selection, region
 from ..wording.names import kernel_label
 
@@ -19,11 +20,7 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
         "device": trace.device_name,
         "selection": r.selection.describe(),
         "per": r.per_word,
-        "gpu_activities": metrics.gpu_activities(r),
-        "gpu_time_ns": metrics.gpu_time_ns(r),
-        **metrics.per_step(r),
-        "left_out_gpu_activities": r.left_out,
-        "linked_to_op_pct": 100.0 * float(k["op"].notna().mean()) if len(k) else None,
+        **shown(metrics_of(r), "summary"),
     }
     tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:

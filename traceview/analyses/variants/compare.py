@@ -19,6 +19,7 @@ from ...run import one_job
 from ..measure import metrics
 from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes
 from ..measure.groups import breakdown, category_times, trace_labels
+from ..measure.registry import per_step, shown_in
 from ..select.region import Region, Selection, region
 from ..wording.words import human, num, ratio, times
 
@@ -36,7 +37,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     sides = [region(t, sel) for t in traces]
     labels = trace_labels(traces)
     gpu = any(s.has_gpu for s in sides)
-    rows = [metrics.per_step(s) for s in sides]
+    rows = [per_step(s) for s in sides]
     table = pd.DataFrame(
         [_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows, strict=True)]
     )
@@ -68,34 +69,18 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
 
 
 def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
-    """One trace's row of the compare table: its metrics ``m``; ``b`` are the baseline's."""
-    row = {"trace": label, "device": s.trace.device_name or "-", "regions": m["regions"]}
+    """One trace's row of the compare table: the registry's compare metrics ``m`` (``b``: the baseline's),
+    each followed by its ratio to the baseline where it has one, then what only compare shows."""
+    row = {"trace": label, "device": s.trace.device_name or "-"}
+    for x in shown_in("compare", gpu):
+        row[x.name] = m[x.name]
+        if x.ratio:
+            row[x.ratio] = ratio(b[x.name], m[x.name])
     if gpu:
-        row.update(
-            {
-                "gpu_activities_per_step": m["gpu_activities_per_step"],
-                "kernels_per_step": m["kernels_per_step"],
-                "ratio_kernels": ratio(b["kernels_per_step"], m["kernels_per_step"]),
-                "gpu_time_per_step_ns": m["gpu_time_per_step_ns"],
-                "ratio_gpu_time": ratio(b["gpu_time_per_step_ns"], m["gpu_time_per_step_ns"]),
-                "tensor_core_pct": m["tensor_core_pct"],
-                "gemm_family": next(iter(metrics.gemm_families(s)), "-"),
-                "attention_backend": m["attention_backend"],
-                "top_categories": _top_categories(s),
-                "kernel_launches_per_step": m["kernel_launches_per_step"],
-            }
-        )
+        row["gemm_family"] = next(iter(metrics.gemm_families(s)), "-")
+        row["top_categories"] = _top_categories(s)
         row.update(efficiency(s))  # GEMM and attention TFLOP/s and percent of peak
     else:
-        row["attention_backend"] = m["attention_backend"]
-    row.update(
-        {
-            "cpu_ops_per_step": m["cpu_ops_per_step"],
-            "cpu_time_per_step_ns": m["cpu_time_per_step_ns"],
-            "ratio_cpu_time": ratio(b["cpu_time_per_step_ns"], m["cpu_time_per_step_ns"]),
-        }
-    )
-    if not gpu:
         row["top_ops"] = _top_ops(s)
     return row
 

@@ -24,6 +24,7 @@ from ...report import Report
 from ..measure import metrics
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
+from ..measure.registry import numeric, per_step
 from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
@@ -113,7 +114,7 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
 
 
 def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
-    ma, mb = metrics.per_step(A), metrics.per_step(B)
+    ma, mb = per_step(A), per_step(B)
     info = {
         "a": a.path,
         "b": b.path,
@@ -173,9 +174,9 @@ def _cap(df: pd.DataFrame, top: int | None) -> pd.DataFrame:
 
 
 def _overview(A: Region, B: Region) -> pd.DataFrame:
-    """One row per shared metric (see ``metrics.per_step``), by its one name."""
-    ma, mb = metrics.per_step(A), metrics.per_step(B)
-    names = [n for n in metrics.NUMERIC if A.has_gpu or B.has_gpu or n not in metrics.GPU_ONLY]
+    """One row per metric the registry shows in the diff overview, by its one name."""
+    ma, mb = per_step(A), per_step(B)
+    names = numeric(A.has_gpu or B.has_gpu)
     a = [float(ma[n]) for n in names]
     b = [float(mb[n]) for n in names]
     return pd.DataFrame(

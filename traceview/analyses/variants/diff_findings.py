@@ -9,7 +9,8 @@ from ...domain import domain
 from ...link import ARROW
 from ..measure.efficiency import efficiency_findings
 from ..measure.groups import NO_OP, chain_table
-from ..measure.metrics import on_tensor_cores, per_step
+from ..measure.metrics import on_tensor_cores
+from ..measure.registry import per_step
 from ..select.region import Region
 from ..wording.names import finding_name, short_kernel_name
 from ..wording.words import human, listing, num, plural, ratio, times

@@ -1,0 +1,91 @@
+"""One list of metrics (issue 21 item 3): the registry is what summary, compare and the run
+commands show, docs/metrics.md's table is generated from it, and each metric is computed once
+per region however many outputs ask."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from corpus import CORPUS
+
+from traceview.analyses.measure import registry
+from traceview.analyses.measure.registry import METRICS, Metric
+from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+RANKS = sorted((CORPUS / "param").glob("dlrm_kineto__worker[01]_*.json.gz"))
+needs_ranks = pytest.mark.skipif(len(RANKS) < 2, reason="corpus absent (param dlrm ranks)")
+CALLS: list[str] = []
+
+
+def _ops_per_step(r) -> float:
+    CALLS.append(r.trace.path)
+    return float(len(r.ops)) / r.regions
+
+
+@pytest.fixture
+def added():
+    """A metric registered at runtime, shown in summary, compare and summary --run; removed after."""
+    metric = Metric(
+        "test_ops_per_step",
+        _ops_per_step,
+        "count",
+        "sum",
+        ("summary", "compare", "run_summary"),
+        "CPU ops per step (added by tests/test_registry.py)",
+    )
+    METRICS.append(metric)
+    CALLS.clear()
+    yield metric
+    METRICS.remove(metric)
+
+
+def run(*args, tmp=None):
+    env = {"TRACEVIEW_CACHE_DIR": str(tmp)} if tmp else {}
+    out = CliRunner(env=env).invoke(main, [*map(str, args), "--format", "json", "--no-cache"])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.output)
+
+
+def test_docs_table_is_generated_from_the_registry():
+    doc = registry.DOC.read_text(encoding="utf-8")
+    assert registry.with_table(doc) == doc, "run: python -m traceview.analyses.measure.registry"
+    for x in METRICS:
+        assert f"| `{x.name}` |" in doc, x.name
+
+
+def test_every_metric_says_how_it_combines_and_where_it_shows():
+    for x in METRICS:
+        assert x.combine in registry.COMBINE and set(x.outputs) <= set(registry.OUTPUTS), x.name
+        assert x.combine != "ratio_of_sums" or (x.parts and x.of), x.name
+    assert len({x.name for x in METRICS}) == len(METRICS)
+
+
+def test_an_added_metric_shows_in_summary_and_compare(added, tmp_path):
+    a, b = SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"
+    info = run("summary", a, tmp=tmp_path)["info"]
+    ops = info["cpu_ops_per_step"]  # the same count through metrics.cpu_ops, a different function
+    assert info["test_ops_per_step"] == ops
+    rows = run("compare", a, b, tmp=tmp_path)["tables"]["compare"]
+    assert rows[0]["test_ops_per_step"] == ops and rows[1]["test_ops_per_step"] == rows[1]["cpu_ops_per_step"]
+
+
+@needs_ranks
+def test_an_added_metric_shows_in_summary_run(added, tmp_path):
+    for p in RANKS:
+        os.symlink(p, tmp_path / p.name)
+    ranks = run("summary", "--run", tmp_path, tmp=tmp_path / "cache")["tables"]["ranks"]
+    each = [r["test_ops_per_step"] for r in ranks[:-1]]
+    assert each == [r["cpu_ops_per_step"] for r in ranks[:-1]] and all(each)
+    assert ranks[-1]["rank"] == "overall" and ranks[-1]["test_ops_per_step"] == pytest.approx(sum(each))
+
+
+def test_a_diff_measures_each_side_once(added, tmp_path):
+    """diff asked for the shared metrics up to 7 times per side; each is computed once per region now."""
+    a, b = SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"
+    run("diff", a, b, tmp=tmp_path)
+    assert sorted(CALLS) == sorted([str(a), str(b)]), CALLS

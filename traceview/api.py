@@ -473,6 +473,32 @@ def check_report_path(output) -> None:
         raise TraceviewError(f"{path}: folder {path.parent} does not exist")
 
 
+def exposed(
+    trace,
+    *,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """Each step's wall time split into exposed time per cause (computation by category,
+    communication, memcpy/memset, GPU idle by what the host was doing), summing exactly to the
+    wall time; ``diff`` shows the same split for A and B (table ``exposed``)."""
+    from .analyses.measure.exposed import exposed_report
+
+    s, opts = _parts(locals())
+    return exposed_report(_trace(trace, opts), s)
+
+
 def hta(
     trace,
     *,

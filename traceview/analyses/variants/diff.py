@@ -23,12 +23,13 @@ import pandas as pd
 from ...report import Report
 from ..measure import metrics
 from ..measure.efficiency import efficiency_notes, efficiency_table
+from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
 from ..measure.registry import numeric, per_step
 from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
-from .diff_findings import diff_findings
+from .diff_findings import diff_findings, exposed_findings
 
 
 @dataclass
@@ -62,6 +63,10 @@ def diff(
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
     info = _info(a, b, A, B, la, lb, kernels)
     info["per_step_tables"] = [n for n in tables if n != "overview"]
+    if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
+        tables["exposed"], exposed_info = exposed_diff_table(A, B)
+        info.update(exposed_info)
+        findings = exposed_findings(tables["exposed"], A.per_word) + findings
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
     if kernels is not None:  # rates, not per-step numbers
         tables["efficiency"] = efficiency_table([(la, A), (lb, B)])

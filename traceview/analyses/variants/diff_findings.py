@@ -326,3 +326,29 @@ def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:
         or (kernels.both["delta_time_ns"] != 0).any()
         or (kernels.both["a_count"] != kernels.both["b_count"]).any()
     )
+
+
+# ------------------------------------------------------------------ exposed time
+
+
+def exposed_findings(table: pd.DataFrame, unit: str, n: int = 3) -> list[str]:
+    """The step-time change and the causes that moved it most (diff's ``exposed`` table, per step)."""
+    a, b = table["a_per_step_ns"].sum(), table["b_per_step_ns"].sum()
+    moved = table[table["delta_per_step_ns"] != 0]
+    if a == b and not len(moved):
+        return []
+    top = moved.iloc[np.argsort(-np.abs(moved["delta_per_step_ns"].to_numpy()), kind="stable")[:n]]
+    parts = [
+        f"{c} {_signed(d)} ({human(x)} → {human(y)})"
+        for c, d, x, y in zip(
+            top["cause"], top["delta_per_step_ns"], top["a_per_step_ns"], top["b_per_step_ns"], strict=True
+        )
+    ]
+    return [
+        f"wall time per {unit} {human(a)} → {human(b)} ({_signed(b - a)}); "
+        f"exposed, the largest changes: {'; '.join(parts)}"
+    ]
+
+
+def _signed(ns: float) -> str:
+    return ("+" if ns >= 0 else "-") + human(abs(ns))

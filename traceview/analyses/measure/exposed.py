@@ -1,0 +1,240 @@
+"""Exposed time: each step's wall time split into causes, every nanosecond counted once.
+
+A step is a window of wall time on the host's clock (a ProfilerStep span, an annotation span,
+or the whole trace). Every instant of the window goes to the first of these causes that holds
+at that instant (the priority; ``rules/exposed.toml`` orders the computation categories):
+
+1. ``compute: CATEGORY``: a computation kernel of that category runs (GEMM before attention
+   before ..., so a small kernel beside a GEMM is hidden behind it);
+2. ``communication exposed``: a communication kernel runs and no computation does;
+3. ``memcpy exposed``, then ``memset exposed``: only copies or sets run;
+4. the GPU is idle and the host is in a synchronisation (``idle: host sync``), in the data
+   loader (``idle: data loader``), or in any other CPU op or runtime call, so the GPU waits
+   for work to be launched (``idle: host launch-bound``);
+5. ``idle: other``: the GPU is idle and no CPU op or runtime call runs.
+
+The causes are exclusive, so they sum exactly (int64 ns) to the window's wall time. The GPU
+activities are the selection's (device, stream, kind) wherever they were launched: an instant
+is busy when something runs, whichever step launched it. ``communication hidden`` (communication
+that runs under computation) is reported beside the causes and is not one of them:
+exposed + hidden = the communication's busy time.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ... import schema
+from ...errors import TraceviewError
+from ...report import Report
+from ...units import human_ns
+from ..select.region import Region, Selection, _matching_activities, annotation_spans, region
+from . import intervals as iv
+from .gpu_breakdown import gpu_class
+
+RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "exposed.toml"
+COMM, MEMCPY, MEMSET = "communication exposed", "memcpy exposed", "memset exposed"
+SYNC, LOADER, LAUNCH, OTHER = "idle: host sync", "idle: data loader", "idle: host launch-bound", "idle: other"
+HIDDEN = "communication hidden"
+HOST_ROLES = ("cpu_op", "runtime")  # annotations span whole steps: they say nothing about the host
+
+
+class HostRules(msgspec.Struct, forbid_unknown_fields=True):
+    sync: str
+    data_loader: str
+
+
+class ExposedRules(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    compute_order: list[str]
+    host: HostRules
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> ExposedRules:
+    try:
+        r = schema.convert(schema.read(RULES_PATH, "exposed-time rules"), ExposedRules)
+        for p in (r.host.sync, r.host.data_loader):
+            re.compile(p)
+    except (schema.Invalid, re.error) as e:  # a broken installation, not a user's input
+        raise TraceviewError(f"{RULES_PATH}: {e}") from None
+    return r
+
+
+@dataclass
+class Exposed:
+    """``steps``: one row per window (``step``, ``start_ns``, ``wall_ns``, one int64 column per
+    cause in priority order, ``communication hidden``); ``causes``: the cause columns."""
+
+    steps: pd.DataFrame
+    causes: list
+
+    def totals(self) -> dict:
+        """cause -> ns over every window, and ``wall_ns`` / ``communication hidden``."""
+        return {c: int(self.steps[c].sum()) for c in [*self.causes, HIDDEN, "wall_ns"]}
+
+
+def exposed(r: Region) -> Exposed:
+    """The split of every window of region ``r``."""
+    trace, sel = r.trace, r.selection
+    acts = _matching_activities(trace, Selection(device=sel.device, stream=sel.stream, kind=sel.kind))
+    layers, hidden_pair = gpu_layers(acts)
+    layers += host_layers(trace.events)
+    causes = [c for c, _ in layers] + [OTHER]
+    rows = []
+    for step, lo, hi in windows(r, acts):
+        split = split_window(layers, lo, hi)
+        comm, comp = (iv.clip(s, lo, hi) for s in hidden_pair)
+        rows.append([step, lo, hi - lo, *split, iv.overlap(comm, comp)])
+    cols = ["step", "start_ns", "wall_ns", *causes, HIDDEN]
+    steps = pd.DataFrame(rows, columns=cols).astype(np.int64) if rows else _empty(cols)
+    return Exposed(steps, causes)
+
+
+def exposed_report(trace, sel: Selection | None = None) -> Report:
+    """``tv.exposed``: table ``exposed`` (cause, ns over the selected windows, per step, % of the
+    wall time) and table ``steps`` (one row per window, one column per cause)."""
+    r = region(trace, sel)
+    e = exposed(r)
+    t = e.totals()
+    wall = t["wall_ns"]
+    ns = np.array([t[c] for c in e.causes], dtype=np.int64)
+    table = pd.DataFrame({"cause": e.causes, "ns": ns})
+    table["per_step_ns"] = r.per_region_count(table["ns"])
+    table["pct_of_wall"] = 100.0 * ns / wall if wall else np.nan
+    info = {
+        "trace": trace.path,
+        "selection": r.selection.describe(),
+        "per": r.per_word,
+        "windows": len(e.steps),
+        "wall_ns": wall,
+        "communication_hidden_ns": t[HIDDEN],
+    }
+    top = table[table["ns"] > 0].sort_values("ns", ascending=False, kind="stable").head(3)
+    findings = (
+        [
+            f"of {human_ns(wall)} wall time, "
+            + "; ".join(
+                f"{c} {human_ns(v)} ({p:.1f} %)"
+                for c, v, p in zip(top["cause"], top["ns"], top["pct_of_wall"], strict=True)
+            )
+        ]
+        if wall
+        else []
+    )
+    return Report(
+        kind="exposed",
+        title=f"Exposed time: {trace.label} (per {r.per_word})",
+        tables={"exposed": table, "steps": e.steps},
+        findings=findings,
+        info=info,
+        notes=list(trace.warnings) + r.notes,
+    )
+
+
+def _empty(cols) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=np.int64) for c in cols})
+
+
+def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
+    """(cause, spans) of the GPU causes in priority order; and (communication, computation)."""
+    cls = gpu_class(acts)
+    cat = acts["category"].astype(str).to_numpy()
+    kind = acts["kind"].astype(str).to_numpy()
+    order = rules().compute_order
+    present = set(cat[cls == "computation"])
+    cats = [c for c in order if c in present] + sorted(present - set(order))
+    layers = [(f"compute: {c}", iv.spans(acts[(cls == "computation") & (cat == c)])) for c in cats]
+    comm = iv.spans(acts[cls == "communication"])
+    layers.append((COMM, comm))
+    layers += [(name, iv.spans(acts[kind == k])) for name, k in ((MEMCPY, "memcpy"), (MEMSET, "memset"))]
+    return layers, (comm, iv.spans(acts[cls == "computation"]))
+
+
+def host_layers(events: pd.DataFrame) -> list:
+    """(cause, spans) of the host causes, in priority order, from the CPU ops and runtime calls."""
+    host = events[events["role"].isin(HOST_ROLES).to_numpy()]
+    names = host["name"].astype(str)
+    h = rules().host
+    sync = names.str.contains(h.sync, regex=True).to_numpy()
+    loader = names.str.contains(h.data_loader, regex=True).to_numpy()
+    return [(SYNC, iv.spans(host[sync])), (LOADER, iv.spans(host[loader])), (LAUNCH, iv.spans(host))]
+
+
+def split_window(layers: list, lo: int, hi: int) -> list:
+    """ns of each layer in [lo, hi) not covered by an earlier layer, then the rest (uncovered)."""
+    covered = (np.empty(0, np.int64), np.empty(0, np.int64))
+    before, out = 0, []
+    for _, s in layers:
+        covered = iv.merged(iv.join(covered, iv.clip(s, lo, hi)))
+        now = int((covered[1] - covered[0]).sum())
+        out.append(now - before)
+        before = now
+    out.append((hi - lo) - before)
+    return out
+
+
+def windows(r: Region, acts: pd.DataFrame) -> list:
+    """(step, lo, hi) of each window of the region: ProfilerSteps, annotation spans (numbered from
+    0 in time order), or the whole trace (step -1: first start to last end of ops and activities)."""
+    trace, sel = r.trace, r.selection
+    if sel.annotation is not None:
+        spans = annotation_spans(trace, sel.annotation).sort_values("ts_ns", kind="stable")
+        if sel.step is not None:
+            st = trace.steps[trace.steps["step"] == sel.step].iloc[0]
+            inside = (spans["ts_ns"] >= st["ts_ns"]) & (spans["ts_ns"] < st["ts_ns"] + st["dur_ns"])
+            spans = spans[inside.to_numpy()]
+        lo = spans["ts_ns"].to_numpy(np.int64)
+        return list(
+            zip(range(len(lo)), lo, lo + spans["dur_ns"].clip(lower=0).to_numpy(np.int64), strict=True)
+        )
+    if r.region_kind in ("step", "steps"):
+        s = trace.steps if sel.step is None else trace.steps[trace.steps["step"] == sel.step]
+        lo = s["ts_ns"].to_numpy(np.int64)
+        hi = lo + s["dur_ns"].clip(lower=0).to_numpy(np.int64)
+        return list(zip(s["step"].to_numpy(np.int64), lo, hi, strict=True))
+    every = iv.join(iv.spans(r.ops), iv.spans(acts))
+    if not len(every[0]):
+        return []
+    return [(-1, int(every[0].min()), int(every[1].max()))]
+
+
+def diff_table(A: Region, B: Region) -> tuple[pd.DataFrame, dict]:
+    """diff's ``exposed`` table (cause, a_ns, b_ns, delta_ns over the selected windows, and the
+    same per step) and its info (a_wall_ns, b_wall_ns, communication hidden per side)."""
+    ea, eb = exposed(A), exposed(B)
+    ta, tb = ea.totals(), eb.totals()
+    causes = _union_in_order(ea.causes, eb.causes)
+    a = np.array([ta.get(c, 0) for c in causes], dtype=np.int64)
+    b = np.array([tb.get(c, 0) for c in causes], dtype=np.int64)
+    table = pd.DataFrame({"cause": causes, "a_ns": a, "b_ns": b, "delta_ns": b - a})
+    table["a_per_step_ns"] = A.per_region_count(table["a_ns"])
+    table["b_per_step_ns"] = B.per_region_count(table["b_ns"])
+    table["delta_per_step_ns"] = table["b_per_step_ns"] - table["a_per_step_ns"]
+    info = {
+        "a_wall_ns": ta["wall_ns"],
+        "b_wall_ns": tb["wall_ns"],
+        "a_windows": len(ea.steps),
+        "b_windows": len(eb.steps),
+        "a_communication_hidden_ns": ta[HIDDEN],
+        "b_communication_hidden_ns": tb[HIDDEN],
+    }
+    return table, info
+
+
+def _union_in_order(a: list, b: list) -> list:
+    """Every cause of either side, in priority order (computation categories by rules order)."""
+    order = rules().compute_order
+    everything = set(a) | set(b)
+    comp = sorted(
+        (c for c in everything if c.startswith("compute: ")),
+        key=lambda c: (order.index(c[9:]) if c[9:] in order else len(order), c),
+    )
+    return comp + [c for c in (COMM, MEMCPY, MEMSET, SYNC, LOADER, LAUNCH, OTHER) if c in everything]

@@ -7,6 +7,8 @@ from .api import (
     Report,
     Selection,
     annotate,
+    assert_check,
+    check,
     compare,
     compare_runs,
     diff,
@@ -23,13 +25,14 @@ from .api import (
     timeline,
 )
 from .classify import classify
-from .errors import NotATraceError, RuleError, TraceReadError, TraceviewError
+from .errors import CheckRuleError, NotATraceError, RuleError, TraceReadError, TraceviewError
 from .load import load
 from .model import Trace
 
 # ``report`` is the HTML report function; the module of that name stays ``traceview.report``
 # (``from traceview.report import Report``), and ``tv.Report`` is its class.
 __all__ = [
+    "CheckRuleError",
     "LoadOptions",
     "NotATraceError",
     "Report",
@@ -40,6 +43,8 @@ __all__ = [
     "TraceviewError",
     "__version__",
     "annotate",
+    "assert_check",
+    "check",
     "classify",
     "compare",
     "compare_runs",

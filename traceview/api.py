@@ -499,6 +499,70 @@ def exposed(
     return exposed_report(_trace(trace, opts), s)
 
 
+def check(
+    candidate,
+    *,
+    baseline=None,
+    checks=None,
+    junit=None,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules=None,
+    devices=None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache=None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """A performance gate: every rule of ``checks`` (a TOML rules file; None: the built-in rules,
+    traceview/rules/check_default.toml) on trace ``candidate``, relative rules against ``baseline``.
+    Table ``rules``: one row per rule, its status (pass, fail, skipped), value, bound and how noise
+    was judged; ``info["verdict"]`` is ``pass`` or ``fail``. ``junit``: also write the results as JUnit
+    XML there. ``rules=`` stays the kernel classification rules, as in every function. A malformed
+    rules file raises CheckRuleError (one line, FILE:LINE) before any trace is read."""
+    from .analyses.variants.check import check as _check
+    from .analyses.variants.check_rules import DEFAULT, read_rules
+
+    s, opts = _parts(locals())
+    ruleset = read_rules(checks)
+    if junit is not None:
+        check_junit_path(junit)
+    cand = _trace(candidate, opts)
+    base = _trace(baseline, opts) if baseline is not None else None
+    source = os.fspath(checks) if checks is not None else f"built-in ({DEFAULT.name})"
+    result = _check(cand, base, ruleset, s, source=source)
+    if junit is not None:
+        from .render.junit import write_junit
+
+        write_junit(result, junit)
+    return result
+
+
+def check_junit_path(path) -> None:
+    """The JUnit file's folder must exist (checked before any trace is read)."""
+    from pathlib import Path
+
+    from .atomic import OutputError
+
+    if not Path(path).parent.is_dir():
+        raise OutputError(path, f"folder {Path(path).parent} does not exist")
+
+
+def assert_check(candidate, *, baseline=None, checks=None, sel: Selection | None = None, **load) -> Report:
+    """For a test: ``tv.assert_check("new.json.gz", baseline="old.json.gz")`` raises AssertionError
+    naming each failed rule, how far it missed and what diff says changed; returns the Report when
+    every rule holds. ``load``: the load options (``cache=False``, ``rules=``, ...)."""
+    result = check(candidate, baseline=baseline, checks=checks, sel=sel, **load)
+    if result.info["verdict"] != "pass":
+        raise AssertionError("\n".join([result.title, *(f"  - {f}" for f in result.findings)]))
+    return result
+
+
 def hta(
     trace,
     *,

@@ -25,6 +25,10 @@ class RuleError(TraceviewError):
     """A user-supplied classification rule file is malformed."""
 
 
+class CheckRuleError(TraceviewError):
+    """A ``traceview check`` rules file is malformed: ``FILE:LINE: problem``, a usage error (exit 2)."""
+
+
 # The command line's exit statuses, one definition for every command (and the entry point).
 EXIT_UNREADABLE = 1  # a TraceviewError: a trace that can't be read, a selection that matches nothing
 EXIT_USAGE = 2  # a usage error

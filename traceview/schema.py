@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -118,3 +119,59 @@ def _words(text: str) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
+
+
+# ------------------------------------------------------------------ the rules of ``traceview check``
+
+#: how a check rule compares its metric with its bound
+CHECK_OPS = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class CheckRule(msgspec.Struct, forbid_unknown_fields=True):
+    """One rule of a ``traceview check`` rules file: a metric, an operator and a bound, which
+    is ``value`` (absolute) or ``baseline`` (the baseline's value times this factor)."""
+
+    id: Annotated[str, NonEmpty]
+    metric: Annotated[str, NonEmpty]
+    op: Literal["==", "!=", "<", "<=", ">", ">="]
+    value: int | float | str | list[str] | None = None
+    baseline: float | None = None
+    message: str = ""
+    when: Literal["any", "gpu", "cpu-only"] = "any"  # whether the rule applies to the candidate
+    noise: bool = True  # a relative rule on a per-step metric judges the steps' noise
+    # the scope: the command's selection, each field given here replacing the command's
+    step: int | None = None
+    annotation: str | None = None
+    within: str | None = None  # an op name: only inside that op's spans (as --annotation takes it)
+    device: int | None = None
+    stream: int | None = None
+    kind: Literal["kernel", "memcpy", "memset"] | None = None
+
+
+class CheckRules(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    rule: Annotated[list[CheckRule], msgspec.Meta(min_length=1)]
+
+
+_HEADER = re.compile(r"^\s*\[\[\s*(?P<array>[A-Za-z_]\w*)\s*\]\]")
+
+
+def line_of(text: str, path: str) -> int | None:
+    """The line (1-based) of ``path`` (``rule[3].metric``, ``rule[3]`` or a top-level key) in
+    the TOML ``text``: the key's line inside the array item's ``[[...]]`` block, else the header's.
+    None where it cannot be told (an inline table)."""
+    lines = text.splitlines()
+    item = _ITEM.match(path)
+    key = path[item.end() :].lstrip(".").split(".")[0] if item else path.split(".")[0]
+    lo, hi = 0, len(lines)
+    if item:
+        headers = [i for i, s in enumerate(lines) if (m := _HEADER.match(s)) and m["array"] == item["array"]]
+        if int(item["index"]) >= len(headers):
+            return None
+        lo = headers[int(item["index"])]
+        hi = next((i for i in range(lo + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+        if not key:
+            return lo + 1
+    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=") if key else None
+    found = next((i for i in range(lo, hi) if pattern and pattern.match(lines[i])), None)
+    return found + 1 if found is not None else (lo + 1 if item else None)

@@ -10,6 +10,7 @@ from . import (
     annotate,  # noqa: F401  (registers annotate)
     basic,  # noqa: F401  (registers summary, kernels)
     cache,  # noqa: F401  (registers cache info, cache clear)
+    check,  # noqa: F401  (registers check)
     collect,  # noqa: F401  (registers collect)
     diff,  # noqa: F401  (registers diff, compare, timeline)
     hta,  # noqa: F401  (registers hta)

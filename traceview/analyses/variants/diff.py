@@ -215,8 +215,9 @@ def _by_category(A: Region, B: Region) -> pd.DataFrame:
 
 
 def _only(ka: pd.DataFrame, kb: pd.DataFrame):
-    """Kernels on one side only, and on both; matched on ``match_key`` (:func:`.names.normalise_kernel_name`),
-    shown by ``kernel``, the readable name of the key's most frequent real name (:func:`.names.kernel_label`)."""
+    """Kernels on one side only, and on both; matched on ``match_key``
+    (:func:`.names.normalise_kernel_name`), shown by ``kernel``, the readable name of the key's
+    most frequent real name (:func:`.names.kernel_label`)."""
     cols = ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"]
 
     def side_only(x, y):

@@ -1,0 +1,340 @@
+"""``traceview check`` (issue 20): a performance gate for CI, from saved traces.
+
+The sample traces hold the article's finding on a CPU: ``naive`` runs ``aten::masked_fill``, which
+copies the scores (``masked_fill → clone → copy_``), ``naive_inplace`` does not. The figures are
+recounted from the JSON by plain code (no traceview); the noise test against a brute-force count of
+every permutation; the JUnit XML with a real XML parser.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import xml.etree.ElementTree as ET
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from corpus import CORPUS
+
+import traceview as tv
+from traceview.analyses.variants import noise
+from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+NAIVE, INPLACE = SAMPLES / "naive.json.gz", SAMPLES / "naive_inplace.json.gz"
+COPIES = {"aten::copy_", "aten::_to_copy", "aten::clone", "aten::contiguous"}  # rules/ops.toml [copies]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def rules_file(tmp_path, body: str, name: str = "rules.toml") -> Path:
+    path = tmp_path / name
+    path.write_text("version = 1\n" + body, encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ the done-when on the samples
+
+
+def test_the_fix_passes_the_default_rules():
+    out = run("check", INPLACE, "--baseline", NAIVE, "--format", "json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "check" and doc["info"]["verdict"] == "pass" and doc["info"]["failed"] == 0
+
+
+def test_the_copy_coming_back_fails_with_exit_1():
+    out = run("check", NAIVE, "--baseline", INPLACE, "--format", "json")
+    assert out.exit_code == 1, out.output
+    rows = {r["rule"]: r for r in json.loads(out.stdout)["tables"]["rules"]}
+    assert rows["no-new-copy-op"]["status"] == "fail"
+    assert "new: aten::masked_fill" in rows["no-new-copy-op"]["noise"]
+    assert [r for r, v in rows.items() if v["status"] == "fail"] == ["no-new-copy-op"]
+    # a CPU-only trace: the GPU rules say why they are skipped, the CPU-op time rule runs instead
+    assert rows["gpu-time-per-step"]["status"] == "skipped" and "no GPU" in rows["gpu-time-per-step"]["noise"]
+    assert rows["cpu-op-time-per-step"]["status"] in ("pass", "fail")
+
+
+def test_the_markdown_says_what_failed_and_what_diff_found():
+    out = run("check", NAIVE, "--baseline", INPLACE, "--format", "markdown")
+    assert out.exit_code == 1
+    assert "FAIL" in out.stdout.splitlines()[0] and "FAIL no-new-copy-op" in out.stdout
+    assert "aten::masked_fill copies (aten::copy_ under it" in out.stdout  # diff's finding, in words
+
+
+def copying_ops_recount(path: Path) -> set[str]:
+    """The outer ops a copy runs under, from the JSON: nesting by time on each thread, inside steps."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+
+    def ends(e):
+        return Decimal(str(e["ts"])) + Decimal(str(e["dur"]))
+
+    def within(e, s):
+        return Decimal(str(s["ts"])) <= Decimal(str(e["ts"])) and ends(e) <= ends(s)
+
+    found = set()
+    for op in ops:
+        if op["name"] not in COPIES or not any(within(op, s) for s in steps):
+            continue
+        around = [o for o in ops if o["tid"] == op["tid"] and within(op, o) and o is not op]
+        around = [o for o in around if any(within(o, s) for s in steps)]
+        outer = min(around, key=lambda o: Decimal(str(o["ts"])), default=op)  # the outermost
+        if outer["name"] not in COPIES:
+            found.add(outer["name"])
+    return found
+
+
+def test_copying_ops_agree_with_a_plain_json_recount():
+    for path in (NAIVE, INPLACE):
+        report = tv.check(path, checks=None, cache=False, baseline=path)
+        row = report["rules"].set_index("rule").loc["no-new-copy-op"]
+        assert set(row["value"].split(", ")) == copying_ops_recount(path)
+    assert "aten::masked_fill" in copying_ops_recount(NAIVE) - copying_ops_recount(INPLACE)
+
+
+def test_check_and_diff_show_one_cpu_op_time():
+    """One number, one definition: the rule's value is diff's overview figure."""
+    report = tv.check(NAIVE, baseline=INPLACE, cache=False)
+    row = report["rules"].set_index("rule").loc["cpu-op-time-per-step"]
+    overview = tv.diff(INPLACE, NAIVE, cache=False)["overview"].set_index("metric")
+    assert row["value"] == overview.loc["cpu_op_time_per_step_ns", "b"]
+    assert row["baseline"] == overview.loc["cpu_op_time_per_step_ns", "a"]
+
+
+# ------------------------------------------------------------------ JUnit XML
+
+
+def test_junit_parses_and_counts_rules_and_failures(tmp_path):
+    xml = tmp_path / "results.xml"
+    out = run("check", NAIVE, "--baseline", INPLACE, "--junit", xml, "--format", "json")
+    assert out.exit_code == 1, out.output
+    table = json.loads(out.stdout)["tables"]["rules"]
+    root = ET.parse(xml).getroot()
+    suite = root.find("testsuite")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [r["rule"] for r in table]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
+    assert failed == [r["rule"] for r in table if r["status"] == "fail"] == ["no-new-copy-op"]
+    assert skipped == [r["rule"] for r in table if r["status"] == "skipped"]
+    assert int(suite.get("tests")) == len(table) and int(suite.get("failures")) == 1
+    assert int(root.get("skipped")) == len(skipped)
+    assert (
+        "aten::masked_fill"
+        in cases[[c.get("name") for c in cases].index("no-new-copy-op")].find("failure").text
+    )
+
+
+def test_junit_in_a_missing_folder_is_refused_before_loading(tmp_path):
+    out = run("check", NAIVE, "--junit", tmp_path / "nope" / "r.xml")
+    assert out.exit_code == 2 and "does not exist" in out.output and "Traceback" not in out.output
+
+
+# ------------------------------------------------------------------ rules files
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "words"),
+    [
+        (
+            '[[rule]]\nid = "a"\nmetric = "gpu_seconds"\nop = "<="\nvalue = 1\n',
+            4,
+            "unknown metric 'gpu_seconds'",
+        ),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "=<"\nvalue = 1\n', 5, "bad value '=<'"),
+        (
+            '[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = 1\ncolour = 2\n',
+            7,
+            "unknown field 'colour'",
+        ),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\n', 2, "give value"),
+        ('[[rule]]\nid = "a"\nmetric = "attention_backend"\nop = "<"\nvalue = "flash"\n', 5, "not <"),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = "many"\n', 6, "with a number"),
+    ],
+)
+def test_a_malformed_rules_file_is_one_line_naming_file_and_line_exit_2(tmp_path, body, line, words):
+    path = rules_file(tmp_path, body)
+    out = run("check", NAIVE, "--checks", path)
+    assert out.exit_code == 2, out.output
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.output, out.output
+    assert f"{path}:{line}: " in lines[0] and words in lines[0], lines[0]
+
+
+def test_a_bad_rules_file_is_refused_by_the_api_before_any_trace(tmp_path):
+    path = rules_file(tmp_path, "[[rule]]\nid = 3\n")
+    with pytest.raises(tv.CheckRuleError, match=r"rules.toml:3: rule\[0\]\.id"):
+        tv.check(tmp_path / "no such trace.json", checks=path)
+
+
+def test_absolute_rules_and_scopes(tmp_path):
+    path = rules_file(
+        tmp_path,
+        '[[rule]]\nid = "few-ops"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = 40\n'
+        '[[rule]]\nid = "backend"\nmetric = "attention_backend"\nop = "=="\nvalue = "none"\n'
+        '[[rule]]\nid = "no-copy-in-fill"\nmetric = "copy_ops_per_step"\nop = "=="\nvalue = 0\n'
+        'within = "aten::masked_fill"\n'
+        '[[rule]]\nid = "gemms"\nmetric = "kernels_per_step"\nop = "<="\nvalue = 5\n',
+    )
+    rows = {r.rule: r for r in tv.check(NAIVE, checks=path, cache=False)["rules"].itertuples()}
+    assert rows["few-ops"].status == "fail" and rows["few-ops"].value == 45  # 45 ops per step in naive
+    assert rows["backend"].status == "pass"
+    assert (
+        rows["no-copy-in-fill"].status == "fail"
+        and rows["no-copy-in-fill"].scope == "annotation=aten::masked_fill"
+    )
+    assert rows["gemms"].status == "skipped"  # a GPU metric on a CPU-only trace
+    fixed = {r.rule: r for r in tv.check(INPLACE, checks=path, cache=False)["rules"].itertuples()}
+    assert (
+        fixed["no-copy-in-fill"].status == "skipped"
+        and "no annotation named" in fixed["no-copy-in-fill"].noise
+    )
+
+
+# ------------------------------------------------------------------ noise
+
+
+def brute_p(x, y) -> float:
+    """The one-sided rank-sum p by listing every choice of positions (mid-ranks for ties)."""
+    both = list(x) + list(y)
+    order = sorted(both)
+    rank = {v: Decimal(sum(i + 1 for i, w in enumerate(order) if w == v)) / order.count(v) for v in both}
+    observed = sum(rank[v] for v in x)
+    ranks = [rank[v] for v in both]
+    combos = list(itertools.combinations(range(len(both)), len(x)))
+    return sum(1 for c in combos if sum(ranks[i] for i in c) >= observed) / len(combos)
+
+
+@pytest.mark.parametrize(
+    ("x", "y"),
+    [([4, 5, 6], [1, 2, 3]), ([1, 5, 6], [2, 3, 4]), ([2, 2, 3, 7], [2, 1, 3]), ([3, 3, 3], [3, 3, 3]),
+     ([10, 12, 9, 14, 11], [10, 8, 9, 13, 7, 12])],
+)  # fmt: skip
+def test_exact_mann_whitney_matches_every_permutation(x, y):
+    assert noise.p_greater(np.array(x, float), np.array(y, float)) == pytest.approx(brute_p(x, y), abs=1e-12)
+
+
+def test_the_normal_approximation_is_close_to_the_exact_count():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(1.1, 1, 40), rng.normal(1.0, 1, 40)
+    ranks2 = (pd.Series(np.r_[x, y]).rank().to_numpy() * 2).round().astype(np.int64)
+    exact = noise._exact(ranks2, 40, int(ranks2[:40].sum()))
+    assert 0.01 < exact < 0.99 and abs(noise.p_greater(x, y) - exact) < 0.01  # 80 values: the normal one
+
+
+def test_a_relative_rule_within_the_noise_passes_and_one_step_cannot_judge(tmp_path):
+    """naive's CPU op time per step is 1.15x naive_inplace's, but its 3 steps interleave with the
+    baseline's: within noise. One step (--step 3) cannot judge noise, so the plain bound fails."""
+    path = rules_file(
+        tmp_path, '[[rule]]\nid = "t"\nmetric = "cpu_op_time_per_step_ns"\nop = "<="\nbaseline = 1.0\n'
+    )
+    row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
+    assert row["value"] > row["bound"] and row["status"] == "pass" and row["noise"].startswith("within noise")
+    one = tv.check(NAIVE, baseline=INPLACE, checks=path, step=3, cache=False)["rules"].iloc[0]
+    assert one["status"] == "fail" and "too few to judge noise" in one["noise"]
+
+
+def test_a_shift_beyond_the_noise_fails(tmp_path):
+    """Copies per step are the same in every step (4 in naive, 2 in naive_inplace): every candidate
+    step ranks above every baseline step, p = 1/C(6,3) = 0.05."""
+    path = rules_file(
+        tmp_path, '[[rule]]\nid = "c"\nmetric = "copy_ops_per_step"\nop = "<="\nbaseline = 1.0\n'
+    )
+    row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
+    assert row["status"] == "fail" and "p=0.05 " in row["noise"] and (row["value"], row["baseline"]) == (4, 2)
+
+
+# ------------------------------------------------------------------ in Python
+
+
+def test_assert_check_reads_well():
+    assert tv.assert_check(INPLACE, baseline=NAIVE, cache=False).info["verdict"] == "pass"
+    with pytest.raises(AssertionError) as e:
+        tv.assert_check(NAIVE, baseline=INPLACE, cache=False)
+    text = str(e.value)
+    assert "FAIL no-new-copy-op" in text and "new: aten::masked_fill" in text and "aten::clone" in text
+
+
+def test_no_baseline_skips_the_relative_rules():
+    report = tv.check(NAIVE, cache=False)
+    assert report.info["verdict"] == "pass" and set(report["rules"]["status"]) == {"skipped"}
+
+
+# ------------------------------------------------------------------ GPU traces (corpus)
+
+H100 = CORPUS / "tracelens" / "h100__Falconsai_nsfw_image_detection__1016002.json.gz"
+
+
+@pytest.mark.skipif(not H100.exists(), reason=f"corpus absent ({H100.name})")
+def test_a_gpu_trace_against_itself_runs_every_gpu_rule_and_passes():
+    report = tv.check(H100, baseline=H100, cache=False)
+    t = report["rules"].set_index("rule")
+    assert report.info["verdict"] == "pass", t
+    assert (
+        t.loc["gpu-time-per-step", "status"] == "pass"
+        and t.loc["cpu-op-time-per-step", "status"] == "skipped"
+    )
+    assert t.loc["no-new-memcpy", "status"] == "pass"
+
+
+# ------------------------------------------------------------------ two recordings of one variant
+
+
+@pytest.fixture(scope="module")
+def two_recordings(tmp_path_factory):
+    pytest.importorskip("torch")
+    from collectors import attention
+
+    shape = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", device="cpu", warmup=2, steps=5)
+    outs = [tmp_path_factory.mktemp(f"rec{i}") for i in range(2)]
+    for out in outs:
+        attention.collect(out, ["naive"], **shape)
+    return [out / "naive.json.gz" for out in outs]
+
+
+def test_two_recordings_of_one_variant_pass(two_recordings):
+    first, second = two_recordings
+    out = run("check", second, "--baseline", first, "--format", "json", "--no-cache")
+    assert out.exit_code == 0, out.output
+
+
+def peak_recount(path: Path) -> Decimal:
+    """The largest Total Allocated of a CUDA [memory] event inside a ProfilerStep, MiB, from the JSON."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    mem = [e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    inside = [
+        e["args"]["Total Allocated"]
+        for e in mem
+        if any(Decimal(str(s["ts"])) <= Decimal(str(e["ts"])) < Decimal(str(s["ts"])) + Decimal(str(s["dur"]))
+               for s in steps)
+    ]  # fmt: skip
+    return Decimal(max(inside)) / 2**20
+
+
+@pytest.mark.skipif(not H100.exists(), reason=f"corpus absent ({H100.name})")
+def test_absolute_gpu_rules_peak_memory_and_tensor_cores(tmp_path):
+    path = rules_file(
+        tmp_path,
+        '[[rule]]\nid = "mem"\nmetric = "peak_allocated_mib"\nop = "<="\nvalue = 100\n'
+        '[[rule]]\nid = "tc"\nmetric = "tensor_core_pct"\nop = ">="\nvalue = 90\n'
+        '[[rule]]\nid = "flash"\nmetric = "attention_backend"\nop = "=="\nvalue = "flash"\n',
+    )
+    rows = tv.check(H100, checks=path, cache=False)["rules"].set_index("rule")
+    assert rows.loc["mem", "status"] == "fail"
+    assert Decimal(repr(rows.loc["mem", "value"])) == peak_recount(H100)
+    assert rows.loc["tc", "status"] == "pass" and rows.loc["flash", "status"] == "pass"

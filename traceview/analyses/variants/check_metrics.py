@@ -1,0 +1,104 @@
+"""The figures ``traceview check`` rules can name: every metric of the registry, and the sets a
+rule about "something new" needs (a new kernel category, a new copy, a GEMM that left the tensor
+cores), which no other output shows. docs/metrics.md defines each one.
+
+A set is compared with the baseline's as a set: ``<=`` is "no element the baseline lacks".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...domain import domain
+from ...link import ARROW
+from ..measure import memory, registry
+from ..measure.groups import kernel_keys
+from ..select.region import Region
+
+
+@dataclass(frozen=True)
+class CheckMetric:
+    name: str
+    compute: Callable[[Region], object]
+    unit: str  # count, ns, pct, text or set
+    gpu: bool  # needs GPU activity: a CPU-only trace skips the rule
+    per_step: bool  # a per-step figure: a relative rule judges it against the steps' noise
+    counts: str  # its definition, for docs and errors
+
+
+def copy_ops(r: Region) -> int:
+    """CPU ops (at every depth) named as copies in rules/ops.toml ``[copies]``."""
+    return int(r.ops["name"].astype(str).isin(domain().copy_ops).sum()) if len(r.ops) else 0
+
+
+def copying_ops(r: Region) -> frozenset:
+    """The outer ops under which a copy op runs (``aten::masked_fill`` for ``masked_fill → clone →
+    copy_``): the first op of every chain ending in a copy op, unless that op is a copy itself."""
+    if not len(r.ops):
+        return frozenset()
+    copies = set(domain().copy_ops)
+    o = r.ops[r.ops["name"].astype(str).isin(copies).to_numpy()]
+    outer = {str(c).split(ARROW)[0] for c in o["chain"].astype(str).unique()}  # per distinct chain
+    return frozenset(outer - copies)
+
+
+def kernel_categories(r: Region) -> frozenset:
+    """The categories of the region's GPU activities."""
+    a = r.activities
+    return frozenset(a["category"].astype(str).unique()) if len(a) else frozenset()
+
+
+def cuda_core_gemms(r: Region) -> frozenset:
+    """GEMM kernels (by the normalised name diff matches kernels on) that run on CUDA cores."""
+    a = r.activities
+    if not len(a):
+        return frozenset()
+    g = a[(a["category"].astype(str) == "gemm").to_numpy() & (a["tensor_core"] == False).to_numpy()]  # noqa: E712
+    return frozenset(np.unique(kernel_keys(g)).tolist()) if len(g) else frozenset()
+
+
+def peak_allocated_mib(r: Region) -> float:
+    """The largest memory allocated (``memory``'s ``allocated``) over the [memory] events in the
+    region's steps (the whole trace when the region is not ProfilerSteps), MiB, on the accelerators
+    (the host's only when the trace has no other device); nan without [memory] events."""
+    s = memory.series(r.trace)
+    if r.region_kind == "step":
+        s = s[(s["step"] == r.selection.step).fillna(False).to_numpy()]
+    elif r.region_kind == "steps":
+        s = s[s["step"].notna().to_numpy()]
+    device = s["device"].astype(str)
+    if (device != "cpu").any():
+        s = s[(device != "cpu").to_numpy()]
+    return float(s["allocated"].max()) / 2**20 if len(s) else float("nan")
+
+
+def _per(f):
+    return lambda r: float(f(r)) / r.regions
+
+
+CHECK_ONLY = [
+    CheckMetric("copy_ops_per_step", _per(copy_ops), "count", False, True,
+                "CPU ops named as copies in rules/ops.toml [copies], at every depth, per step"),
+    CheckMetric("copying_ops", copying_ops, "set", False, False,
+                "the outer ops under which a copy op runs (first op of each chain ending in a copy)"),
+    CheckMetric("peak_allocated_mib", peak_allocated_mib, "MiB", False, True,
+                "the largest memory allocated on the accelerators in the region's steps, MiB"),
+    CheckMetric("kernel_categories", kernel_categories, "set", True, False,
+                "the categories of the region's GPU activities"),
+    CheckMetric("cuda_core_gemms", cuda_core_gemms, "set", True, False,
+                "GEMM kernels (normalised names) whose path is CUDA cores, not tensor cores"),
+]  # fmt: skip
+
+
+def _from_registry(m) -> CheckMetric:
+    per_step = m.name.endswith(("_per_step", "_per_step_ns")) or m.unit == "pct"
+    return CheckMetric(m.name, m.compute, m.unit, m.gpu, per_step, m.counts)
+
+
+def check_metrics() -> dict[str, CheckMetric]:
+    """Every metric a rule can name, by name: the registry's that ``check`` shows, then the sets."""
+    found = {m.name: _from_registry(m) for m in registry.shown_in("check")}
+    return found | {m.name: m for m in CHECK_ONLY}

@@ -338,3 +338,33 @@ def test_absolute_gpu_rules_peak_memory_and_tensor_cores(tmp_path):
     assert rows.loc["mem", "status"] == "fail"
     assert Decimal(repr(rows.loc["mem", "value"])) == peak_recount(H100)
     assert rows.loc["tc", "status"] == "pass" and rows.loc["flash", "status"] == "pass"
+
+
+RANK0 = sorted((CORPUS / "param").glob("dlrm_kineto__worker0_*.json.gz"))
+
+
+@pytest.mark.skipif(not RANK0, reason="corpus absent (param dlrm rank 0)")
+def test_exposed_communication_rule_is_exposeds_figure(tmp_path):
+    """One number, two commands: the rule's exposed communication share is tv.exposed's."""
+    from traceview import api
+
+    path = rules_file(tmp_path, '[[rule]]\nid = "comm"\nmetric = "exposed_comm_pct"\nop = "<="\nvalue = 5\n')
+    row = tv.check(RANK0[0], checks=path, cache=False)["rules"].iloc[0]
+    table = api.exposed(RANK0[0], cache=False)["exposed"].set_index("cause")
+    assert row["status"] == "fail" and row["value"] == pytest.approx(
+        table.loc["communication exposed", "pct_of_wall"]
+    )
+
+
+def test_a_metric_registered_at_runtime_can_be_named_in_a_rule(tmp_path):
+    from traceview.analyses.measure.registry import METRICS, Metric
+
+    metric = Metric(
+        "test_check_ops", lambda r: float(len(r.ops)) / r.regions, "count", "sum", ("summary",), "test"
+    )
+    METRICS.append(metric)
+    try:
+        path = rules_file(tmp_path, '[[rule]]\nid = "x"\nmetric = "test_check_ops"\nop = "=="\nvalue = 45\n')
+        assert tv.check(NAIVE, checks=path, cache=False)["rules"].iloc[0]["status"] == "pass"
+    finally:
+        METRICS.remove(metric)

@@ -15,6 +15,7 @@ import numpy as np
 from ...domain import domain
 from ...link import ARROW
 from ..measure import memory, registry
+from ..measure.exposed import COMM, exposed
 from ..measure.groups import kernel_keys
 from ..select.region import Region
 
@@ -75,6 +76,13 @@ def peak_allocated_mib(r: Region) -> float:
     return float(s["allocated"].max()) / 2**20 if len(s) else float("nan")
 
 
+def exposed_comm_pct(r: Region) -> float:
+    """Communication exposed (``exposed``: a communication kernel runs and no computation does) as a
+    percentage of the wall time of the region's windows; nan when the windows have no wall time."""
+    totals = exposed(r).totals()
+    return 100.0 * totals[COMM] / totals["wall_ns"] if totals["wall_ns"] > 0 else float("nan")
+
+
 def _per(f):
     return lambda r: float(f(r)) / r.regions
 
@@ -86,6 +94,8 @@ CHECK_ONLY = [
                 "the outer ops under which a copy op runs (first op of each chain ending in a copy)"),
     CheckMetric("peak_allocated_mib", peak_allocated_mib, "MiB", False, True,
                 "the largest memory allocated on the accelerators in the region's steps, MiB"),
+    CheckMetric("exposed_comm_pct", exposed_comm_pct, "pct", True, True,
+                "communication exposed (not under computation) as a % of the steps' wall time"),
     CheckMetric("kernel_categories", kernel_categories, "set", True, False,
                 "the categories of the region's GPU activities"),
     CheckMetric("cuda_core_gemms", cuda_core_gemms, "set", True, False,
@@ -99,6 +109,7 @@ def _from_registry(m) -> CheckMetric:
 
 
 def check_metrics() -> dict[str, CheckMetric]:
-    """Every metric a rule can name, by name: the registry's that ``check`` shows, then the sets."""
-    found = {m.name: _from_registry(m) for m in registry.shown_in("check")}
+    """Every metric a rule can name, by name: the registry's (read now: one registered at runtime too),
+    then the check-only ones."""
+    found = {m.name: _from_registry(m) for m in registry.METRICS}
     return found | {m.name: m for m in CHECK_ONLY}

@@ -15,9 +15,12 @@ collectives move nothing):
 - ``clock_residual_ns``: the median absolute end-time difference left after alignment.
 
 The fit needs only the collectives' times, so it runs after the per-rank work,
-serially or on Dask alike. Times are aligned only when some rank is off by more than
-``ALIGN_MIN_NS`` (below that the ends cannot tell the clocks apart); when a residual
-stays above ``REFUSE_RESIDUAL_NS`` the clocks can't be trusted to compare ranks.
+serially or on Dask alike. Whenever the fit is plausible, every rank's times are put on
+the reference clock, however small its offset: with a threshold, a rank's own µs of end
+skew would be removed when its clock is also far off and kept when it is not, so moving a
+rank's clock by 50 ms would change the waits (issue 24: by 7.5 µs on ``param/``); aligned
+always, the waits don't depend on where a rank's clock stands. When a residual stays above
+``REFUSE_RESIDUAL_NS`` the clocks can't be trusted to compare ranks.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-ALIGN_MIN_NS = 10_000  # ends of one collective agree to a few µs: smaller offsets are noise
 REFUSE_RESIDUAL_NS = 100_000  # 100 µs left after alignment: arrivals can't be ordered by these clocks
 DRIFT_MIN = 16  # matched collectives per rank before a drift is fitted (8 per half)
 MAX_DRIFT_PPM = 1_000  # quartz clocks drift under 100 ppm: a steeper fit is no clock's, never applied
@@ -111,8 +113,8 @@ def align(m: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     if not plausible(clocks):
         return m, clocks, False
     shift = correction(m, clocks, t_mid)
-    if not len(shift) or np.abs(shift).max() <= ALIGN_MIN_NS:
-        return m, clocks, False  # the clocks agree as far as the collectives can tell: times stay as recorded
+    if not len(shift) or not shift.any():
+        return m, clocks, False  # the ends agree to the ns: nothing to move
     return m.assign(ts_ns=m["ts_ns"].to_numpy() - shift), clocks, True
 
 

@@ -27,6 +27,7 @@ from .ranks import ranks_report
 from .run_diff import METRICS as DIST
 from .run_diff import overall as dist_overall
 from .run_diff import run_diff
+from .run_diff import stragglers as diff_stragglers
 from .run_summary import run_summary
 
 
@@ -94,7 +95,6 @@ def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFr
     rows = []
     for label, s, d in zip(labels, summaries, dists, strict=True):
         total = s["ranks"].iloc[-1]
-        stragglers = sorted(set(d["stragglers"]["straggler"].tolist()))
         rows.append(
             {
                 "run": label,
@@ -103,7 +103,7 @@ def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFr
                 "device": total["device"],
                 **{m: total[m] for m in shared()},
                 **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
-                "stragglers": ", ".join(map(str, stragglers)) or "none",
+                "stragglers": diff_stragglers(d),
             }
         )
     table = pd.DataFrame(rows)
@@ -176,5 +176,7 @@ def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
     ]
     for i, label in enumerate(labels):
         if i != base:
-            out += [f"{label} against {bl}: {f}" for f in run_diff(dists[base], dists[i]).findings]
+            out += [
+                f"{label} against {bl}: {f}" for f in run_diff(dists[base], dists[i], (bl, label)).findings
+            ]
     return out

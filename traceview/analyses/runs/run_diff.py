@@ -4,7 +4,9 @@ Ranks are matched by number (rank 3 of A with rank 3 of B); a rank in only one r
 named in the notes. Per rank: the GPU time breakdown (``span_ns``, ``computation_ns``,
 ``communication_ns``, ``memory_ns``, ``idle_ns``), ``overlap_pct`` and ``wait_caused_ns``
 of each run and the change; the ``overall`` row sums the ns over matched ranks (overlap:
-over their communication time).
+over their communication time). A run whose clocks ``ranks`` refused has no waits: its
+``wait_caused_ns`` stays empty, overall too (never a sum of nothing shown as 0), and a
+finding says so.
 """
 
 from __future__ import annotations
@@ -13,20 +15,22 @@ import pandas as pd
 
 from ...report import Report
 from ...units import human_ns
+from ..measure.registry import rank_metrics
 
-METRICS = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns", "wait_caused_ns"]
+#: the figures summed over the matched ranks (overlap_pct, a ratio of sums, is added by ``overall``)
+METRICS = rank_metrics("run_diff", combine="sum")
 
 
 def overall(r: pd.DataFrame) -> dict:
     """The run's figures over ranks ``r`` (a ``ranks`` table): ns summed, overlap over their communication."""
     busy = r["communication_busy_ns"].sum()
     return {
-        **{m: int(r[m].sum()) for m in METRICS},
+        **{m: pd.NA if r[m].isna().any() else int(r[m].sum()) for m in METRICS},  # NA: clocks refused
         "overlap_pct": 100.0 * r["overlapped_ns"].sum() / busy if busy else float("nan"),
     }
 
 
-def run_diff(a: Report, b: Report) -> Report:
+def run_diff(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> Report:
     ra, rb = a["ranks"].set_index("rank"), b["ranks"].set_index("rank")
     both = ra.index.intersection(rb.index)
     rows = [{"rank": str(r), **_pair(ra.loc[r], rb.loc[r])} for r in both]
@@ -42,7 +46,7 @@ def run_diff(a: Report, b: Report) -> Report:
         kind="run_diff",
         title=f"Run diff: {len(both)} matched rank(s)",
         tables={"ranks": table},
-        findings=_findings(table, a, b),
+        findings=_findings(table, a, b, labels),
         info=info,
         notes=notes,
     )
@@ -56,7 +60,7 @@ def _pair(x, y) -> dict:
     return out
 
 
-def _findings(table: pd.DataFrame, a: Report, b: Report) -> list[str]:
+def _findings(table: pd.DataFrame, a: Report, b: Report, labels: tuple[str, str]) -> list[str]:
     ranks = table[table["rank"] != "overall"]
     overall = table[table["rank"] == "overall"].iloc[0]
     out = [
@@ -67,9 +71,26 @@ def _findings(table: pd.DataFrame, a: Report, b: Report) -> list[str]:
     if len(ranks) and (change > 0).any():
         top = ranks.loc[change.idxmax()]
         out.append(f"rank {top['rank']} changed most: span {top.span_change_pct:+.1f} %")
-    sa, sb = (sorted(set(r["stragglers"]["straggler"].tolist())) for r in (a, b))
-    if sa != sb:
-        out.append(
-            f"stragglers: {', '.join(map(str, sa)) or 'none'} in A, {', '.join(map(str, sb)) or 'none'} in B"
-        )
+    out += [clocks_refused(label, r) for label, r in zip(labels, (a, b), strict=True) if refused(r)]
+    sa, sb = (stragglers(r) for r in (a, b))
+    if sa != sb and not (refused(a) or refused(b)):
+        out.append(f"stragglers: {sa} in {labels[0]}, {sb} in {labels[1]}")
     return out
+
+
+def refused(r: Report) -> bool:
+    """Whether ``ranks`` refused the run's clocks (and so named no straggler and no wait)."""
+    return r.info.get("clock_alignment") == "refused"
+
+
+def stragglers(r: Report) -> str:
+    """The run's stragglers, or why there are none to name."""
+    if refused(r):
+        return "unknown (clocks refused)"
+    return ", ".join(map(str, sorted(set(r["stragglers"]["straggler"].tolist())))) or "none"
+
+
+def clocks_refused(label: str, r: Report) -> str:
+    """One line: this run's waits and stragglers are not compared, and ``ranks``' reason."""
+    why = next((f for f in r.findings if f.startswith("refused: ")), "refused")
+    return f"{label}'s clocks can't order arrivals, so its waits and stragglers are not compared ({why})"

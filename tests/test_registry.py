@@ -4,6 +4,7 @@ per region however many outputs ask."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from corpus import CORPUS
 
+import traceview as tv
 from traceview.analyses.measure import registry
 from traceview.analyses.measure.registry import METRICS, Metric
 from traceview.cli import main
@@ -48,7 +50,7 @@ def run(*args, tmp=None):
     env = {"TRACEVIEW_CACHE_DIR": str(tmp)} if tmp else {}
     out = CliRunner(env=env).invoke(main, [*map(str, args), "--format", "json", "--no-cache"])
     assert out.exit_code == 0, out.output
-    return json.loads(out.output)
+    return json.loads(out.stdout)  # a warning goes to stderr
 
 
 def test_docs_table_is_generated_from_the_registry():
@@ -89,3 +91,53 @@ def test_a_diff_measures_each_side_once(added, tmp_path):
     a, b = SAMPLES / "naive.json.gz", SAMPLES / "sdpa_flash.json.gz"
     run("diff", a, b, tmp=tmp_path)
     assert sorted(CALLS) == sorted([str(a), str(b)]), CALLS
+
+
+# ------------------------------------------------------------------ GPU time by category, one function
+
+ALEXNET = CORPUS / "hta" / "critical_path__alexnet__benchmark_result_2869224_1695835535_trace.json.gz"
+needs_alexnet = pytest.mark.skipif(not ALEXNET.exists(), reason="corpus absent (hta alexnet)")
+
+
+def test_every_table_of_gpu_time_by_category_calls_one_function():
+    from traceview.analyses.measure import gpu_breakdown, groups
+    from traceview.analyses.runs import run_summary
+    from traceview.analyses.trace import summary
+    from traceview.analyses.variants import compare
+
+    for f in (
+        groups.category_times,
+        gpu_breakdown.categories,
+        summary.by_category,
+        run_summary.run_categories,
+    ):
+        assert "category_time(" in inspect.getsource(f), f.__qualname__
+    assert "category_times(" in inspect.getsource(compare._category_table)
+
+
+@needs_alexnet
+def test_gpu_time_by_category_agrees_everywhere(tmp_path):
+    from test_corpus_exact import independent_counts
+
+    from traceview.analyses.measure.gpu_breakdown import categories
+
+    _, dur, _, _ = independent_counts(ALEXNET)  # a plain json + Decimal recount
+    trace = tv.load(ALEXNET, cache=False)
+    assert int(categories(trace.kernels)["time_ns"].sum()) == sum(dur.values())
+    s = run("summary", ALEXNET, tmp=tmp_path)
+    by_cat = {r["category"]: r["total_ns"] for r in s["tables"]["by_category"]}
+    assert sum(by_cat.values()) == s["info"]["gpu_time_ns"]
+    regions = s["info"]["regions"]
+    c = run("compare", ALEXNET, tmp=tmp_path)["tables"]["by_category"]
+    assert {r["category"]: r["time_ns"] * regions for r in c} == pytest.approx(by_cat)
+
+
+def test_the_rank_figures_are_those_their_functions_compute():
+    """ranks' breakdown columns and the run diff's summed figures come from RANK_METRICS, whose
+    breakdown group is what gpu_breakdown.breakdown computes."""
+    from traceview.analyses.measure.gpu_breakdown import breakdown
+    from traceview.analyses.runs import ranks, run_diff
+
+    computed = set(breakdown(tv.load(SAMPLES / "naive.json.gz", cache=False).kernels)) - {"busy_ns"}
+    assert set(ranks.BREAKDOWN) == computed == set(registry.rank_metrics("ranks", group="breakdown"))
+    assert [*ranks.BREAKDOWN, "wait_caused_ns"] == run_diff.METRICS

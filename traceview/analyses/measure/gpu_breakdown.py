@@ -15,7 +15,8 @@ This is HTA's ``get_temporal_breakdown`` with its non-compute time split in two:
 HTA's ``compute_time`` = ``computation_ns``, ``non_compute_time`` =
 ``communication_ns + memory_ns``, ``idle_time`` = ``idle_ns``.
 
-``categories`` is the time per kernel category (summed durations, so kernels that
+``category_time`` is GPU time by category (every table of it calls it); ``categories``
+is the time per kernel category (summed durations, so kernels that
 overlap on different streams each count), GEMMs split by tensor cores vs CUDA cores,
 attention by backend.
 """
@@ -74,20 +75,29 @@ def category_labels(acts: pd.DataFrame) -> np.ndarray:
     return np.where(cat == "attention", "attention (" + backend.astype(str).to_numpy() + ")", out)
 
 
-def categories(acts: pd.DataFrame) -> pd.DataFrame:
-    """category, class, kernels and time_ns (summed durations), largest first."""
+def category_time(acts: pd.DataFrame, by: dict | None = None) -> pd.DataFrame:
+    """GPU time by category, the one function every table of it calls: per group (``by``: column ->
+    one label per activity; default the kernel category) the activities' ``count`` and ``time_ns``,
+    their summed durations, each clipped at 0 as ``gpu_time_ns`` is (so the groups add up to it);
+    largest first, ties in the order first seen."""
+    by = by if by is not None else {"category": acts["category"].astype(str).to_numpy() if len(acts) else []}
     if not len(acts):
-        return pd.DataFrame({"category": [], "class": [], "kernels": [], "time_ns": []})
-    frame = pd.DataFrame(
-        {
-            "category": category_labels(acts),
-            "class": gpu_class(acts),
-            "time_ns": acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64),
-        }
-    )
+        empty = {c: pd.Series(dtype=object) for c in by}
+        return pd.DataFrame({**empty, "count": pd.Series(dtype="int64"), "time_ns": pd.Series(dtype="int64")})
+    frame = pd.DataFrame({**by, "time_ns": acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64)})
     out = (
-        frame.groupby(["category", "class"], sort=False)
-        .agg(kernels=("time_ns", "size"), time_ns=("time_ns", "sum"))
+        frame.groupby(list(by), sort=False)
+        .agg(count=("time_ns", "size"), time_ns=("time_ns", "sum"))
         .reset_index()
     )
     return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def categories(acts: pd.DataFrame) -> pd.DataFrame:
+    """category (GEMMs by core type, attention by backend), class, kernels and time_ns, largest first."""
+    by = (
+        {"category": category_labels(acts), "class": gpu_class(acts)}
+        if len(acts)
+        else {"category": [], "class": []}
+    )
+    return category_time(acts, by).rename(columns={"count": "kernels"})

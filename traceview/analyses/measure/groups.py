@@ -16,6 +16,7 @@ import pandas as pd
 from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
+from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
 __all__ = [
@@ -90,8 +91,9 @@ def _mode(s: pd.Series):
 
 
 def category_times(r: Region) -> pd.DataFrame:
-    """Per kernel category: count and GPU time per step."""
-    return _count_and_time(r.activities, "category", r)
+    """Per kernel category (the index, by name): count and GPU time per step, from ``category_time``."""
+    ct = category_time(r.activities).set_index("category").sort_index()
+    return pd.DataFrame({"count": r.per_region_count(ct["count"]), "time_ns": ct["time_ns"] / r.regions})
 
 
 def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame:

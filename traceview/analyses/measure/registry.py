@@ -128,6 +128,51 @@ def numeric(gpu: bool = True) -> list[str]:
     return [x.name for x in shown_in("diff", gpu)]
 
 
+# ------------------------------------------------------------------ a rank's distributed figures
+
+
+@dataclass(frozen=True)
+class RankMetric:
+    """A figure of one rank's whole trace (``traceview ranks``), computed where the rank is loaded."""
+
+    name: str
+    group: str  # the function that computes it: breakdown (gpu_breakdown), overlap, stragglers
+    unit: str
+    combine: str  # over a run's ranks (diff RUN_A/ RUN_B/, compare --run), one of COMBINE
+    outputs: tuple[str, ...]  # of RANK_OUTPUTS
+    counts: str
+
+
+RANK_OUTPUTS = ("ranks", "run_diff", "run_compare")
+DIST = RANK_OUTPUTS
+RANK_METRICS: list[RankMetric] = [
+    RankMetric("span_ns", "breakdown", "ns", "sum", DIST,
+               "the rank's first GPU activity start to its last activity end, ns (whole trace)"),
+    RankMetric("computation_ns", "breakdown", "ns", "sum", DIST,
+               "time in the span some computation kernel runs (neither communication nor memcpy/memset)"),
+    RankMetric("communication_ns", "breakdown", "ns", "sum", DIST,
+               "time no computation runs but a communication kernel (NCCL/RCCL) does"),
+    RankMetric("memory_ns", "breakdown", "ns", "sum", DIST, "time only memcpys/memsets run"),
+    RankMetric("idle_ns", "breakdown", "ns", "sum", DIST,
+               "time in the span nothing runs (the four add up to `span_ns`; overlapping streams count "
+               "once)"),
+    RankMetric("wait_caused_ns", "stragglers", "ns", "sum", DIST,
+               "time the other ranks waited in the collectives this rank reached last (see Clocks)"),
+    RankMetric("overlap_pct", "overlap", "pct", "ratio_of_sums", DIST,
+               "share of the rank's communication time that computation overlaps; a run: overlapped over "
+               "communication time, both summed over the ranks"),
+]  # fmt: skip
+
+
+def rank_metrics(output: str, group: str | None = None, combine: str | None = None) -> list[str]:
+    """The names of the distributed figures ``output`` shows (of one ``group``, one ``combine``)."""
+    return [
+        x.name
+        for x in RANK_METRICS
+        if output in x.outputs and group in (None, x.group) and combine in (None, x.combine)
+    ]
+
+
 # ------------------------------------------------------------------ a run's overall row
 
 
@@ -165,12 +210,20 @@ END = "<!-- end of the generated table -->"
 
 
 def doc_table() -> str:
-    """The table of metrics docs/metrics.md shows, from METRICS."""
+    """The tables of metrics docs/metrics.md shows, from METRICS and RANK_METRICS."""
     head = "| name | counts | leaves out | unit | overall of a run | shown in |"
     lines = [head, "|---|---|---|---|---|---|"]
     for x in METRICS:
         where = ", ".join(x.outputs)
         lines.append(f"| `{x.name}` | {x.counts} | {x.leaves_out} | {x.unit} | {x.combine} | {where} |")
+    lines += [
+        "",
+        "Per rank, over its whole trace (`traceview ranks`; a run's figure as the column says):",
+        "",
+    ]
+    lines += ["| name | counts | unit | overall of a run | shown in |", "|---|---|---|---|---|"]
+    for r in RANK_METRICS:
+        lines.append(f"| `{r.name}` | {r.counts} | {r.unit} | {r.combine} | {', '.join(r.outputs)} |")
     return "\n".join(lines)
 
 

@@ -15,10 +15,11 @@ import pandas as pd
 from ...report import Report
 from ...run import rank_list
 from ...units import human_ns
+from ..measure.registry import rank_metrics
 from . import clocks
 from . import stragglers as st
 
-BREAKDOWN = ["span_ns", "computation_ns", "communication_ns", "memory_ns", "idle_ns"]
+BREAKDOWN = rank_metrics("ranks", group="breakdown")  # the registry's, in its order
 
 
 def stacked(works: dict, attr: str) -> pd.DataFrame:

@@ -19,10 +19,11 @@ import pandas as pd
 from ...report import Report
 from ...run import rank_list
 from ...units import human_ns
+from ..measure.gpu_breakdown import category_time
 from ..measure.registry import overall as registry_overall
 from ..measure.registry import parts, per_step, shown_in
 from ..select.region import Selection, region
-from ..trace.summary import by_category
+from ..trace.summary import with_share
 
 
 def columns() -> list[str]:
@@ -64,19 +65,10 @@ def rank_table(per_rank: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_categories(regions: dict) -> pd.DataFrame:
-    """GPU time by kernel category, summed over the ranks' regions (count, total_ns, pct_time)."""
-    parts = [
-        by_category(reg.activities)
-        for reg in regions.values()
-        if len(reg.activities) and "category" in reg.activities.columns
-    ]
-    if not parts:
-        return pd.DataFrame(columns=["category", "count", "total_ns", "pct_time"])
-    both = pd.concat(parts, ignore_index=True).assign(category=lambda d: d["category"].astype(str))
-    out = both.groupby("category", sort=False)[["count", "total_ns"]].sum()
-    total = out["total_ns"].sum()
-    out["pct_time"] = 100.0 * out["total_ns"] / total if total else 0.0
-    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index()
+    """GPU time by kernel category over the ranks' regions together (count, total_ns, pct_time)."""
+    acts = [r.activities[["category", "dur_ns"]] for r in regions.values() if "category" in r.activities]
+    both = pd.concat(acts, ignore_index=True) if acts else pd.DataFrame({"category": [], "dur_ns": []})
+    return with_share(category_time(both).rename(columns={"time_ns": "total_ns"}))
 
 
 def run_summary(run, sel: Selection | None = None, label: str | None = None) -> Report:

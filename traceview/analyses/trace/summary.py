@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...report import Report
+from ..measure.gpu_breakdown import category_time
 from ..measure.registry import per_step as metrics_of
 from ..measure.registry import shown
 from ..select.region import Selection, region
@@ -47,7 +48,14 @@ def by_kind(k: pd.DataFrame) -> pd.DataFrame:
 
 
 def by_category(k: pd.DataFrame) -> pd.DataFrame:
-    return _totals(k, "category")
+    """GPU time by kernel category (``category_time``): count, total_ns and share, largest first."""
+    return with_share(category_time(k).rename(columns={"time_ns": "total_ns"}))
+
+
+def with_share(t: pd.DataFrame) -> pd.DataFrame:
+    """``t`` (a ``total_ns`` column) with ``pct_time``: each row's share of the total."""
+    total = t["total_ns"].sum()
+    return t.assign(pct_time=100.0 * t["total_ns"] / total if total else 0.0)
 
 
 def per_step(k: pd.DataFrame) -> pd.DataFrame:

@@ -384,7 +384,8 @@ def memory(
     peak and the op at it (``devices``), what is alive at the peak by allocating op
     (``alive_at_peak``), bytes per op (``ops``) and per step (``steps``); ``timeline=True`` adds
     allocated/reserved after every event, which ``traceview memory --plot`` draws
-    (``traceview.render.plot.plot_memory(report, path)``). A trace without them says so in a note."""
+    (``traceview.render.plot.plot_memory(report, path)``). A trace without them says so in a note.
+    Memory events belong to no annotation, stream or kind: those selections are refused."""
     from .analyses.trace.memory import memory as _memory
 
     s, opts = _parts(locals())

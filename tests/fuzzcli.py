@@ -31,6 +31,7 @@ The oracle (``crash_problems`` and ``injection_problems``):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import csv
 import functools
@@ -590,14 +591,21 @@ def prepare() -> None:
     import traceview.cli  # noqa: F401
     from traceview import analyses, render  # noqa: F401
 
-    for mod in ("summary", "kernels", "diff", "compare", "timeline", "annotate", "efficiency", "breakdown"):
+    for mod in (
+        "trace.summary",
+        "trace.kernels",
+        "variants.diff",
+        "variants.compare",
+        "trace.timeline",
+        "trace.annotate",
+        "measure.efficiency",
+        "trace.breakdown",
+    ):
         __import__(f"traceview.analyses.{mod}")
     for mod in ("text", "markdown", "csvout", "jsonout", "plot", "annotated"):
         __import__(f"traceview.render.{mod}")
-    try:
+    with contextlib.suppress(ImportError):
         import pyarrow.feather  # noqa: F401
-    except ImportError:
-        pass
 
 
 def _address_space() -> int:
@@ -622,11 +630,12 @@ def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -
         enc, out_errors = sys.__stdout__.encoding if sys.__stdout__ else "utf-8", "surrogateescape"
         if sys.__stdout__ is not None and sys.__stdout__.errors:
             out_errors = sys.__stdout__.errors
-        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=enc, errors=out_errors)
+        # the child's own stdio for the rest of its life: nothing to close
+        sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding=enc, errors=out_errors)  # noqa: SIM115
         sys.stderr = io.TextIOWrapper(
-            open(2, "wb", closefd=False), encoding=enc, errors="backslashreplace", line_buffering=True
+            open(2, "wb", closefd=False),  # noqa: SIM115 encoding=enc, errors="backslashreplace", line_buffering=True
         )
-        sys.stdin = open(0, closefd=False)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
         _fresh_warnings()
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -693,10 +702,8 @@ def _wait(pid: int, seconds: float):
     finally:
         if pidfd is not None:
             os.close(pidfd)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     _, _, usage = os.wait4(pid, 0)
     return None, usage
 
@@ -928,7 +935,8 @@ def _file_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     return problems
 
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidi controls (embedding, override, isolate, marks)
+# C0 controls but tab and newline, DEL, C1 controls, and the bidi controls
+# (embedding, override, isolate, marks)
 LEAK = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _NUMBER = re.compile(r"^-?(\d[\d,]*\.?\d*(e[-+]?\d+)?|inf|nan|)%?$", re.IGNORECASE)
 
@@ -955,7 +963,7 @@ def injection_problems(case: Case, result: Result) -> list:
         try:
             cells = [c for row in csv.reader(io.StringIO(text, newline="")) for c in row]
         except csv.Error as exc:
-            cells, problems = [], problems + [("formula-cell", f"CSV output does not parse: {exc}")]
+            cells, problems = [], [*problems, ("formula-cell", f"CSV output does not parse: {exc}")]
         bad = [
             c
             for c in cells

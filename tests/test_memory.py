@@ -120,7 +120,7 @@ def test_cli_prints_what_the_api_returns_and_plots_the_peak(tmp_path):
     api = tv.memory(path).to_dict()
     assert doc["tables"] == api["tables"] and doc["findings"] == api["findings"]
     assert doc["tables"]["devices"][1]["device"] == "cuda:0"
-    assert doc["findings"][1] == "cuda:0: peak 96.6 MiB allocated, in aten::empty"
+    assert doc["findings"][1] == "cuda:0: peak 96.6 MiB allocated, in aten::addmm"
     alive = [r for r in doc["tables"]["alive_at_peak"] if r["device"] == "cuda:0"]
     assert sum(r["bytes"] for r in alive) == doc["tables"]["devices"][1]["peak_allocated_bytes"]
     assert plot.read_text().count("<svg") == 1
@@ -183,6 +183,7 @@ def test_growth_flagged_when_every_step_keeps_memory(tmp_path):
     assert steps["growing"].tolist() == [False, True, True]
     assert "cuda:0: memory grows step after step" in r.findings[-1]
     ops = r["ops"].set_index("op")
+    assert r["alive_at_peak"]["made_by"].tolist() == ["aten::cat"]
     assert (ops.loc["aten::cat", "allocs"], ops.loc["aten::cat", "net_bytes"]) == (6, 3 * 2**20)
     alive = r["alive_at_peak"]
     assert alive["bytes"].tolist() == [3 * 2**20 + 4096] or alive["bytes"].sum() == 3 * 2**20 + 4096

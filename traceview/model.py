@@ -593,14 +593,19 @@ def _device_labels(kind: pd.Series, index: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=labels)  # distinct pairs give distinct labels
 
 
-class _DeviceTypes(msgspec.Struct, forbid_unknown_fields=True):
+class MemoryRules(msgspec.Struct, forbid_unknown_fields=True):
     version: int
+    allocators: list[str]
     device_type: dict[str, str]
 
 
 @functools.cache
+def memory_rules() -> MemoryRules:
+    """``rules/memory.toml``: device type numbers, the allocator ops."""
+    path = Path(__file__).parent / "rules" / "memory.toml"
+    return schema.convert(schema.read(path, "memory rules"), MemoryRules)
+
+
 def device_type_names() -> dict:
-    """``rules/memory_devices.toml``: c10's device type numbers -> names (``1 -> "cuda"``)."""
-    path = Path(__file__).parent / "rules" / "memory_devices.toml"
-    table = schema.convert(schema.read(path, "memory device table"), _DeviceTypes)
-    return {int(k): v for k, v in table.device_type.items()}
+    """c10's device type numbers -> names (``1 -> "cuda"``)."""
+    return {int(k): v for k, v in memory_rules().device_type.items()}

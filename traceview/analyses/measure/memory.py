@@ -16,6 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...link import ARROW
+from ...model import memory_rules
+
 NO_OP = "(no op)"  # an event outside every CPU op (e.g. the profiler's own bookkeeping)
 RECORDED, RUNNING_SUM = "recorded", "running sum"
 BEFORE = "(allocated before the capture)"  # alive at the peak, allocated before the first event
@@ -36,8 +39,21 @@ def series(trace) -> pd.DataFrame:
     has = op >= 0
     out["op_name"] = np.where(has, names[np.clip(op, 0, None)] if len(names) else NO_OP, NO_OP)
     out["op_chain"] = np.where(has, chains[np.clip(op, 0, None)] if len(chains) else NO_OP, NO_OP)
+    out["made_by"] = _made_by(out["op_chain"])
     out["freed_at"] = pair(out)
     return out.reset_index(drop=True)
+
+
+def _made_by(chains: pd.Series) -> np.ndarray:
+    """The innermost op of each chain that is not an allocator (rules/memory.toml), worked out
+    once per distinct chain: the op an allocation is made for."""
+    allocators = set(memory_rules().allocators)
+    codes, uniques = pd.factorize(chains)
+    makers = []
+    for chain in uniques:
+        names = chain.split(ARROW)
+        makers.append(next((n for n in reversed(names) if n not in allocators), names[-1]))
+    return np.asarray(makers, dtype=object)[codes] if len(uniques) else np.empty(0, dtype=object)
 
 
 def pair(s: pd.DataFrame) -> np.ndarray:
@@ -75,6 +91,7 @@ def devices(s: pd.DataFrame) -> pd.DataFrame:
                 "peak_allocated_bytes": int(peak["allocated"]),
                 "peak_ts_ns": int(peak["ts_ns"]),
                 "peak_op": peak["op_name"],
+                "peak_made_by": peak["made_by"],
                 "peak_chain": peak["op_chain"],
                 "peak_reserved_bytes": None if pd.isna(reserved) else int(reserved),
                 "end_allocated_bytes": int(g["allocated"].iloc[-1]),
@@ -92,6 +109,7 @@ _DEVICE_COLUMNS = [
     "peak_allocated_bytes",
     "peak_ts_ns",
     "peak_op",
+    "peak_made_by",
     "peak_chain",
     "peak_reserved_bytes",
     "end_allocated_bytes",
@@ -109,27 +127,28 @@ def peak_rows(s: pd.DataFrame) -> dict:
 
 def alive_at_peak(s: pd.DataFrame) -> pd.DataFrame:
     """Per device, the allocations made up to its peak and not freed by then, grouped by the op
-    that made them: tensors, bytes (largest first); where the trace records ``Total Allocated``,
-    a ``BEFORE`` row holds the rest of the peak, so the bytes add up to it. Empty without ``Addr``."""
+    that made them (``made_by``, see ``_made_by``): tensors, bytes (largest first); where the
+    trace records ``Total Allocated``, a ``BEFORE`` row holds the rest of the peak, so the bytes
+    add up to it. Empty without ``Addr``."""
     parts = []
     rows = np.arange(len(s))
     for device, at in peak_rows(s).items():
         mine = (s["device"] == device).to_numpy() & ~s["addr"].isna().to_numpy()
         freed = s["freed_at"].to_numpy()
         alive = mine & (rows <= at) & (s["bytes"].to_numpy() > 0) & ((freed < 0) | (freed > at))
-        g = s[alive].groupby("op_name", sort=False)["bytes"].agg(["size", "sum"])
+        g = s[alive].groupby("made_by", sort=False)["bytes"].agg(["size", "sum"])
         parts.append(g.reset_index().assign(device=device))
         before = int(s.loc[at, "allocated"]) - int(g["sum"].sum())
         if s.loc[at, "basis"] == RECORDED and before > 0:  # Total Allocated counts them; no event shows them
             parts.append(
-                pd.DataFrame({"op_name": [BEFORE], "size": [pd.NA], "sum": [before], "device": [device]})
+                pd.DataFrame({"made_by": [BEFORE], "size": [pd.NA], "sum": [before], "device": [device]})
             )
     if not parts:
-        return pd.DataFrame(columns=["device", "op", "tensors", "bytes"])
-    out = pd.concat(parts, ignore_index=True).rename(
-        columns={"op_name": "op", "size": "tensors", "sum": "bytes"}
+        return pd.DataFrame(columns=["device", "made_by", "tensors", "bytes"])
+    out = pd.concat(parts, ignore_index=True).rename(columns={"size": "tensors", "sum": "bytes"})
+    return out[["device", "made_by", "tensors", "bytes"]].sort_values(
+        ["device", "bytes"], ascending=[True, False]
     )
-    return out[["device", "op", "tensors", "bytes"]].sort_values(["device", "bytes"], ascending=[True, False])
 
 
 def per_op(s: pd.DataFrame) -> pd.DataFrame:

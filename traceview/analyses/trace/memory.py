@@ -78,7 +78,7 @@ def _selected(trace, s: pd.DataFrame, sel: Selection) -> pd.DataFrame:
 
 
 def _peak_words(row) -> str:
-    return f"{row.device}: peak {mem.size_words(row.peak_allocated_bytes)} allocated, in {row.peak_op}"
+    return f"{row.device}: peak {mem.size_words(row.peak_allocated_bytes)} allocated, in {row.peak_made_by}"
 
 
 def _growth_words(steps: pd.DataFrame) -> list[str]:

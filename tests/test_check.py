@@ -258,6 +258,27 @@ def test_a_shift_beyond_the_noise_fails(tmp_path):
     assert row["status"] == "fail" and "p=0.05 " in row["noise"] and (row["value"], row["baseline"]) == (4, 2)
 
 
+def test_a_lower_bound_judges_the_noise_the_other_way(tmp_path):
+    """``>=``: the candidate's steps must not rank below the baseline's; 36 ops in every step of
+    naive_inplace against 45 in naive is beyond the noise (p = 0.05)."""
+    path = rules_file(
+        tmp_path, '[[rule]]\nid = "o"\nmetric = "cpu_ops_per_step"\nop = ">="\nbaseline = 1.0\n'
+    )
+    row = tv.check(INPLACE, baseline=NAIVE, checks=path, cache=False)["rules"].iloc[0]
+    assert row["status"] == "fail" and "p=0.05 " in row["noise"] and (row["value"], row["bound"]) == (36, 45)
+    row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
+    assert row["status"] == "pass"
+
+
+def test_an_unreadable_trace_is_exit_2_not_a_failed_rule(tmp_path):
+    bad = tmp_path / "cut.json"
+    bad.write_text('{"traceEvents": [', encoding="utf-8")
+    for args in ((bad,), (NAIVE, "--baseline", bad), (NAIVE, "--step", 99)):
+        out = run("check", *args)
+        assert out.exit_code == 2, out.output
+        assert len(out.output.strip().splitlines()) == 1 and "Traceback" not in out.output
+
+
 # ------------------------------------------------------------------ in Python
 
 
@@ -332,12 +353,16 @@ def test_absolute_gpu_rules_peak_memory_and_tensor_cores(tmp_path):
         tmp_path,
         '[[rule]]\nid = "mem"\nmetric = "peak_allocated_mib"\nop = "<="\nvalue = 100\n'
         '[[rule]]\nid = "tc"\nmetric = "tensor_core_pct"\nop = ">="\nvalue = 90\n'
-        '[[rule]]\nid = "flash"\nmetric = "attention_backend"\nop = "=="\nvalue = "flash"\n',
+        '[[rule]]\nid = "flash"\nmetric = "attention_backend"\nop = "=="\nvalue = "flash"\n'
+        '[[rule]]\nid = "no-copy-in-sdpa"\nmetric = "memcpys_per_step"\nop = "=="\nvalue = 0\n'
+        'within = "aten::scaled_dot_product_attention"\n',
     )
     rows = tv.check(H100, checks=path, cache=False)["rules"].set_index("rule")
     assert rows.loc["mem", "status"] == "fail"
     assert Decimal(repr(rows.loc["mem", "value"])) == peak_recount(H100)
     assert rows.loc["tc", "status"] == "pass" and rows.loc["flash", "status"] == "pass"
+    assert rows.loc["no-copy-in-sdpa", "status"] == "pass" and rows.loc["no-copy-in-sdpa", "value"] == 0
+    assert rows.loc["no-copy-in-sdpa", "scope"] == "annotation=aten::scaled_dot_product_attention"
 
 
 RANK0 = sorted((CORPUS / "param").glob("dlrm_kineto__worker0_*.json.gz"))

@@ -393,3 +393,25 @@ def test_a_metric_registered_at_runtime_can_be_named_in_a_rule(tmp_path):
         assert tv.check(NAIVE, checks=path, cache=False)["rules"].iloc[0]["status"] == "pass"
     finally:
         METRICS.remove(metric)
+
+
+BERT = CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+@pytest.mark.skipif(not BERT.exists(), reason=f"corpus absent ({BERT.name})")
+def test_a_memcpy_coming_back_fails_the_default_rules(tmp_path):
+    """The GPU form of the done-when: a real H100 trace with its one Memcpy DtoH, checked against the
+    same trace with that memcpy taken out of the JSON (the baseline a fix would have given)."""
+    doc = json.loads(gzip.decompress(BERT.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_memcpy"]
+    fixed = tmp_path / "fixed.json"
+    fixed.write_text(json.dumps(doc), encoding="utf-8")
+    out = run("check", BERT, "--baseline", fixed, "--format", "json", "--no-cache")
+    assert out.exit_code == 1, out.output
+    rows = {r["rule"]: r for r in json.loads(out.stdout)["tables"]["rules"]}
+    assert rows["no-new-memcpy"]["status"] == "fail" and (
+        rows["no-new-memcpy"]["value"],
+        rows["no-new-memcpy"]["bound"],
+    ) == (1, 0)
+    assert "too few to judge noise" in rows["no-new-memcpy"]["noise"]  # one step: the plain bound decides
+    assert run("check", fixed, "--baseline", BERT, "--no-cache").exit_code == 0

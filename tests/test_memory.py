@@ -187,3 +187,60 @@ def test_growth_flagged_when_every_step_keeps_memory(tmp_path):
     assert (ops.loc["aten::cat", "allocs"], ops.loc["aten::cat", "net_bytes"]) == (6, 3 * 2**20)
     alive = r["alive_at_peak"]
     assert alive["bytes"].tolist() == [3 * 2**20 + 4096] or alive["bytes"].sum() == 3 * 2**20 + 4096
+
+
+def _masked_fill_trace(path, copy: bool) -> str:
+    """One step of a masked fill on cuda:0: the naive form copies the 64 MiB scores first
+    (aten::masked_fill → aten::clone → aten::empty_like → aten::empty), the in-place one does not."""
+    names = (
+        ["aten::masked_fill", "aten::clone", "aten::empty_like", "aten::empty"]
+        if copy
+        else ["aten::masked_fill_"]
+    )
+    ops = [
+        {"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": 10 + i, "dur": 20 - 2 * i}
+        for i, n in enumerate(names)
+    ]
+    total, memory = 0, []
+    for addr, b, ts in ((1, 2**26, 5), (2, 2**26, 14), (2, -(2**26), 40)) if copy else ((1, 2**26, 5),):
+        total += b
+        args = {"Addr": addr, "Bytes": b, "Total Allocated": total, "Total Reserved": 2**28}
+        memory.append(
+            {
+                "ph": "i",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "args": {**args, "Device Type": 1, "Device Id": 0},
+            }
+        )
+    step = {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": "ProfilerStep#0",
+        "pid": 1,
+        "tid": 1,
+        "ts": 0,
+        "dur": 50,
+    }
+    return write(path, {"traceEvents": [step, *ops, *memory]})
+
+
+def test_diff_and_compare_name_the_peak_difference_and_the_op_that_makes_it(tmp_path):
+    inplace = _masked_fill_trace(tmp_path / "inplace.json.gz", copy=False)
+    naive = _masked_fill_trace(tmp_path / "naive.json.gz", copy=True)
+    d = tv.diff(inplace, naive)
+    row = d["memory"].iloc[0]
+    assert (row["peak_a_bytes"], row["peak_b_bytes"], row["peak_diff_bytes"]) == (2**26, 2**27, 2**26)
+    assert (row["made_by"], row["made_by_diff_bytes"]) == ("aten::clone", 2**26)
+    said = "naive's cuda:0 peak is 64.0 MiB above inplace's: most of it in tensors made by aten::clone"
+    assert any(f.startswith(said) for f in d.findings)
+    c = tv.compare([inplace, naive])
+    assert c["memory"]["vs_baseline_bytes"].tolist() == [0, 2**26]
+    assert any(f.startswith(said) for f in c.findings)
+    # one number, one definition: summary's peak is memory's
+    for path in (inplace, naive):
+        s, m = tv.summary(path)["memory"], tv.memory(path)["devices"]
+        assert s["peak_allocated_bytes"].tolist() == m["peak_allocated_bytes"].tolist()
+        assert s["peak_ts_ns"].tolist() == m["peak_ts_ns"].tolist()

@@ -21,6 +21,7 @@ from ...model import memory_rules
 
 NO_OP = "(no op)"  # an event outside every CPU op (e.g. the profiler's own bookkeeping)
 RECORDED, RUNNING_SUM = "recorded", "running sum"
+NO_MEMORY = "no [memory] events in this trace (record with profile_memory=True to see allocations)"
 BEFORE = "(allocated before the capture)"  # alive at the peak, allocated before the first event
 
 
@@ -201,3 +202,69 @@ def size_words(n: int) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{int(n)} B"
+
+
+# ------------------------------------------------------------------ for summary, compare and diff
+
+
+def peaks(trace) -> pd.DataFrame:
+    """Per device of ``trace``: the peak (``devices``' columns device, peak_allocated_bytes,
+    peak_ts_ns, peak_made_by); empty without [memory] events. Kept with the trace."""
+    if "memory_peaks" not in trace.derived:
+        s = series(trace)
+        trace.derived["memory_series"] = s
+        trace.derived["memory_peaks"] = devices(s)[
+            ["device", "peak_allocated_bytes", "peak_ts_ns", "peak_made_by"]
+        ]
+    return trace.derived["memory_peaks"]
+
+
+def peak_difference(a, b, la: str, lb: str) -> tuple[pd.DataFrame, list[str]]:
+    """Per device both traces have: A's and B's peak, B - A, and the op whose tensors alive at the
+    peak grew most from A to B (``made_by``); with a sentence per device whose peak differs."""
+    pa, pb = peaks(a), peaks(b)
+    m = pa.merge(pb, on="device", suffixes=("_a", "_b"))
+    rows, words = [], []
+    for r in m.itertuples(index=False):
+        delta = int(r.peak_allocated_bytes_b) - int(r.peak_allocated_bytes_a)
+        op, op_delta = _grew_most(a, b, r.device, delta)
+        rows.append(
+            {
+                "device": r.device,
+                "peak_a_bytes": int(r.peak_allocated_bytes_a),
+                "peak_b_bytes": int(r.peak_allocated_bytes_b),
+                "peak_diff_bytes": delta,
+                "made_by": op,
+                "made_by_diff_bytes": op_delta,
+            }
+        )
+        if delta:
+            side = "above" if delta > 0 else "below"
+            why = (
+                f": most of it in tensors made by {op} ({_signed(op_delta)} alive at the peak)" if op else ""
+            )
+            words.append(f"{lb}'s {r.device} peak is {size_words(abs(delta))} {side} {la}'s{why}")
+    return pd.DataFrame(rows, columns=_DIFF_COLUMNS), words
+
+
+_DIFF_COLUMNS = ["device", "peak_a_bytes", "peak_b_bytes", "peak_diff_bytes", "made_by", "made_by_diff_bytes"]
+
+
+def _grew_most(a, b, device: str, delta: int) -> tuple[str | None, int | None]:
+    """The op whose alive-at-peak bytes changed most in the direction of the peak's change."""
+    alive = []
+    for t in (a, b):
+        peaks(t)
+        al = alive_at_peak(t.derived["memory_series"])
+        alive.append(al[(al["device"] == device) & (al["made_by"] != BEFORE)].set_index("made_by")["bytes"])
+    change = alive[1].sub(alive[0], fill_value=0).astype("int64")
+    if not len(change) or not delta:
+        return None, None
+    op = change.idxmax() if delta > 0 else change.idxmin()
+    if change[op] * delta <= 0:  # no op moved with the peak: it came from memory held before the capture
+        return None, None
+    return str(op), int(change[op])
+
+
+def _signed(n: int) -> str:
+    return ("+" if n >= 0 else "-") + size_words(abs(n))

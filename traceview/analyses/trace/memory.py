@@ -10,8 +10,6 @@ from ...report import Report
 from ..measure import memory as mem
 from ..select.region import Selection
 
-NO_MEMORY = "no [memory] events in this trace (record with profile_memory=True to see allocations)"
-
 
 def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Report:
     """The memory Report of ``trace``: tables ``devices``, ``alive_at_peak``, ``ops``, ``steps``
@@ -25,7 +23,7 @@ def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Repor
     info = {"trace": trace.path, "label": trace.label, "selection": sel.describe(), "events": len(s)}
     notes = list(trace.warnings)
     if not len(trace.memory):
-        notes.append(NO_MEMORY)
+        notes.append(mem.NO_MEMORY)
     if (s["basis"] == mem.RUNNING_SUM).any():
         notes.append(
             "this trace records no Total Allocated: allocated is the running sum of Bytes from the "

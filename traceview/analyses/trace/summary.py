@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...report import Report
+from ..measure import memory
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import per_step as metrics_of
 from ..measure.registry import shown
@@ -26,6 +27,8 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:
         tables["by_category"] = by_category(k)
+    if len(trace.memory):  # the whole trace's peak, whatever the selection: one moment, not per step
+        tables["memory"] = memory.peaks(trace)
     notes = list(trace.warnings) + r.notes
     if len(k):
         notes.append(

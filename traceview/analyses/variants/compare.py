@@ -16,7 +16,7 @@ import pandas as pd
 from ...errors import TraceviewError
 from ...report import Report
 from ...run import one_job
-from ..measure import metrics
+from ..measure import memory, metrics
 from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes
 from ..measure.groups import breakdown, category_times, trace_labels
 from ..measure.registry import per_step, shown_in
@@ -46,6 +46,9 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     else:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
     findings = _findings(table, labels, base, gpu, sides)
+    if any(len(t.memory) for t in traces):  # whole traces: the peak is one moment, not per step
+        tables["memory"], words = _memory_table(traces, labels, base)
+        findings += words
     notes = [w for t in traces for w in t.warnings] + [n for s in sides for n in s.notes]
     notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
     notes += [h for h in [one_job(traces)] if h]  # rank traces compared as variants: say --run exists
@@ -56,7 +59,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         "selection": sides[0].selection.describe(),
         "per": per,
         "gpu": gpu,
-        "per_step_tables": list(tables),
+        "per_step_tables": [n for n in tables if n != "memory"],  # the peak is one moment
     }
     return Report(
         kind="compare",
@@ -66,6 +69,30 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         info=info,
         notes=notes,
     )
+
+
+def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
+    """Each trace's peak allocated per device beside the baseline's, and the diff's sentence for
+    each trace whose peak differs from the baseline's."""
+    rows, words = [], []
+    for t, label in zip(traces, labels, strict=True):
+        for r in memory.peaks(t).itertuples(index=False):
+            rows.append(
+                {
+                    "trace": label,
+                    "device": r.device,
+                    "peak_allocated_bytes": r.peak_allocated_bytes,
+                    "peak_made_by": r.peak_made_by,
+                }
+            )
+        if t is not traces[base]:
+            words += memory.peak_difference(traces[base], t, labels[base], label)[1]
+    table = pd.DataFrame(rows, columns=["trace", "device", "peak_allocated_bytes", "peak_made_by"])
+    at_base = table[table["trace"] == labels[base]].set_index("device")["peak_allocated_bytes"]
+    table["vs_baseline_bytes"] = (table["peak_allocated_bytes"] - table["device"].map(at_base)).astype(
+        "Int64"
+    )
+    return table, words
 
 
 def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:

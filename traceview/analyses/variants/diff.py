@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ...report import Report
-from ..measure import metrics
+from ..measure import memory, metrics
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
@@ -63,11 +63,16 @@ def diff(
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
     info = _info(a, b, A, B, la, lb, kernels)
     info["per_step_tables"] = [n for n in tables if n != "overview"]
+    if len(a.memory) or len(b.memory):  # whole traces: the peak is one moment, not per step
+        tables["memory"], words = memory.peak_difference(a, b, la, lb)
+        findings += words
     if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
+    if len(a.memory) or len(b.memory):  # one side without: say so, once
+        notes += [f"{t.label}: {memory.NO_MEMORY}" for t in (a, b) if not len(t.memory)]
     if kernels is not None:  # rates, not per-step numbers
         tables["efficiency"] = efficiency_table([(la, A), (lb, B)])
         notes += efficiency_notes(a) + efficiency_notes(b)

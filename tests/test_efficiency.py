@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -45,13 +46,14 @@ def counted_flops(trace) -> int:
 
 @pytest.mark.parametrize("variant", sorted(MANIFEST["collected"]))
 def test_sample_trace_flops_equal_torch_flop_counter(variant):
-    """Per step, the FLOPs traceview reads from the trace's shapes equal FlopCounterMode's count of
-    one forward, exactly. On CPU torch has no formula for the CPU flash op (its count is 0): there
-    traceview's count equals torch's SDPA formula for the collector's shapes."""
+    """Per step, torch's count as traceview reads it from the trace's shapes (``torch_flops``) equals
+    FlopCounterMode's count of one forward, exactly. On CPU torch has no formula for the CPU flash
+    op (its count is 0): there traceview's count equals torch's SDPA formula for the collector's
+    shapes. (The collectors' attention is causal: its executed ``flops`` are half, tested below.)"""
     entry = MANIFEST["collected"][variant]
     trace = tv.load(SAMPLES / entry["file"])
     w = trace_work(trace)
-    per_step = w[w["counted"]].groupby(trace.ops.loc[w["counted"], "step"].to_numpy())["flops"].sum()
+    per_step = w[w["counted"]].groupby(trace.ops.loc[w["counted"], "step"].to_numpy())["torch_flops"].sum()
     assert len(per_step) == entry["steps"]
     torch_count = entry["flop_counter"]["total"]
     if torch_count == 0:  # sdpa_flash / sdpa_auto on CPU
@@ -61,11 +63,22 @@ def test_sample_trace_flops_equal_torch_flop_counter(variant):
     assert set(per_step.tolist()) == {torch_count}
 
 
-def test_sample_attention_is_marked_causal():
-    trace = tv.load(SAMPLES / "sdpa_flash.json.gz")
+@pytest.mark.parametrize("variant", ["sdpa_flash", "sdpa_math", "sdpa_auto"])
+def test_sample_attention_is_marked_causal_and_rated_on_half(variant):
+    """The collectors run SDPA with is_causal=True (Concrete Inputs 'True'): the op is marked
+    causal, keeps torch's count (sdpa_flop_count of the manifest's shapes) in torch_flops and is
+    rated on half of it, as the FlashAttention benchmarks count a causal forward. Non-attention
+    ops keep flops == torch_flops."""
+    trace = tv.load(SAMPLES / f"{variant}.json.gz")
     w = trace.ops.join(trace_work(trace))
     sdpa = w[w["formula"] == "sdpa"]
+    c = MANIFEST["config"]
+    shape = (c["batch"], c["heads"], c["seq_len"], c["head_dim"])
     assert len(sdpa) and sdpa["causal"].all()
+    assert set(sdpa["torch_flops"].tolist()) == {sdpa_flop_count(shape, shape, shape)}
+    assert (sdpa["flops"] * 2 == sdpa["torch_flops"]).all()
+    rest = w[w["flops"].notna() & (w["formula"] != "sdpa")]
+    assert (rest["flops"] == rest["torch_flops"]).all()
 
 
 # ------------------------------------------------------------------ live formulas vs FlopCounterMode
@@ -234,6 +247,29 @@ def test_corpus_work_is_conserved(path):
     assert np.allclose(got.to_numpy(), want.to_numpy(), rtol=1e-9)
 
 
+@pytest.mark.parametrize("path", corpus_params())
+def test_corpus_every_row_is_rated_on_one_time_base(path):
+    """Every kernels --ops row carries its peak_tflops, and wherever a percent of peak is shown it
+    is 100 * tflops / peak_tflops (the op's rate and its peak over the same kernels' time); the
+    same in the kernels table. Helper kernels (split-K and gemv reductions, epilogues, memsets)
+    show no FLOPs, no rate and no peak."""
+    rep = tv.kernels(tv.load(path), ops=True)
+    for name in ("ops", "kernels"):
+        t = rep[name]
+        assert "peak_tflops" in t.columns and "pct_of_peak_tflops" in t.columns
+        pct, tflops, peak = (
+            t[c].to_numpy(dtype=float) for c in ("pct_of_peak_tflops", "tflops", "peak_tflops")
+        )
+        shown = ~np.isnan(pct)
+        assert np.allclose(pct[shown], 100.0 * tflops[shown] / peak[shown], rtol=1e-12), name
+    k = rep["kernels"]
+    helper = k["Name"].str.contains(
+        r"splitKreduce_kernel|reduce_1Block_kernel<[^(]*cublas|^Memset", regex=True
+    )
+    assert k.loc[helper, ["flops", "tflops", "peak_tflops", "pct_of_peak_tflops"]].isna().all().all()
+    assert not (k.loc[helper, "path"] == "tensor").any()
+
+
 def test_every_corpus_gpu_is_in_the_device_table():
     if not CORPUS.is_dir():
         pytest.skip(SKIP_REASON)
@@ -318,16 +354,89 @@ def test_kernels_table_and_roofline_plot(tmp_path):
     assert "<svg" in out.read_text()
 
 
-def test_causal_attention_is_said_to_be_counted_in_full():
-    """Causal SDPA ops keep torch's full count; the finding says so (the flag set here by hand:
-    no corpus GPU trace with shapes runs causal attention)."""
-    from traceview.analyses.measure.efficiency import efficiency_findings
+def _causal_copy(src: Path, dst: Path) -> Path:
+    """``src`` with every SDPA op's is_causal argument set to True (Concrete Inputs, positions from
+    torch's schemas: scaled_dot_product_attention 5, _scaled_dot_product_flash_attention 4,
+    _flash_attention_forward 8); everything else, kernels and durations included, as recorded.
+    No corpus GPU trace runs causal attention, so the H100 BERT-small flash forward stands in."""
+    at = {
+        "aten::scaled_dot_product_attention": 5,
+        "aten::_scaled_dot_product_flash_attention": 4,
+        "aten::_flash_attention_forward": 8,
+    }
+    with gzip.open(src, "rt") as fh:
+        doc = json.load(fh)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("name") in at:
+            concrete = e["args"]["Concrete Inputs"]
+            assert concrete[at[e["name"]]] == "False"
+            concrete[at[e["name"]]] = "True"
+    dst.write_text(json.dumps(doc))
+    return dst
+
+
+def _flash_recount(path: Path) -> tuple[Decimal, Decimal, int]:
+    """(executed FLOPs, flash kernel seconds, ops) of the flash forward, from the plain json: the
+    shapes of each _flash_attention_forward op (q, k, v as b s h d), causal from its Concrete
+    Inputs; FLOPs 4*b*h*s_q*s_k*d, halved when causal (FlashAttention's benchmark count); the
+    durations (us) of the flash_fwd kernels."""
+    with (open if path.suffix == ".json" else gzip.open)(path, "rt") as fh:
+        doc = json.load(fh)
+    flops, seconds, n = Decimal(0), Decimal(0), 0
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "cpu_op" and e.get("name") == "aten::_flash_attention_forward":
+            (b, sq, h, d), (_, sk, _, _) = e["args"]["Input Dims"][:2]
+            causal = e["args"]["Concrete Inputs"][8] == "True"
+            flops += Decimal(4 * b * h * sq * sk * d) / (2 if causal else 1)
+            n += 1
+        elif e.get("cat") == "kernel" and "flash_fwd_kernel" in e.get("name", ""):
+            seconds += Decimal(str(e["dur"])) / Decimal(1_000_000)
+    return flops, seconds, n
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["recorded", "causal"])
+def test_h100_flash_forward_rated_on_executed_flops(causal, tmp_path):
+    """kernels --ops rates the H100 flash forward on the FLOPs its kernel executes: within 5 %
+    (here: to 1e-9) of a plain-json Decimal recount; causal: half of torch's count, which stays
+    in torch_flops, and the row is marked causal; percent of peak = 100 * tflops / peak_tflops."""
+    from click.testing import CliRunner
+
+    from traceview.cli import main
 
     if not BERT.exists():
         pytest.skip(SKIP_REASON)
-    trace = tv.load(BERT, cache=False)
-    assert "causal attention" not in " ".join(efficiency_findings([("A", region(trace))]))
-    w = trace_work(trace)
-    w["causal"] = w["causal"].fillna(False) | (w["formula"] == "sdpa")
-    text = " ".join(efficiency_findings([("A", region(trace))]))
-    assert "causal attention counted in full, as torch counts it" in text
+    path = _causal_copy(BERT, tmp_path / "causal.json") if causal else BERT
+    want_flops, seconds, n = _flash_recount(path)
+    want_tflops = want_flops / seconds / Decimal(10**12)
+    res = CliRunner().invoke(main, ["kernels", str(path), "--ops", "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    rows = [r for r in json.loads(res.output)["tables"]["ops"] if r["op"] == "aten::_flash_attention_forward"]
+    assert len(rows) == 1 and rows[0]["count"] == n == 4
+    row = rows[0]
+    assert row["causal"] is causal
+    assert row["flops"] == int(want_flops) and row["torch_flops"] == 4 * 4 * 8 * 141 * 141 * 64
+    assert abs(Decimal(row["tflops"]) / want_tflops - 1) < Decimal("0.05")
+    assert row["tflops"] == pytest.approx(float(want_tflops), rel=1e-9)
+    assert row["peak_tflops"] == pytest.approx(
+        989.4
+    )  # H100 SXM dense bf16, the tensor path of the flash kernel
+    assert row["pct_of_peak_tflops"] == pytest.approx(100 * row["tflops"] / row["peak_tflops"], rel=1e-12)
+    kernel = next(k for k in json.loads(res.output)["tables"]["kernels"] if "flash_fwd" in k["Name"])
+    assert kernel["tflops"] == pytest.approx(row["tflops"], rel=1e-9)  # one kernel per op: same rate
+
+
+@pytest.fixture(scope="module")
+def causal_bert(tmp_path_factory):
+    if not BERT.exists():
+        pytest.skip(SKIP_REASON)
+    return tv.load(_causal_copy(BERT, tmp_path_factory.mktemp("causal") / "t.json"), cache=False)
+
+
+def test_causal_attention_is_said_to_be_rated_on_half(causal_bert):
+    """The diff/compare sentence says causal attention is rated on the FLOPs executed; the
+    recorded (not causal) trace's says nothing of it."""
+    from traceview.analyses.measure.efficiency import efficiency_findings
+
+    assert "causal" not in " ".join(efficiency_findings([("A", region(tv.load(BERT)))]))
+    text = " ".join(efficiency_findings([("A", region(causal_bert))]))
+    assert "causal attention rated on the FLOPs its kernels execute, half of torch's count" in text

@@ -8,16 +8,23 @@ table (``traceview.devices``). How an op's work reaches its kernels:
 - a kernel belongs to the nearest *counted* op at or above the op that launched
   it (``work.counted``), so a kernel launched by a ``copy_`` inside ``addmm``
   belongs to the ``addmm``;
+- helper kernels (``[helpers]`` in rules/work.toml: split-K and gemv reductions,
+  GEMM epilogues, transposes, cuDNN transforms, memsets) do none of the op's
+  arithmetic, so they get no share of its work and show no rate;
 - a FLOP op's FLOPs and bytes are shared among its compute kernels (category
-  gemm, conv or attention) in proportion to their time: a split-K GEMM and its
-  reduction kernel (both category gemm) each show the op's achieved rate, and a
-  layout transform or memset next to a convolution gets none; an op with no
-  compute kernel shares among all its kernels, as does a bytes-only op.
+  gemm, conv or attention, helpers left out) in proportion to their time; an op
+  with no such kernel shares among its other non-helper kernels, as does a
+  bytes-only op (one run by helpers alone, ``zero_`` as a Memset, shares among them).
 
 The path: ``tensor`` where the kernel rules say tensor cores (or the kernel is
 fused attention or a 16/8-bit GEMM whose path the rules leave open), ``vector``
 (CUDA cores) where they say not (an ``sgemm``), and fp32 inputs on tensor cores
-take the TF32 peak. Bytes-only kernels are measured against memory bandwidth.
+take the TF32 peak. Bytes-only kernels are measured against memory bandwidth; a
+helper's path is its rule's (``tensor_core``), never guessed from the op.
+
+One time base per row: an op's or a kernel name's ``peak_tflops`` is the time-weighted
+peak of its kernels whose peak is known, and ``pct_of_peak_tflops`` is always
+``100 * tflops / peak_tflops`` (``rated``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from ...devices import trace_device
 from ...model import list_codes
 from ..select.region import Region
 from .work import counted_owner, has_shapes, memo, trace_work
+from .work import rules as work_rules
 
 #: the columns ``kernel_efficiency`` gives each GPU activity, by their one name
 COLUMNS = (
@@ -48,11 +56,18 @@ COLUMNS = (
 )
 COMPUTE = ("gemm", "conv", "attention")
 LOW_PRECISION = ("fp16", "bf16", "fp8", "fp4", "int8")
+#: below this percent of both the compute and the bandwidth peak a kernel is ``latency``-bound:
+#: neither roof explains its time. Data-sheet peaks are not attainable (good GEMMs reach 60-75 %
+#: of dense tensor peak, streaming copies 80-90 % of bandwidth), so under 20 % of both a kernel
+#: uses at most about a quarter of what either roof allows; its time goes to launch, waves'
+#: tails, synchronisation or too little parallelism. (Nsight Compute flags latency issues under
+#: 60 % of its measured speed of light; against data-sheet peaks that would call most GEMMs so.)
+LATENCY_PCT = 20.0
 
 
 def kernel_work(trace) -> pd.DataFrame:
     """Per GPU activity of ``trace.kernels`` (same index): ``owner`` (ops row, -1: none),
-    the FLOPs and bytes it is given, and its op's precision."""
+    the FLOPs and bytes it is given, its op's precision and whether it is a ``helper``."""
     return memo(trace, "kernel_work", _kernel_work)
 
 
@@ -66,9 +81,11 @@ def _kernel_work(trace) -> pd.DataFrame:
     owner = owners[op_pos]  # op_pos -1 (no op) picks the trailing -1
     flops = np.append(w["flops"].to_numpy(dtype=float, na_value=np.nan), np.nan)  # [-1]: no owner
     nbytes = np.append(w["bytes_moved"].to_numpy(dtype=float, na_value=np.nan), np.nan)
+    helper = helpers(k)
     share = _shares(
         owner,
         k["category"].astype(str).isin(COMPUTE).to_numpy(),
+        helper,
         k["dur_ns"].clip(lower=1).to_numpy().astype(float),
         ~np.isnan(flops[:-1]),
     )
@@ -78,26 +95,42 @@ def _kernel_work(trace) -> pd.DataFrame:
             "flops": flops[owner] * share,
             "bytes_moved": nbytes[owner] * share,
             "op_precision": np.append(w["precision"].to_numpy(dtype=object), None)[owner],
+            "helper": helper,
         },
         index=k.index,
     )
 
 
-def _shares(owner: np.ndarray, compute: np.ndarray, dur: np.ndarray, flop_op: np.ndarray) -> np.ndarray:
-    """Each kernel's share of its owner op's work (nan for kernels left out and without owner)."""
-    n_ops = len(flop_op)
+def helpers(k: pd.DataFrame) -> np.ndarray:
+    """Which activities are helper kernels (rules/work.toml ``[helpers]``: by rule id or category)."""
+    h = work_rules()["helpers"]
+    out = k["category"].astype(str).isin(h["categories"]).to_numpy()
+    if "rule" in k.columns:
+        out = out | k["rule"].astype(str).isin(h["rules"]).to_numpy()
+    return out
+
+
+def _shares(
+    owner: np.ndarray, compute: np.ndarray, helper: np.ndarray, dur: np.ndarray, flop_op: np.ndarray
+) -> np.ndarray:
+    """Each kernel's share of its owner op's work (nan for kernels left out and without owner):
+    by time among the op's compute kernels, else its other non-helper kernels; helpers get
+    a share only of a bytes-only op that has nothing else (they are its work then)."""
     has = owner >= 0
     at = np.clip(owner, 0, None)
-    compute_ns = np.bincount(owner[has], weights=(dur * compute)[has], minlength=n_ops + 1)
-    use_compute = has & np.append(flop_op, False)[at] & (compute_ns[at] > 0)
-    weight = np.where(use_compute, dur * compute, dur)
-    total = np.bincount(owner[has], weights=weight[has], minlength=n_ops + 1)
-    return np.where(has & (weight > 0), weight / np.where(total[at] > 0, total[at], 1.0), np.nan)
+
+    def per_op(weight: np.ndarray) -> np.ndarray:  # each kernel's op's sum of ``weight``
+        return np.bincount(owner[has], weights=weight[has], minlength=len(flop_op) + 1)[at]
+
+    flop = np.append(flop_op, False)[at]
+    main = dur * ~helper
+    weight = np.where(flop & (per_op(main * compute) > 0), main * compute, main)
+    weight = np.where(~flop & (per_op(main) == 0), dur, weight)
+    total = per_op(weight)
+    return np.where(has & (weight > 0), weight / np.where(total > 0, total, 1.0), np.nan)
 
 
-def kernel_efficiency(
-    trace, activities: pd.DataFrame | None = None, devices: str | None = None
-) -> pd.DataFrame:
+def kernel_efficiency(trace, activities: pd.DataFrame | None = None) -> pd.DataFrame:
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
     Region's; default all), indexed like it. Empty where the trace has no shapes."""
     k = trace.kernels if activities is None else activities
@@ -116,19 +149,35 @@ def kernel_efficiency(
         index=k.index,
     )
     out["path"], out["peak_precision"] = _paths(k, kw)
-    device = trace_device(trace, devices)
-    out["peak_tflops"] = _peaks(out["path"].to_numpy(), out["peak_precision"].to_numpy(), device)
-    bw = _bandwidth(device)
-    out["pct_of_peak_tflops"] = 100.0 * out["tflops"] / out["peak_tflops"]
-    out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / bw
-    ridge = out["peak_tflops"] * 1e3 / bw  # FLOP/byte where the roofline bends
-    bound = np.where(out["intensity"] >= ridge, "compute", "memory")
-    known = ~np.isnan(out["bytes_moved"].to_numpy()) & (
-        np.isnan(out["flops"].to_numpy()) | ~np.isnan(ridge.to_numpy())
-    )
-    known &= device is not None
-    out["bound"] = np.where(known, np.where(np.isnan(out["flops"]), "memory", bound), None)
+    device = trace_device(trace)
+    peak = _peaks(out["path"].to_numpy(), out["peak_precision"].to_numpy(), device)
+    out["peak_tflops"] = np.where(np.isnan(flops), np.nan, peak)  # a helper's path has no FLOPs to rate
+    out["pct_of_peak_tflops"] = rated(out["tflops"], out["peak_tflops"])
+    out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / _bandwidth(device)
+    out["bound"] = _bound(out, device)
     return out[list(COLUMNS)]
+
+
+def rated(tflops, peak_tflops):
+    """Percent of peak: ``100 * tflops / peak_tflops``, the one definition every row uses (a row's
+    rate and its peak over the same time); empty where the peak is unknown or 0."""
+    peak = np.asarray(peak_tflops, dtype=float)
+    return 100.0 * np.asarray(tflops, dtype=float) / np.where(peak > 0, peak, np.nan)
+
+
+def _bound(f: pd.DataFrame, device) -> np.ndarray:
+    """Roofline side per row of ``f`` (flops, bytes_moved, intensity, peak_tflops and the two
+    percents): ``latency`` under ``LATENCY_PCT`` of both peaks (a share with no FLOPs counts as
+    low), else ``compute`` at or above the ridge, ``memory`` below it or without FLOPs; None
+    without bytes, without a device, or with FLOPs but no peak."""
+    flops, nbytes = f["flops"].to_numpy(dtype=float), f["bytes_moved"].to_numpy(dtype=float)
+    ridge = f["peak_tflops"].to_numpy(dtype=float) * 1e3 / _bandwidth(device)  # FLOP/byte of the bend
+    side = np.where(np.isnan(flops), "memory", np.where(f["intensity"] >= ridge, "compute", "memory"))
+    low_t = np.nan_to_num(f["pct_of_peak_tflops"].to_numpy(dtype=float), nan=0.0) < LATENCY_PCT
+    low_g = f["pct_of_peak_gbps"].to_numpy(dtype=float) < LATENCY_PCT
+    side = np.where(low_t & low_g, "latency", side)
+    known = ~np.isnan(nbytes) & (np.isnan(flops) | ~np.isnan(ridge)) & (device is not None)
+    return np.where(known, side, None)
 
 
 def _paths(k: pd.DataFrame, kw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -143,9 +192,16 @@ def _paths(k: pd.DataFrame, kw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     tc = k["tensor_core"] if "tensor_core" in k.columns else pd.Series(pd.NA, index=k.index, dtype="boolean")
     on_tc, known = tc.fillna(False).to_numpy(dtype=bool), tc.notna().to_numpy()
     compute = np.isin(category, COMPUTE) & ~np.isnan(kw["flops"].to_numpy())
-    open_path = ~known & ((category == "attention") | np.isin(precision.astype(str), LOW_PRECISION))
+    # the op's precision may leave the path open; a helper's path is its rule's alone (no MMA: None)
+    open_path = (
+        ~known
+        & ~kw["helper"].to_numpy()
+        & ((category == "attention") | np.isin(precision.astype(str), LOW_PRECISION))
+    )
     path = np.where(on_tc | open_path, "tensor", np.where(known, "vector", None))
-    path = np.where(compute, path, np.where(~np.isnan(kw["bytes_moved"].to_numpy()), "memory", None))
+    has_bytes = ~np.isnan(kw["bytes_moved"].to_numpy())
+    helper_path = np.where(kw["helper"].to_numpy(), path, None)
+    path = np.where(compute, path, np.where(has_bytes, "memory", helper_path))
     return path, precision
 
 
@@ -163,33 +219,6 @@ def _peaks(path: np.ndarray, precision: np.ndarray, device) -> np.ndarray:
 # ------------------------------------------------------------------ per op
 
 
-def op_efficiency(trace, activities: pd.DataFrame | None = None, devices: str | None = None) -> pd.DataFrame:
-    """Per counted op that owns kernels: name, its work, the time of its kernels, and the
-    achieved rates over that time (the peak: its compute kernels' time-weighted peak)."""
-    k = trace.kernels if activities is None else activities
-    per = _owned(trace, k, devices)
-    w = trace_work(trace)
-    ops = trace.ops.iloc[per.index]
-    flops = w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
-    nbytes = w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
-    gpu_ns = per["gpu_ns"].to_numpy().astype(float)
-    over = _positive(gpu_ns)  # a rate over zero time is undefined: empty, never inf
-    return pd.DataFrame(
-        {
-            "op": ops["name"].astype(str).to_numpy(),
-            "input_dims": ops["input_dims"].astype(object).to_numpy(),
-            "flops": flops,
-            "bytes_moved": nbytes,
-            "gpu_ns": gpu_ns.astype(np.int64),
-            "tflops": flops / over / 1e3,
-            "gbps": nbytes / over,
-            "pct_of_peak_tflops": 100.0 * flops / _positive(per["peak_ns"].to_numpy()) / 1e3,
-            "causal": w["causal"].iloc[per.index].to_numpy(),
-        },
-        index=per.index,
-    )
-
-
 def _bandwidth(device) -> float:
     """The device's memory bandwidth (GB/s); nan without a device or with a non-positive one."""
     return device.memory_gbps if device is not None and device.memory_gbps > 0 else np.nan
@@ -201,22 +230,31 @@ def _positive(values: np.ndarray) -> np.ndarray:
     return np.where(values > 0, values, np.nan)
 
 
-def _owned(trace, k: pd.DataFrame, devices: str | None) -> pd.DataFrame:
+def _owned(trace, k: pd.DataFrame) -> pd.DataFrame:
     """Per counted op owning kernels of ``k`` (index: its row in ``trace.ops``): ``gpu_ns``, those
-    kernels' time, and ``peak_ns``, the sum of time x peak TFLOP/s over those whose peak is known."""
+    kernels' time; ``peak_ns``, the sum of time x peak TFLOP/s over those whose peak is known, and
+    ``known_ns``, their time (``peak_ns / known_ns``: the op's time-weighted peak)."""
     kw = kernel_work(trace).loc[k.index]
-    eff = kernel_efficiency(trace, k, devices)
+    eff = kernel_efficiency(trace, k)
     owned = kw["owner"].to_numpy() >= 0
     dur = k["dur_ns"].clip(lower=0)
+    peak_ns = dur * eff["peak_tflops"]
     frame = pd.DataFrame(
         {
             "owner": kw["owner"].to_numpy()[owned],
             "dur_ns": dur.to_numpy()[owned],
-            "peak_ns": (dur * eff["peak_tflops"]).to_numpy()[owned],
+            "peak_ns": peak_ns.to_numpy()[owned],
+            "known_ns": dur.where(peak_ns.notna()).to_numpy()[owned],
         }
     )
     g = frame.groupby("owner")
-    return pd.DataFrame({"gpu_ns": g["dur_ns"].sum(), "peak_ns": g["peak_ns"].sum(min_count=1)})
+    return pd.DataFrame(
+        {
+            "gpu_ns": g["dur_ns"].sum(),
+            "peak_ns": g["peak_ns"].sum(min_count=1),
+            "known_ns": g["known_ns"].sum(min_count=1),
+        }
+    )
 
 
 #: the columns of ``op_table``, by their one name
@@ -224,61 +262,79 @@ OP_COLUMNS = (
     "op",
     "input_dims",
     "count",
+    "causal",
     "flops",
+    "torch_flops",
     "bytes_moved",
     "gpu_time_ns",
     "tflops",
     "gbps",
+    "peak_tflops",
     "pct_of_peak_tflops",
     "pct_of_peak_gbps",
 )
 
 
-def op_table(r: Region, devices: str | None = None) -> pd.DataFrame:
+def op_table(r: Region) -> pd.DataFrame:
     """One row per op name and input shapes owning kernels in the region (``traceview kernels --ops``):
-    calls, FLOPs, bytes and its kernels' GPU time per step; TFLOP/s, GB/s and percent of peak over
-    that time (the TFLOP/s peak: its compute kernels' time-weighted peak). Largest GPU time first."""
+    calls, FLOPs (executed; ``torch_flops``: torch's count, which differs for ``causal`` attention),
+    bytes and its kernels' GPU time per step; TFLOP/s and GB/s over that time, ``peak_tflops`` (the
+    time-weighted peak of its kernels whose peak is known) and percent of peak, ``rated``.
+    Largest GPU time first."""
     a = r.activities
     if not len(a) or not len(r.trace.ops):
         return pd.DataFrame(
             {
                 c: pd.Series(
-                    dtype=object if c in ("op", "input_dims") else "int64" if c == "count" else float
+                    dtype=object
+                    if c in ("op", "input_dims", "causal")
+                    else "int64"
+                    if c == "count"
+                    else float
                 )
                 for c in OP_COLUMNS
             }
         )
-    per = _owned(r.trace, a, devices)
+    per = _owned(r.trace, a)
     w, ops = trace_work(r.trace), r.trace.ops.iloc[per.index]
+
+    def col(name):
+        return w[name].iloc[per.index].to_numpy(dtype=float, na_value=np.nan)
+
     f = pd.DataFrame(
         {
             "op": ops["name"].astype(str).to_numpy(),
             "input_dims": _compact_dims(ops["input_dims"]),
-            "flops": w["flops"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
-            "bytes_moved": w["bytes_moved"].iloc[per.index].to_numpy(dtype=float, na_value=np.nan),
-            "gpu_ns": per["gpu_ns"].to_numpy().astype(float),
-            "peak_ns": per["peak_ns"].to_numpy(),
+            "causal": w["causal"].iloc[per.index].to_numpy(dtype=object, na_value=None),
+            "flops": col("flops"),
+            "torch_flops": col("torch_flops"),
+            "bytes_moved": col("bytes_moved"),
+            **{c: per[c].to_numpy().astype(float) for c in ("gpu_ns", "peak_ns", "known_ns")},
         }
     )
-    g = f.groupby(["op", "input_dims"], sort=False)
-    s = g[["flops", "bytes_moved", "gpu_ns", "peak_ns"]].sum(min_count=1).assign(count=g.size())
-    device = trace_device(r.trace, devices)
-    bw = _bandwidth(device)
+    g = f.groupby(["op", "input_dims", "causal"], sort=False, dropna=False)  # causal or not: two rows
+    summed = ["flops", "torch_flops", "bytes_moved", "gpu_ns", "peak_ns", "known_ns"]
+    s = g[summed].sum(min_count=1).assign(count=g.size())
     gpu_ns = s["gpu_ns"].where(s["gpu_ns"] > 0)
+    tflops = s["flops"] / gpu_ns / 1e3
+    peak = s["peak_ns"] / s["known_ns"].where(s["known_ns"] > 0)
     out = pd.DataFrame(
         {
             "count": r.per_region_count(s["count"]),
             "flops": s["flops"] / r.regions,
+            "torch_flops": s["torch_flops"] / r.regions,
             "bytes_moved": s["bytes_moved"] / r.regions,
             "gpu_time_ns": s["gpu_ns"] / r.regions,
-            "tflops": s["flops"] / gpu_ns / 1e3,
+            "tflops": tflops,
             "gbps": s["bytes_moved"] / gpu_ns,
-            "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
-            "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / bw,
+            "peak_tflops": peak,
+            "pct_of_peak_tflops": rated(tflops, peak),
+            "pct_of_peak_gbps": 100.0 * s["bytes_moved"] / gpu_ns / _bandwidth(trace_device(r.trace)),
         },
         index=s.index,
     )
     out = out.reset_index().sort_values("gpu_time_ns", ascending=False, kind="stable")
+    out["causal"] = out["causal"].astype(object).where(out["causal"].notna(), None)  # None: not attention
     return out[list(OP_COLUMNS)].reset_index(drop=True)
 
 
@@ -300,13 +356,14 @@ def _compact_dims(dims: pd.Series) -> np.ndarray:
 # ------------------------------------------------------------------ region metrics
 
 
-def _category_rate(r: Region, category: str, devices: str | None = None) -> tuple[float, float]:
-    """(achieved TFLOP/s, percent of the time-weighted peak) of one category's kernels with FLOPs."""
+def _category_rate(r: Region, category: str) -> tuple[float, float]:
+    """(achieved TFLOP/s, percent of peak) of one category's kernels with FLOPs: the peak is
+    time-weighted over those whose peak is known, and the percent ``rated`` (one time base)."""
     a = r.activities
     if not len(a) or not has_shapes(r.trace.ops):
         return float("nan"), float("nan")
     a = a[(a["category"].astype(str) == category).to_numpy()]
-    eff = kernel_efficiency(r.trace, a, devices)
+    eff = kernel_efficiency(r.trace, a)
     has = eff["flops"].notna().to_numpy()
     dur = a["dur_ns"].clip(lower=0).to_numpy()[has].astype(float)
     if not has.any() or dur.sum() <= 0:
@@ -314,42 +371,43 @@ def _category_rate(r: Region, category: str, devices: str | None = None) -> tupl
     flops = eff["flops"].to_numpy()[has]
     peak = eff["peak_tflops"].to_numpy()[has]
     known = ~np.isnan(peak)
-    peak_ns = (dur[known] * peak[known]).sum()
-    pct = 100.0 * flops[known].sum() / peak_ns / 1e3 if peak_ns > 0 else float("nan")
-    return float(flops.sum() / dur.sum() / 1e3), float(pct)
+    tflops = float(flops.sum() / dur.sum() / 1e3)
+    known_ns = dur[known].sum()
+    peak_tflops = (dur[known] * peak[known]).sum() / known_ns if known_ns > 0 else float("nan")
+    return tflops, float(rated(tflops, peak_tflops))
 
 
-def gemm_tflops(r: Region, devices: str | None = None) -> float:
+def gemm_tflops(r: Region) -> float:
     """Achieved TFLOP/s of the region's GEMM kernels that have FLOPs (their FLOPs over their time)."""
-    return _category_rate(r, "gemm", devices)[0]
+    return _category_rate(r, "gemm")[0]
 
 
-def gemm_pct_of_peak(r: Region, devices: str | None = None) -> float:
+def gemm_pct_of_peak(r: Region) -> float:
     """GEMM FLOPs as a percent of what the GEMM kernels' paths could do in their time."""
-    return _category_rate(r, "gemm", devices)[1]
+    return _category_rate(r, "gemm")[1]
 
 
-def attention_tflops(r: Region, devices: str | None = None) -> float:
+def attention_tflops(r: Region) -> float:
     """Achieved TFLOP/s of the region's fused attention kernels that have FLOPs."""
-    return _category_rate(r, "attention", devices)[0]
+    return _category_rate(r, "attention")[0]
 
 
-def attention_pct_of_peak(r: Region, devices: str | None = None) -> float:
+def attention_pct_of_peak(r: Region) -> float:
     """Fused attention FLOPs as a percent of what their paths could do in their time."""
-    return _category_rate(r, "attention", devices)[1]
+    return _category_rate(r, "attention")[1]
 
 
-def efficiency(r: Region, devices: str | None = None) -> dict:
+def efficiency(r: Region) -> dict:
     """The region's efficiency metrics by their one name."""
     return {
-        "gemm_tflops": gemm_tflops(r, devices),
-        "gemm_pct_of_peak": gemm_pct_of_peak(r, devices),
-        "attention_tflops": attention_tflops(r, devices),
-        "attention_pct_of_peak": attention_pct_of_peak(r, devices),
+        "gemm_tflops": gemm_tflops(r),
+        "gemm_pct_of_peak": gemm_pct_of_peak(r),
+        "attention_tflops": attention_tflops(r),
+        "attention_pct_of_peak": attention_pct_of_peak(r),
     }
 
 
-def efficiency_notes(trace, devices: str | None = None) -> list[str]:
+def efficiency_notes(trace) -> list[str]:
     """What limits the efficiency columns, said once per trace."""
     notes = []
     if not has_shapes(trace.ops):
@@ -357,7 +415,7 @@ def efficiency_notes(trace, devices: str | None = None) -> list[str]:
             f"{trace.label}: recorded without shapes (record_shapes=False): FLOPs, bytes and "
             "efficiency columns are left empty"
         )
-    elif len(trace.kernels) and trace_device(trace, devices) is None:
+    elif len(trace.kernels) and trace_device(trace) is None:
         which = (
             f"device {trace.device_name!r} is not in the device table"
             if trace.device_name
@@ -400,14 +458,14 @@ NAME_COLUMNS = (
 )
 
 
-def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
+def name_efficiency(r: Region) -> pd.DataFrame:
     """Per kernel name (index): FLOPs per step, and the rates over the time of its instances that
-    have work (so instances without shapes do not dilute them); path, peak and bound of the
-    name's longest-running instance path."""
+    have work (so instances without shapes do not dilute them); the path of its longest-running
+    instance, its time-weighted peak, percent of peak ``rated`` and its ``_bound`` from those."""
     a = r.activities
     if not len(a):
         return pd.DataFrame(columns=list(NAME_COLUMNS))
-    eff = kernel_efficiency(r.trace, a, devices)
+    eff = kernel_efficiency(r.trace, a)
     worked = eff["bytes_moved"].notna() | eff["flops"].notna()
     dur = a["dur_ns"].clip(lower=0).astype(float).where(worked)
     frame = pd.DataFrame(
@@ -417,49 +475,40 @@ def name_efficiency(r: Region, devices: str | None = None) -> pd.DataFrame:
             "flops": eff["flops"].to_numpy(),
             "bytes": eff["bytes_moved"].to_numpy(),
             "peak_ns": (dur * eff["peak_tflops"]).to_numpy(),
+            "known_ns": dur.where(eff["peak_tflops"].notna()).to_numpy(),
+            "any_dur": a["dur_ns"].clip(lower=0).to_numpy(),
+            "worked": worked.to_numpy(),
             "path": eff["path"].to_numpy(),
-            "bound": eff["bound"].to_numpy(),
         }
     )
     g = frame.groupby("name", sort=False)
-    s = pd.DataFrame(
-        {
-            "flops": g["flops"].sum(min_count=1),
-            "bytes": g["bytes"].sum(min_count=1),
-            "dur": g["dur"].sum(min_count=1),
-            "peak_ns": g["peak_ns"].sum(min_count=1),
-        }
-    )
-    first = (
-        frame.sort_values("dur", ascending=False, kind="stable")
-        .dropna(subset=["dur"])
-        .drop_duplicates("name")
-    )
+    s = g[["flops", "bytes", "dur", "peak_ns", "known_ns"]].sum(min_count=1)
+    # the path of the longest instance with work, else of the longest (a helper's: its rule's)
+    first = frame.sort_values(["worked", "any_dur"], ascending=False, kind="stable").drop_duplicates("name")
     first = first.set_index("name").reindex(s.index)
-    device = trace_device(r.trace, devices)
+    device = trace_device(r.trace)
     dur = s["dur"].where(s["dur"] > 0)  # a name whose instances all took 0 ns has no rate (not inf)
     out = pd.DataFrame(
         {
             "flops": s["flops"] / r.regions,
+            "bytes_moved": s["bytes"],
             "tflops": s["flops"] / dur / 1e3,
             "gbps": s["bytes"] / dur,
             "intensity": s["flops"] / s["bytes"].where(s["bytes"] > 0),
             "path": first["path"],
-            "peak_tflops": s["peak_ns"] / dur,
-            "pct_of_peak_tflops": 100.0 * s["flops"] / s["peak_ns"].where(s["peak_ns"] > 0) / 1e3,
-            "pct_of_peak_gbps": 100.0 * (s["bytes"] / dur) / _bandwidth(device),
-            "bound": first["bound"],
+            "peak_tflops": s["peak_ns"] / s["known_ns"].where(s["known_ns"] > 0),
         },
         index=s.index,
     )
+    out["pct_of_peak_tflops"] = rated(out["tflops"], out["peak_tflops"])
+    out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / _bandwidth(device)
+    out["bound"] = _bound(out.assign(flops=s["flops"]), device)  # the row's own figures, as a kernel's
     return out[list(NAME_COLUMNS)]
 
 
-def with_efficiency(
-    table: pd.DataFrame, r: Region, key: str = "Name", devices: str | None = None
-) -> pd.DataFrame:
+def with_efficiency(table: pd.DataFrame, r: Region, key: str = "Name") -> pd.DataFrame:
     """``table`` (one row per kernel name in column ``key``) with the ``NAME_COLUMNS`` added."""
-    eff = name_efficiency(r, devices).reindex(table[key].astype(str).to_numpy())
+    eff = name_efficiency(r).reindex(table[key].astype(str).to_numpy())
     return table.assign(**{c: eff[c].to_numpy() for c in NAME_COLUMNS})
 
 
@@ -469,24 +518,24 @@ PATH_WORDS = {"tensor": "tensor cores", "vector": "CUDA cores"}
 PEAK_WORDS = {"tensor": "tensor-core", "vector": "CUDA-core"}
 
 
-def category_efficiency(r: Region, category: str, devices: str | None = None) -> dict:
+def category_efficiency(r: Region, category: str) -> dict:
     """One category's FLOP kernels in a region: achieved TFLOP/s and percent of peak (one definition:
     ``_category_rate``), the path and precision that take most of their time, the peak there, and
-    whether the attention counted is causal (counted in full)."""
-    tflops, pct = _category_rate(r, category, devices)
+    whether the attention counted is causal (rated on half of torch's count)."""
+    tflops, pct = _category_rate(r, category)
     out = {
         "tflops": tflops,
         "pct_of_peak": pct,
         "path": None,
         "precision": None,
         "peak_tflops": float("nan"),
-        "device": trace_device(r.trace, devices),
+        "device": trace_device(r.trace),
     }
     a = r.activities
     if np.isnan(tflops):
         return out
     a = a[(a["category"].astype(str) == category).to_numpy()]
-    eff = kernel_efficiency(r.trace, a, devices)
+    eff = kernel_efficiency(r.trace, a)
     has = eff["flops"].notna().to_numpy()
     by = pd.DataFrame(
         {
@@ -537,7 +586,7 @@ def _side_words(label: str, e: dict, what: str) -> str:
         else []
     )
     if e.get("causal"):
-        parts.append("causal attention counted in full, as torch counts it; the kernels skip about half")
+        parts.append("causal attention rated on the FLOPs its kernels execute, half of torch's count")
     return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (
         f" ({'; '.join(parts)})" if parts else ""
     )
@@ -578,7 +627,7 @@ def _cuda_vs_tensor(stats) -> list[str]:
 # ------------------------------------------------------------------ roofline (one step's kernels)
 
 
-def roofline(trace, sel=None, devices: str | None = None):
+def roofline(trace, sel=None):
     """A Report of one step's kernels with work: category, FLOPs, bytes, intensity, achieved
     TFLOP/s and GB/s, plus the device's peaks (info) for the roof. The step: ``sel.step``,
     else the first step of the region."""
@@ -592,7 +641,7 @@ def roofline(trace, sel=None, devices: str | None = None):
         sel = replace(sel, step=int(trace.steps["step"].iloc[0]))
     r = region(trace, sel)
     a = r.activities
-    eff = kernel_efficiency(trace, a, devices)
+    eff = kernel_efficiency(trace, a)
     keep = (eff["bytes_moved"] > 0).to_numpy() & (a["dur_ns"] > 0).to_numpy()
     table = pd.DataFrame(
         {
@@ -602,7 +651,7 @@ def roofline(trace, sel=None, devices: str | None = None):
             **{c: eff[c].to_numpy()[keep] for c in COLUMNS},
         }
     )
-    device = trace_device(trace, devices)
+    device = trace_device(trace)
     info = {
         "trace": trace.path,
         "selection": r.selection.describe(),
@@ -625,5 +674,5 @@ def roofline(trace, sel=None, devices: str | None = None):
         title=f"Roofline of {trace.label} ({r.selection.describe()})",
         tables={"roofline": table},
         info=info,
-        notes=r.notes + efficiency_notes(trace, devices),
+        notes=r.notes + efficiency_notes(trace),
     )

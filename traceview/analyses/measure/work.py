@@ -7,8 +7,10 @@ data (``rules/work.toml``); the formulas are here. Each distinct (op name,
 Input Dims, Input type, Concrete Inputs) is worked out once.
 
 FLOPs follow ``torch.utils.flop_counter.FlopCounterMode``: ``2*m*k*n`` per matrix
-product; biases, softmax and elementwise work are not counted; causal attention
-is counted in full (as torch does) and the op is marked ``causal``. Bytes are
+product; biases, softmax and elementwise work are not counted. Causal attention
+is the exception: its kernels skip the masked half of the score matrix, so
+``flops`` is half of torch's count (FlashAttention's convention) and
+``torch_flops`` keeps torch's full count; the op is marked ``causal``. Bytes are
 the tensors read and written, counted once (no cache effects). Nothing is
 guessed: an op whose shapes or arguments are missing gets empty columns.
 
@@ -36,7 +38,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 WORK_PATH = Path(__file__).resolve().parents[2] / "rules" / "work.toml"
 #: the columns ``op_work`` adds, by their one name
-COLUMNS = ("formula", "flops", "bytes_moved", "precision", "causal", "counted")
+COLUMNS = ("formula", "flops", "torch_flops", "bytes_moved", "precision", "causal", "counted")
 _ARG_COLUMNS = ("name", "input_dims", "input_types", "concrete_inputs")
 
 
@@ -65,11 +67,13 @@ def trace_work(trace) -> pd.DataFrame:
 
 
 def op_work(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per op (aligned with ``ops``): formula, flops, bytes, precision, causal, counted."""
+    """Per op (aligned with ``ops``): formula, flops (executed), torch_flops (torch's count), bytes,
+    precision, causal, counted."""
     out = pd.DataFrame(index=ops.index)
     if not len(ops) or not has_shapes(ops):
         out["formula"] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
         out["flops"] = pd.array([None] * len(ops), dtype="Int64")
+        out["torch_flops"] = pd.array([None] * len(ops), dtype="Int64")
         out["bytes_moved"] = pd.array([None] * len(ops), dtype="Int64")
         out["precision"] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
         out["causal"] = pd.array([None] * len(ops), dtype="boolean")
@@ -90,6 +94,7 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     inverse = inverse.reshape(-1)
     out["formula"] = table["formula"].to_numpy(dtype=object)[inverse]
     out["flops"] = pd.array(table["flops"].to_numpy(dtype=object)[inverse], dtype="Int64")
+    out["torch_flops"] = pd.array(table["torch_flops"].to_numpy(dtype=object)[inverse], dtype="Int64")
     out["bytes_moved"] = pd.array(table["bytes_moved"].to_numpy(dtype=object)[inverse], dtype="Int64")
     out["precision"] = table["precision"].to_numpy(dtype=object)[inverse]
     out["causal"] = pd.array(table["causal"].to_numpy(dtype=object)[inverse], dtype="boolean")
@@ -99,7 +104,7 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-_NONE = (None, None, None, None, None)
+_NONE = (None, None, None, None, None, None)
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, object]:
@@ -220,7 +225,15 @@ def _work_of(name, dims, types, concrete) -> tuple:
         flops, nbytes, causal = FORMULAS[formula](name, args)
     except (TypeError, ValueError, IndexError, ZeroDivisionError):
         return _NONE  # shapes that do not fit the formula: nothing is guessed
-    return formula, flops, nbytes, precision, causal
+    return formula, executed_flops(flops, causal), flops, nbytes, precision, causal
+
+
+def executed_flops(torch_flops, causal):
+    """The FLOPs the kernels execute: torch's count, halved for causal attention. A causal kernel
+    skips the score tiles above the diagonal, so it computes about half of q@k^T and p@v; half is
+    the convention of the FlashAttention papers' benchmarks and of TraceLens
+    (``4*b*h*s*s*d // (2 if causal else 1)``). torch's count is always even (2*...), so exact."""
+    return torch_flops // 2 if causal and torch_flops is not None else torch_flops
 
 
 def _numel(shape) -> int:

@@ -36,7 +36,8 @@ import json, os, resource, sys, time
 tool, path, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 if tool == "traceview" or tool.startswith("cache"):
     import traceview as tv
-    run = (lambda: tv.load(path, cache=False)) if tool == "traceview" else (lambda: tv.load(path, cache=cache))
+    use = False if tool == "traceview" else cache
+    run = lambda: tv.load(path, cache=use)  # noqa: E731
 elif tool == "hta":
     from hta.trace_analysis import TraceAnalysis
     run = lambda: TraceAnalysis(trace_files={0: path}, trace_dir=os.path.dirname(path))

@@ -115,9 +115,13 @@ def gzip_file(src: str, dst: str) -> None:
     appears only once complete (traceview.atomic: no partial trace on Ctrl-C or a full disk)."""
     from traceview.atomic import atomic_path
 
-    with open(src, "rb") as fin, atomic_path(dst) as tmp, open(tmp, "wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as fout:
-            shutil.copyfileobj(fin, fout)
+    with (
+        open(src, "rb") as fin,
+        atomic_path(dst) as tmp,
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as fout,
+    ):
+        shutil.copyfileobj(fin, fout)
 
 
 def synchronize(device: str) -> None:

@@ -140,7 +140,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """The command line; ``prog`` names the command in usage lines (``traceview collect mlp``)."""
     p = argparse.ArgumentParser(
         prog=prog or "python -m collectors.mlp",
-        description="Profile a Linear-GELU-Linear block (fused bias, separate bias, autocast) into one trace per variant.",
+        description="Profile a Linear-GELU-Linear block (fused bias, separate bias, autocast) "
+        "into one trace per variant.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument(

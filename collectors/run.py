@@ -199,7 +199,7 @@ class _Run:
                 "seed": s.seed,
                 "tolerance": dict(zip(("atol", "rtol"), TOLERANCES[s.dtype], strict=True)),
                 **self.env,
-            },  # fmt: skip
+            },
             "collected": {},
             "skipped": {},
         }

@@ -274,7 +274,8 @@ def test_kernel_stream_or_device_label_beyond_int64(tmp_path, field, value):
     ],
 )
 def test_args_of_the_wrong_type_or_size(tmp_path, args):
-    """Found (fixed in read.codes.int_values meanwhile): OverflowError/ValueError on ints beyond int64 and lists."""
+    """Found (fixed in read.codes.int_values meanwhile): OverflowError/ValueError on ints beyond
+    int64 and lists."""
     trace = tv.load(
         _trace(tmp_path, [_event(cat="kernel", args=args), _event(cat="kernel", args=args)]), cache=False
     )

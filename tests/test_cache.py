@@ -761,7 +761,7 @@ def test_reader_of_a_replaced_entry_sees_no_damage(tmp_path):
     import dataclasses
     import threading
 
-    trace, uncached, entry = _warm(tmp_path)
+    trace, uncached, _entry = _warm(tmp_path)
     other = tv.load(_write_trace(tmp_path / "other.json", _events(41)), cache=False)
     versions = [uncached, dataclasses.replace(other, path=str(trace))]
     seen = cache_mod.identity(str(trace))

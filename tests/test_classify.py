@@ -550,7 +550,7 @@ def test_a_user_file_may_declare_categories_and_precisions(tmp_path):
 
 
 def test_missing_rule_file_raises(tmp_path):
-    with pytest.raises(RuleError, match="nope.toml"):
+    with pytest.raises(RuleError, match=r"nope\.toml"):
         load_rules(tmp_path / "nope.toml")
 
 

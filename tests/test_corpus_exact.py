@@ -28,7 +28,8 @@ KINDS = {
 
 
 def independent_counts(path):
-    doc = json.loads(gzip.open(path).read(), parse_float=Decimal)
+    with gzip.open(path) as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     base = doc.get("baseTimeNanoseconds", 0) if isinstance(doc, dict) else 0
     count, dur, ts = Counter(), Counter(), Counter()

@@ -54,7 +54,7 @@ def cluster(tmp_path_factory):
     last in this module, leaves one worker."""
     tmp_path = tmp_path_factory.mktemp("dask")
     sched_file = tmp_path / "scheduler.json"
-    log = open(tmp_path / "dask.log", "w")
+    log = open(tmp_path / "dask.log", "w")  # noqa: SIM115  (held by the processes until the finally below)
     procs = [
         _spawn(
             [

@@ -188,7 +188,7 @@ def test_gemm_families_and_short_names():
     assert short_kernel_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
 
 
-# ------------------------------------------------------------------ the attention story (synthetic GPU traces)
+# ------------------------------------------------------------ the attention story (synthetic GPU traces)
 
 
 def test_naive_vs_inplace_the_memcpy_is_gone_with_its_op_chain(st):

@@ -77,7 +77,7 @@ def pairs():
 
 @needs_corpus
 def test_summary_and_kernels_fit(traces):
-    for f, t in traces.items():
+    for t in traces.values():
         check(plain(summary(t)))
         check(plain(kernel_stats(t)))
 

@@ -411,7 +411,7 @@ def _mutate(doc: dict, data) -> None:
 def test_structural_damage(i, data):
     if not seed_docs():
         pytest.skip("no seeds")
-    name, doc = seed_docs()[i]
+    _name, doc = seed_docs()[i]
     doc = copy.deepcopy(doc)
     _mutate(doc, data)
     text = json.dumps(doc, allow_nan=True).encode()  # NaN / Infinity tokens on purpose

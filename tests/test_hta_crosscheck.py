@@ -272,7 +272,7 @@ def test_many_refuses_colliding_ranks(hta_mod, tmp_path):
     ):
         to_hta_many([a, b])
     c, d = _write(tmp_path / "c.json", _trace_doc()), _write(tmp_path / "d.json", _trace_doc())
-    with pytest.raises(TraceviewError, match="no distributedInfo.rank"):
+    with pytest.raises(TraceviewError, match=r"no distributedInfo\.rank"):
         to_hta_many([c, d])
     with pytest.raises(TraceviewError, match="2 traces but 1 ranks"):
         to_hta_many([a, b], ranks=[1])
@@ -292,7 +292,7 @@ def test_suffix_hta_refuses_is_linked(hta_mod, tmp_path):
     ta = to_hta(p, workdir=tmp_path / "work")
     assert ta.t.get_ranks() == [2]
     assert len(_hta_gpu(ta)) == 2
-    assert list((tmp_path / "work").iterdir())[0].name.endswith(".json.gz")
+    assert next(iter((tmp_path / "work").iterdir())).name.endswith(".json.gz")
 
 
 def test_views_split_computation_by_category(hta_mod, tmp_path):
@@ -350,5 +350,8 @@ def test_cli_without_hta_says_how_to_install(monkeypatch, tmp_path):
 
 
 def test_importing_traceview_does_not_import_hta():
-    code = "import sys, traceview, traceview.cli, traceview.interop; assert 'hta' not in sys.modules, 'hta imported'"
+    code = (
+        "import sys, traceview, traceview.cli, traceview.interop; "
+        "assert 'hta' not in sys.modules, 'hta imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -107,9 +107,9 @@ def test_no_import_loops(graph):
         state[m] = 1
         for d in sorted(graph[m]):
             if state.get(d) == 1:
-                loops.append(" -> ".join(stack[stack.index(d) :] + [d]))
+                loops.append(" -> ".join([*stack[stack.index(d) :], d]))
             elif d not in state:
-                visit(d, stack + [d])
+                visit(d, [*stack, d])
         state[m] = 2
 
     for m in sorted(graph):

@@ -270,14 +270,14 @@ def _gpu_trace(names: list) -> dict:
 def long_name_trace(tmp_path_factory):
     names = _long_names()
     path = tmp_path_factory.mktemp("longname") / "long_names.json"
-    path.write_text(json.dumps(_gpu_trace(list(names.values()) + ["ampere_sgemm_128x64_tn"])))
+    path.write_text(json.dumps(_gpu_trace([*names.values(), "ampere_sgemm_128x64_tn"])))
     return path, names
 
 
 def test_long_kernel_names_load_and_summarise_in_bounded_time(long_name_trace):
     """Found: a 10 MB kernel name cost 27-53 s per command (~5,000 regex searches over all of
     it); a deeply nested one never finished. The full names stay in the data."""
-    path, names = long_name_trace
+    path, _names = long_name_trace
     for command in ("summary", "kernels"):
         proc, wall = _cli(command, "--no-cache", "--format", "json", path)
         assert proc.returncode == 0, proc.stderr[-2000:]

@@ -99,7 +99,7 @@ def test_counts_are_json_integers_on_corpus_pairs(pair, tmp_path):
 def test_counts_are_json_integers_on_sample_traces(tmp_path):
     pytest.importorskip("matplotlib")
     a, b = str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa_flash.json.gz")
-    seen = _check(_commands(a, b, tmp_path) + [("compare", str(SAMPLES))], tmp_path)
+    seen = _check([*_commands(a, b, tmp_path), ("compare", str(SAMPLES))], tmp_path)
     assert "diff.cpu_ops.a_count" in seen
 
 

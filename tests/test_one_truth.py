@@ -155,9 +155,13 @@ def _listed(values) -> str:
 def test_a_selection_that_matches_nothing_is_an_error_listing_what_exists(command, option):
     path = CORPUS / "hta" / "trace_diff__control__control.json.gz"
     k = tv.load(path).kernels
+
+    def listed(column):
+        return _listed(k[column].dropna().astype(int))
+
     problem = {  # what exists, read off the trace's own table
-        "--device": f"has no GPU activity with device 5 (devices: {_listed(k['device'].dropna().astype(int))})",
-        "--stream": f"has no GPU activity with stream 999 (streams: {_listed(k['stream'].dropna().astype(int))})",
+        "--device": f"has no GPU activity with device 5 (devices: {listed('device')})",
+        "--stream": f"has no GPU activity with stream 999 (streams: {listed('stream')})",
         "--step": "has no step 99 (steps: ",
         "--annotation": "has no annotation named 'nosuch'",
     }[option[0]]
@@ -199,7 +203,8 @@ def test_a_trace_without_steps_counts_as_one_step_in_every_command(tmp_path):
     import gzip
     import json
 
-    doc = json.loads(gzip.open(SAMPLES / "naive.json.gz").read())
+    with gzip.open(SAMPLES / "naive.json.gz") as f:
+        doc = json.loads(f.read())
     doc["traceEvents"] = [
         e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep#")
     ]

@@ -359,7 +359,8 @@ GOOD2 = json.dumps(ev("cpu_op", "aten::add", 1100, 50, **{"External id": 2})).en
 DEEP = b'{"a":' * 1000 + b"1" + b"}" * 1000
 UNFIT = {
     "surrogate_name": b'{"ph": "X", "cat": "cpu_op", "name": "\\ud800", "ts": 1050, "dur": 1}',
-    "surrogate_arg": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, "args": {"y": "\\ud800"}}',
+    "surrogate_arg": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, '
+    b'"args": {"y": "\\ud800"}}',
     "low_surrogate": b'{"ph": "X", "cat": "cpu_op", "name": "a\\udc00b", "ts": 1050, "dur": 1}',
     "deep_args": b'{"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1050, "dur": 1, "args": {"y": '
     + DEEP

@@ -65,7 +65,7 @@ def test_timeline_gpu_and_cpu(story_dir, tmp_path):
     assert is_png(Path(plot_timeline(timeline(cpu), tmp_path / "cpu.png")))
     with pytest.raises(TraceviewError, match="has no step 99"):
         timeline(t, Selection(step=99))
-    with pytest.raises(TraceviewError, match="must end in .png, .svg or .html"):
+    with pytest.raises(TraceviewError, match=r"must end in \.png, \.svg or \.html"):
         plot_timeline(timeline(t), tmp_path / "x.pdf")
 
 

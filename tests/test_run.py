@@ -73,9 +73,9 @@ def test_unreadable_rank_is_an_error_naming_it_or_skipped(tmp_path):
     bad = tmp_path / "worker2_cut.json"
     bad.write_bytes(data[: len(data) // 2])
     files = [f for f in ranks_files() if "worker2_" not in f.name] + [bad]
-    with pytest.raises(TraceviewError, match="worker2_cut.json"):
+    with pytest.raises(TraceviewError, match=r"worker2_cut\.json"):
         tv.load_run(files)
-    with pytest.raises(TraceviewError, match="worker2_cut.json.*skip"):
+    with pytest.raises(TraceviewError, match=r"worker2_cut\.json.*skip"):
         tv.ranks(files)
     run = tv.load_run(files, skip_bad=True)
     assert run.missing == [2] and any("worker2_cut.json" in n for n in run.notes)

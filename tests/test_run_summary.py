@@ -29,7 +29,8 @@ LAUNCH = {"cuda_runtime", "cuda_driver"}
 
 def recount(path) -> dict:
     """rank, regions, gpu_activities, gpu_time_ns, kernels, cpu_time_ns of one rank file, by hand."""
-    doc = json.loads(gzip.open(path).read(), parse_float=Decimal)
+    with gzip.open(path) as f:
+        doc = json.loads(f.read(), parse_float=Decimal)
     ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     ns = lambda v: int(Decimal(v) * 1000)  # noqa: E731  (µs with fractions -> exact ns)
     steps = [

@@ -163,7 +163,8 @@ def _medium_trace() -> Path | None:
 
 
 def test_salvage_cut_gzip_stream(tmp_path):
-    """The gzip bytes themselves cut at 50%: everything decompressed up to the cut, minus the partial event."""
+    """The gzip bytes themselves cut at 50%: everything decompressed up to the cut, minus the
+    partial event."""
     src = _medium_trace()
     if src is None:
         pytest.skip("no traces")
@@ -262,7 +263,7 @@ def test_salvage_cut_in_metadata_before_events(tmp_path):
 def test_salvage_damage_in_the_middle(tmp_path):
     """Invalid bytes mid-file: keep the events before the damage, say where and how much was dropped."""
     text = bytearray(json.dumps(_kineto_like()).encode())
-    _, events, ends = reference(bytes(text))
+    _, _events, ends = reference(bytes(text))
     at = ends[99] + 3  # inside event 100
     text[at] = ord("\x01")
     path = _write(tmp_path, bytes(text))

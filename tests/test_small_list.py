@@ -181,7 +181,7 @@ def test_shortened_column_keeps_what_tells_values_apart():
 
     files = [f"dlrm_kineto__worker{r}_step_12.16941282015{40 + r}.pt.trace.json.gz" for r in range(8)]
     for width in (12, 14, 19, 25, 30):
-        cells = column(files + ["8 files"], width)
+        cells = column([*files, "8 files"], width)
         assert len(set(cells)) == 9 and all(len(c) <= width for c in cells), (width, cells)
         assert all(f"{r}_" in cells[r] for r in range(8)), cells  # the worker number survives
     names = ["cutlass_80_tensorop_s1688gemm_128x128", "ampere_sgemm_32x128_nt_align4"]

@@ -227,7 +227,7 @@ def test_trace_changed_since_load_leaves_no_file(tmp_path):
     synth.make(tmp_path, "sdpa_math", name="trace")
     t = tv.load(trace, cache=False)
     synth.make(tmp_path, "naive", name="trace")
-    with pytest.raises(TraceviewError, match="cannot annotate it exactly|does not match"):
+    with pytest.raises(TraceviewError, match=r"cannot annotate it exactly|does not match"):
         write_annotated(t, annotations(t), tmp_path / "out.json")
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json.gz"]
 

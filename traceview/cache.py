@@ -39,9 +39,9 @@ version or code (their ``stamp`` differs; they can never be hit again) go first,
 the least recently used entries (a hit touches the entry's ``stamp`` file) until the
 folder fits the cap: ``$TRACEVIEW_CACHE_MAX_MB`` mebibytes, default 2048; 0 turns
 caching off. The default folder only stores trace files of ``$TRACEVIEW_CACHE_MIN_MB``
-(default 1) mebibytes or more: smaller ones parse about as fast as an entry reads. ``info()`` and ``clear()`` (``traceview cache info|clear``) show and empty
-the folder; they only ever touch folders named like entries, never anything else
-that may live there.
+(default 1) mebibytes or more: smaller ones parse about as fast as an entry reads.
+``info()`` and ``clear()`` (``traceview cache info|clear``) show and empty the folder;
+they only ever touch folders named like entries, never anything else that may live there.
 
 Why Arrow IPC and not Parquet: a reload is dominated by fixed costs, and
 ``import pyarrow.parquet`` alone takes ~25 ms (``pyarrow.feather`` ~2 ms, pyarrow
@@ -53,6 +53,7 @@ with the categories (and their dtype) in ``entry.json``, so dtypes come back exa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -168,10 +169,8 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
     except Exception:  # missing, unfinished, removed meanwhile, stale: a miss; the next store replaces it
         return None
     if trace is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.utime(entry / _STAMP)  # least recently used goes first
-        except OSError:
-            pass
     return trace
 
 

@@ -292,7 +292,8 @@ def _parse_rule(spec: _RuleSpec, index: int, raw: dict, categories, precisions, 
 def _declared(known, key) -> str:
     """The allowed values, for an error line; a rule file may declare more."""
     plural = "categories" if key == "category" else "precisions"
-    return f"the {plural} declared ({', '.join(k for k in known if k != 'other')}; a rule file adds to '{plural}')"
+    named = ", ".join(k for k in known if k != "other")
+    return f"the {plural} declared ({named}; a rule file adds to '{plural}')"
 
 
 # ------------------------------------------------------------------ the name tier: loading
@@ -337,7 +338,7 @@ def _parse_words(doc: dict, categories) -> WordTable:
 
 def _parse_word(spec: _WordSpec, index: int, raw: dict, categories) -> WordEntry:
     if spec.category not in categories or spec.category == "other":
-        path, label = schema.where("word", index, raw, "category")
+        path, _label = schema.where("word", index, raw, "category")
         raise schema.problem(
             path, f"bad category {spec.category!r}, not one of {_declared(categories, 'category')}"
         )

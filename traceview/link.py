@@ -154,8 +154,8 @@ def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataF
     k = kernels[key].astype({"pid": str, "tid": str}).reset_index(drop=True)
     k["i"] = np.arange(len(k))
     # a flow id with two starts, or two flows ending on one activity: which is meant cannot be told
-    e = _unique_by(ends[key + ["id"]].astype({"pid": str, "tid": str, "id": str}), key)
-    s = _unique_by(starts[key + ["id"]].astype({"pid": str, "tid": str, "id": str}), ["id"])
+    e = _unique_by(ends[[*key, "id"]].astype({"pid": str, "tid": str, "id": str}), key)
+    s = _unique_by(starts[[*key, "id"]].astype({"pid": str, "tid": str, "id": str}), ["id"])
     rt = events[events["role"] == "runtime"][key].astype({"pid": str, "tid": str})
     rt = rt.assign(row=rt.index.to_numpy()).drop_duplicates(key)
     m = k.merge(e, on=key).merge(s, on="id", suffixes=("", "_s"))

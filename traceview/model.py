@@ -523,7 +523,7 @@ def _id_from(col: pd.Series) -> pd.Series:
     for c in cats:
         m = _STREAM_RE.search(str(c))
         parsed.append(int(m.group(1)) if m else None)
-    lookup = pd.array(parsed + [None], dtype="Int64")
+    lookup = pd.array([*parsed, None], dtype="Int64")
     codes = col.cat.codes.to_numpy()
     return pd.Series(lookup[np.where(codes < 0, len(parsed), codes)], index=col.index)
 

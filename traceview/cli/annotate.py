@@ -45,8 +45,8 @@ def annotate(trace, output, options):
         )
     if counts["skipped"]:
         click.echo(
-            f"warning: {visible(trace)}: {counts['skipped']} GPU activities have args that are not an object: "
-            "left unannotated",
+            f"warning: {visible(trace)}: {counts['skipped']} GPU activities have args that are "
+            "not an object: left unannotated",
             err=True,
         )
     click.echo(

@@ -153,7 +153,8 @@ def _ints_or_none(values: list) -> IntColumn | None:
 def _masked_ints(values: list, arr: np.ndarray) -> IntColumn:
     """Mixed values (``arr`` is their object array): ints that fit int64 kept, the rest masked."""
     n = len(values)
-    ok = np.fromiter(map(type, values), dtype=object, count=n) == int
+    # exact type on purpose: bool is an int subclass and must not pass as one
+    ok = np.fromiter(map(type, values), dtype=object, count=n) == int  # noqa: E721
     out = np.zeros(n, dtype=np.int64)
     if ok.any():
         try:

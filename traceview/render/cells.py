@@ -19,17 +19,11 @@ from .safe import visible
 
 
 def is_ns(column: str) -> bool:
-    return column.endswith("_ns") or column.endswith("(ns)")
+    return column.endswith(("_ns", "(ns)"))
 
 
 def is_pct(column: str) -> bool:
-    return (
-        column.startswith("pct")
-        or column.endswith("(%)")
-        or column.endswith("_pct")
-        or "_pct_" in column
-        or column.endswith("share")
-    )
+    return column.startswith("pct") or column.endswith(("(%)", "_pct", "share")) or "_pct_" in column
 
 
 def is_ratio(column: str) -> bool:

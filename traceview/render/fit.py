@@ -82,8 +82,9 @@ def fit_rows(rows: list[list[str]], block: list[tuple[int, int]]) -> list[list[s
 
 def _shared_ends(values: list[str]) -> tuple[int, int]:
     """How many leading and trailing characters all ``values`` share (not overlapping)."""
-    head = len(os.path.commonprefix(values))
-    tail = len(os.path.commonprefix([v[::-1] for v in values]))
+    # character-wise on purpose: these are display strings, not paths
+    head = len(os.path.commonprefix(values))  # noqa: RUF071
+    tail = len(os.path.commonprefix([v[::-1] for v in values]))  # noqa: RUF071
     return head, min(tail, min(map(len, values)) - head)
 
 
@@ -159,7 +160,7 @@ def layout(
     for i in range(len(header)):
         if i == key:
             continue
-        trial = current + [i]
+        trial = [*current, i]
         if len(current) > 1 and sum(widths[j] for j in trial) + gap * (len(trial) - 1) + edge > width:
             blocks.append(current)
             current = [key, i]

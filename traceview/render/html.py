@@ -1,5 +1,6 @@
 """HTML: ``--format html`` as one self-contained page (one report, or several one after
-another under one heading; ``traceview report``'s ReportSet as its page), and a report's section for Jupyter (Report._repr_html_).
+another under one heading; ``traceview report``'s ReportSet as its page), and a report's
+section for Jupyter (Report._repr_html_).
 Every text escaped (:mod:`.htmlreport`)."""
 
 from __future__ import annotations

@@ -36,7 +36,10 @@ document.querySelectorAll("table.report th").forEach(function (th) {
     var rows = Array.prototype.slice.call(body.rows), asc = th.dataset.asc !== "1";
     var key = function (r) { var t = r.cells[i].textContent.replace(/[,x%]/g, ""); var n = parseFloat(t);
       return isNaN(n) ? t : n; };
-    rows.sort(function (a, b) { var x = key(a), y = key(b); return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1); });
+    rows.sort(function (a, b) {
+      var x = key(a), y = key(b);
+      return (x > y ? 1 : x < y ? -1 : 0) * (asc ? 1 : -1);
+    });
     rows.forEach(function (r) { body.appendChild(r); }); th.dataset.asc = asc ? "1" : "0";
   });
 });

@@ -53,9 +53,8 @@ def raw_value(key: str, value):
         and not np.isnan(value)
         and not is_pct(key)
         and not is_ratio(key)
-    ):
-        if is_ns(key) or float(value).is_integer():
-            return int(round(float(value)))
+    ) and (is_ns(key) or float(value).is_integer()):
+        return round(float(value))
     return value
 
 

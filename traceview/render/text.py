@@ -38,7 +38,7 @@ def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> 
 
 def _head(report, width) -> list[str]:
     title = wrap(report.title, width)
-    out = title + ["=" * min(max(len(t) for t in title), width or 10**6)]
+    out = [*title, "=" * min(max(len(t) for t in title), width or 10**6)]
     for k, v in info_lines(report.info):
         out += wrap(f"{k}: {v}", width, "", "    ")
     return out
@@ -51,7 +51,7 @@ def _render_plain(report, width) -> str:
         for f in report.findings:
             out += wrap(f, width, "  - ", "    ")
     for name, df in report.tables.items():
-        out += [""] + wrap(f"[{heading(report, name)}]", width) + [_plain_table(df, width)]
+        out += ["", *wrap(f"[{heading(report, name)}]", width), _plain_table(df, width)]
     if report.notes:
         out.append("")
         for n in report.notes:
@@ -72,7 +72,7 @@ def _plain_table(df, width) -> str:
     blocks = []
     for block in layout(header, rows, numeric, width):
 
-        def line(cells):
+        def line(cells, block=block):
             return "  ".join(
                 middle(cells[i], w).rjust(w) if numeric[i] else middle(cells[i], w).ljust(w) for i, w in block
             ).rstrip()

@@ -318,7 +318,9 @@ def _conv(name, args):
             raise ValueError(f"{key} not recorded")
         return [v] * spatial if type(v) is int and key in ("stride", "padding", "dilation") else v
 
-    stride, dilation, groups = arg("stride", None), arg("dilation", [1] * spatial), arg("groups", 1)
+    # groups needs no argument: the weight is [out, in / groups, *kernel], so w[1] already divides
+    # by it (the FLOP formula below is checked against torch's FlopCounter with groups=4)
+    stride, dilation = arg("stride", None), arg("dilation", [1] * spatial)
     padding = arg("padding", None)
     if arg("transposed", False):
         return (

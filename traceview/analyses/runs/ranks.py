@@ -116,7 +116,8 @@ def clock_verdict(fitted: pd.DataFrame, moved: bool, matched: bool, bound_ok: bo
     if worst > clocks.REFUSE_RESIDUAL_NS:
         return (
             f"refused: clocks still disagree by up to {human_ns(worst)} after alignment (over "
-            f"{human_ns(clocks.REFUSE_RESIDUAL_NS)}; offsets up to {big}{drift}): no stragglers or waits named"
+            f"{human_ns(clocks.REFUSE_RESIDUAL_NS)}; offsets up to {big}{drift}): "
+            "no stragglers or waits named"
         )
     if not clocks.plausible(fitted):
         return (
@@ -186,7 +187,8 @@ def straggler_findings(tables: dict) -> list[str]:
         )
         out.append(
             f"rank {r} is the straggler in {len(grp)} of {len(per)} steps: it arrived last at "
-            f"{int(row.last_at)} of {len(tables['collectives'])} collectives and the others waited {human_ns(row.wait_caused_ns)} for it"
+            f"{int(row.last_at)} of {len(tables['collectives'])} collectives and the others waited "
+            f"{human_ns(row.wait_caused_ns)} for it"
             f"{step}{extra_in(tables['categories'], r)}"
         )
     return out

@@ -170,7 +170,8 @@ def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
     t = table.set_index("run")
     fast, slow = t["gpu_time_per_step_ns"].idxmin(), t["gpu_time_per_step_ns"].idxmax()
     out = [
-        f"{fast} takes the least GPU time per step over its ranks ({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
+        f"{fast} takes the least GPU time per step over its ranks "
+        f"({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
         f"{times(t.loc[fast, 'ratio_gpu_time'])} {bl}); {slow} the most "
         f"({human(t.loc[slow, 'gpu_time_per_step_ns'])}, {times(t.loc[slow, 'ratio_gpu_time'])} {bl})"
     ]

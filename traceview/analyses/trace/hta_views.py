@@ -42,7 +42,8 @@ def hta_kernel_types(names) -> pd.Series:
 
 
 def split_group(k: pd.DataFrame) -> pd.Series:
-    """traceview's finer label for each GPU activity: gemm by core type, attention by backend, else category."""
+    """traceview's finer label for each GPU activity: gemm by core type, attention by backend,
+    else category."""
     if "category" not in k.columns:
         return pd.Series("unclassified", index=k.index, dtype=object)
     cat = k["category"].astype(object).where(k["category"].notna(), "other").astype(str)
@@ -136,8 +137,9 @@ def temporal(trace, ta, rank=None) -> Report:
     findings = [
         f"GPU idle {row['idle_time_pctg']:.1f}% of the {total:,.0f} µs span from first to last GPU activity; "
         f"computation {row['compute_time_pctg']:.1f}%, non-computation (memory, communication, sync) "
-        f"{row['non_compute_time_pctg']:.1f}%"
-    ] + _split_findings(split)
+        f"{row['non_compute_time_pctg']:.1f}%",
+        *_split_findings(split),
+    ]
     g = bridge.gpu_events(ta, rank)
     sync = g[g["s_cat"].str.lower().eq("cuda_sync")]
     if len(sync):
@@ -147,9 +149,11 @@ def temporal(trace, ta, rank=None) -> Report:
             "and count as non-computation; traceview does not count them as GPU activities"
         )
     rounding = "rounded inward" if getattr(ta, "ns_rounding", True) else "not rounded"
-    notes = list(trace.warnings) + [
+    notes = [
+        *trace.warnings,
         f"HTA's times are in µs from its own parse (ns timestamps {rounding}); "
-        "the computation split sums traceview's exact kernel durations, overlap between streams counted twice."
+        "the computation split sums traceview's exact kernel durations, "
+        "overlap between streams counted twice.",
     ]
     return Report(
         kind="hta-temporal",
@@ -272,8 +276,8 @@ def launch(
     n = len(df)
     findings = [
         f"{num(short)} of {num(n)} GPU activities ran shorter than their CPU launch call (launch-bound)",
-        f"{num(slow_rt)} launch calls took over {runtime_cutoff} µs; {num(slow_launch)} activities started over "
-        f"{launch_delay_cutoff} µs after their launch returned",
+        f"{num(slow_rt)} launch calls took over {runtime_cutoff} µs; {num(slow_launch)} activities "
+        f"started over {launch_delay_cutoff} µs after their launch returned",
     ]
     info = _info(trace, ta, rank, "launch")
     info.update(

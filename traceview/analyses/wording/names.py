@@ -147,7 +147,8 @@ def _norm_arg(arg: str, depth: int) -> str:
 
 
 def short_kernel_name(name: str) -> str:
-    """The kernel's own identifier, for sentences: ``fmha_cutlassF``, ``flash_fwd_kernel``, ``ampere_sgemm``."""
+    """The kernel's own identifier, for sentences: ``fmha_cutlassF``, ``flash_fwd_kernel``,
+    ``ampere_sgemm``."""
     text = str(name).strip()
     if text.startswith(("Memcpy", "Memset")):
         return text.split(" (")[0]

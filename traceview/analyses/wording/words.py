@@ -32,7 +32,7 @@ def num(x: float) -> str:
         return f"{int(x):,}"
     x = float(x)
     if abs(x - round(x)) < 0.005:
-        return f"{int(round(x)):,}"
+        return f"{round(x):,}"
     return f"{x:,.1f}" if abs(x) >= 10 else f"{x:.2f}"
 
 

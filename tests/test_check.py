@@ -60,10 +60,12 @@ def test_the_copy_coming_back_fails_with_exit_1():
     assert out.exit_code == 1, out.output
     rows = {r["rule"]: r for r in json.loads(out.stdout)["tables"]["rules"]}
     assert rows["no-new-copy-op"]["status"] == "fail"
-    assert "new: aten::masked_fill" in rows["no-new-copy-op"]["noise"]
+    assert "new: aten::masked_fill" in rows["no-new-copy-op"]["detail"]
     assert [r for r, v in rows.items() if v["status"] == "fail"] == ["no-new-copy-op"]
     # a CPU-only trace: the GPU rules say why they are skipped, the CPU-op time rule runs instead
-    assert rows["gpu-time-per-step"]["status"] == "skipped" and "no GPU" in rows["gpu-time-per-step"]["noise"]
+    assert (
+        rows["gpu-time-per-step"]["status"] == "skipped" and "no GPU" in rows["gpu-time-per-step"]["detail"]
+    )
     assert rows["cpu-op-time-per-step"]["status"] in ("pass", "fail")
 
 
@@ -201,7 +203,7 @@ def test_absolute_rules_and_scopes(tmp_path):
     fixed = {r.rule: r for r in tv.check(INPLACE, checks=path, cache=False)["rules"].itertuples()}
     assert (
         fixed["no-copy-in-fill"].status == "skipped"
-        and "no annotation named" in fixed["no-copy-in-fill"].noise
+        and "no annotation named" in fixed["no-copy-in-fill"].detail
     )
 
 
@@ -243,9 +245,11 @@ def test_a_relative_rule_within_the_noise_passes_and_one_step_cannot_judge(tmp_p
         tmp_path, '[[rule]]\nid = "t"\nmetric = "cpu_op_time_per_step_ns"\nop = "<="\nbaseline = 1.0\n'
     )
     row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
-    assert row["value"] > row["bound"] and row["status"] == "pass" and row["noise"].startswith("within noise")
+    assert (
+        row["value"] > row["bound"] and row["status"] == "pass" and row["detail"].startswith("within noise")
+    )
     one = tv.check(NAIVE, baseline=INPLACE, checks=path, step=3, cache=False)["rules"].iloc[0]
-    assert one["status"] == "fail" and "too few to judge noise" in one["noise"]
+    assert one["status"] == "fail" and "too few to judge noise" in one["detail"]
 
 
 def test_a_shift_beyond_the_noise_fails(tmp_path):
@@ -255,7 +259,9 @@ def test_a_shift_beyond_the_noise_fails(tmp_path):
         tmp_path, '[[rule]]\nid = "c"\nmetric = "copy_ops_per_step"\nop = "<="\nbaseline = 1.0\n'
     )
     row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
-    assert row["status"] == "fail" and "p=0.05 " in row["noise"] and (row["value"], row["baseline"]) == (4, 2)
+    assert (
+        row["status"] == "fail" and "p=0.05 " in row["detail"] and (row["value"], row["baseline"]) == (4, 2)
+    )
 
 
 def test_a_lower_bound_judges_the_noise_the_other_way(tmp_path):
@@ -265,7 +271,7 @@ def test_a_lower_bound_judges_the_noise_the_other_way(tmp_path):
         tmp_path, '[[rule]]\nid = "o"\nmetric = "cpu_ops_per_step"\nop = ">="\nbaseline = 1.0\n'
     )
     row = tv.check(INPLACE, baseline=NAIVE, checks=path, cache=False)["rules"].iloc[0]
-    assert row["status"] == "fail" and "p=0.05 " in row["noise"] and (row["value"], row["bound"]) == (36, 45)
+    assert row["status"] == "fail" and "p=0.05 " in row["detail"] and (row["value"], row["bound"]) == (36, 45)
     row = tv.check(NAIVE, baseline=INPLACE, checks=path, cache=False)["rules"].iloc[0]
     assert row["status"] == "pass"
 
@@ -413,5 +419,5 @@ def test_a_memcpy_coming_back_fails_the_default_rules(tmp_path):
         rows["no-new-memcpy"]["value"],
         rows["no-new-memcpy"]["bound"],
     ) == (1, 0)
-    assert "too few to judge noise" in rows["no-new-memcpy"]["noise"]  # one step: the plain bound decides
+    assert "too few to judge noise" in rows["no-new-memcpy"]["detail"]  # one step: the plain bound decides
     assert run("check", fixed, "--baseline", BERT, "--no-cache").exit_code == 0

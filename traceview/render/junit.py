@@ -45,14 +45,14 @@ def _suite(report) -> ET.Element:
     )
     for row in table.itertuples(index=False):
         case = ET.SubElement(suite, "testcase", name=visible(str(row.rule)), classname="traceview.check")
-        detail = visible(f"{row.metric} {row.op} {row.bound}: value {row.value}, {row.noise or 'holds'}")
+        detail = visible(f"{row.metric} {row.op} {row.bound}: value {row.value}, {row.detail or 'holds'}")
         if row.status == "fail":
             failure = ET.SubElement(
                 case, "failure", message=visible(row.message or str(row.rule)), type="fail"
             )
             failure.text = detail
         elif row.status == "skipped":
-            ET.SubElement(case, "skipped", message=visible(str(row.noise)))
+            ET.SubElement(case, "skipped", message=visible(str(row.detail)))
     return suite
 
 

@@ -1,9 +1,10 @@
 """``check(candidate, baseline, rules)``: a performance gate, every rule a metric, an operator and a bound.
 
 Pure: traces and rules (:mod:`.check_rules`) in, a Report out (table ``rules``, one row per rule with
-its status, value, bound and how noise was judged; the failures in words, and diff's findings when a
-rule fails against a baseline). Each metric is the one function of the registry or of
-:mod:`.check_metrics`, so a rule's number is the number summary, compare and diff show.
+its status, value, bound and detail: how far it missed, how noise was judged, why it was skipped; the
+failures in words, and diff's findings when a rule fails against a baseline). Each metric is the one
+function of the registry or of :mod:`.check_metrics`, so a rule's number is the number summary, compare
+and diff show.
 
 A rule's bound is ``value`` (absolute) or ``baseline × factor`` (relative; a text or a set is compared
 with the baseline's as it is). A relative rule on a per-step metric whose plain bound fails is then
@@ -30,7 +31,7 @@ from .check_metrics import CheckMetric, check_metrics
 OPS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
        ">=": operator.ge}  # fmt: skip
 #: for a set, ``<=`` is "a subset of": nothing the bound lacks
-COLUMNS = ["rule", "status", "metric", "op", "bound", "value", "baseline", "noise", "scope", "message"]
+COLUMNS = ["rule", "status", "metric", "op", "bound", "value", "baseline", "detail", "scope", "message"]
 
 
 @dataclass
@@ -104,18 +105,18 @@ def evaluate(rule: CheckRule, cand: Side, base: Side | None, sel: Selection | No
     }  # fmt: skip
     why_not = _not_applicable(rule, metric, cand, base)
     if why_not:
-        return row | {"status": "skipped", "noise": why_not}
+        return row | {"status": "skipped", "detail": why_not}
     try:
         value = cand.value(metric, scope)
         was = base.value(metric, scope) if rule.baseline is not None else None
     except TraceviewError as e:  # the rule's own scope matches nothing in a trace
-        return row | {"status": "skipped", "noise": f"scope: {e}"}
+        return row | {"status": "skipped", "detail": f"scope: {e}"}
     if _missing(value) or (rule.baseline is not None and _missing(was)):
-        return row | {"status": "skipped", "noise": "no value (nothing the metric measures)"}
+        return row | {"status": "skipped", "detail": "no value (nothing the metric measures)"}
     bound = _bound(rule, metric, was)
     status, words = _judge(rule, metric, cand, base, scope, value, bound)
     return row | {"status": status, "bound": _shown(bound), "value": _shown(value), "baseline": _shown(was),
-                  "noise": words}  # fmt: skip
+                  "detail": words}  # fmt: skip
 
 
 def _not_applicable(rule: CheckRule, metric: CheckMetric, cand: Side, base: Side | None) -> str:
@@ -196,5 +197,5 @@ def _findings(table: pd.DataFrame) -> list[str]:
     out = []
     for r in table[table["status"] == "fail"].itertuples(index=False):
         said = f": {r.message}" if r.message else ""
-        out.append(f"FAIL {r.rule}{said} ({r.metric} {r.op} {_shown(r.bound)} does not hold: {r.noise})")
+        out.append(f"FAIL {r.rule}{said} ({r.metric} {r.op} {_shown(r.bound)} does not hold: {r.detail})")
     return out

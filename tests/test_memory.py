@@ -244,3 +244,39 @@ def test_diff_and_compare_name_the_peak_difference_and_the_op_that_makes_it(tmp_
         s, m = tv.summary(path)["memory"], tv.memory(path)["devices"]
         assert s["peak_allocated_bytes"].tolist() == m["peak_allocated_bytes"].tolist()
         assert s["peak_ts_ns"].tolist() == m["peak_ts_ns"].tolist()
+
+
+def test_junk_memory_args_are_counted_not_fatal_and_the_cache_keeps_the_table(tmp_path, monkeypatch):
+    good = {
+        "Addr": 7,
+        "Bytes": 512,
+        "Total Allocated": 512,
+        "Total Reserved": 2048,
+        "Device Type": 1,
+        "Device Id": 0,
+    }
+    junk = [
+        {**good, "Bytes": "lots"},  # no byte count: left out, counted
+        {**good, "Device Type": None},  # no device: left out, counted
+        {**good, "Device Type": 99, "Addr": "0x7"},  # an unknown device and a text Addr: kept, unpaired
+    ]
+    memory = [
+        {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12 + i, "args": a}
+        for i, a in enumerate([good, *junk])
+    ]
+    memory.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "args": good})  # no time
+    path = write(tmp_path / "j.json.gz", _trace(memory))
+    res = CliRunner().invoke(main, ["memory", path, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert "skipped 3 [memory] event(s) without a usable time, Bytes or Device Type" in res.output
+    doc = json.loads(res.stdout)
+    assert [d["device"] for d in doc["tables"]["devices"]] == ["cuda:0", "device99:0"]
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TRACEVIEW_CACHE_MIN_MB", "0")
+    first = tv.load(path)
+    from traceview import cache as cache_mod
+
+    assert cache_mod.lookup(path, None) is not None  # the second load reads the cache entry
+    again = tv.load(path)
+    assert again.stats == first.stats and len(list((tmp_path / "cache").iterdir())) >= 1
+    assert again.memory.equals(first.memory) and list(again.memory.dtypes) == list(first.memory.dtypes)

@@ -230,3 +230,31 @@ def test_communication_agrees_with_live_hta(tmp_path):
     non_compute, overlap = _hta_figures(tv.exposed(CORPUS / PARAM0))
     assert non_compute == int(tb["non_compute_time(us)"]) * 1000
     assert overlap == pytest.approx(float(ov["comp_comm_overlap_pctg"]), abs=0.01)
+
+
+# ------------------------------------------------------------------ diff RUN_A/ RUN_B/
+
+
+@needs_corpus
+def test_run_diff_splits_per_rank_and_overall(tmp_path):
+    """Run A: param/ ranks 0 and 1; run B: tokenomics' ranks 0 and 1. Per rank the causes sum to
+    that rank's tv.exposed wall time; overall sums the ranks; deltas sum to the wall-time delta."""
+    runs = {"a": (PARAM0, PARAM1), "b": (TOKEN0, TOKEN1)}
+    for side, files in runs.items():
+        (tmp_path / side).mkdir()
+        for f in files:
+            (tmp_path / side / (CORPUS / f).name).symlink_to(CORPUS / f)
+    r = tv.diff(tmp_path / "a", tmp_path / "b")
+    t = r["exposed"]
+    for side, files in runs.items():
+        for rank, f in enumerate(files):
+            ex = tv.exposed(CORPUS / f)
+            got = t[t["rank"] == str(rank)].set_index("cause")[f"{side}_ns"]
+            want = ex["exposed"].set_index("cause")["ns"]
+            assert got[got != 0].to_dict() == want[want != 0].to_dict()
+            assert int(got.sum()) == ex.info["wall_ns"]
+    per_rank, overall = t[t["rank"] != "overall"], t[t["rank"] == "overall"].set_index("cause")
+    summed = per_rank.groupby("cause")[["a_ns", "b_ns"]].sum().reindex(overall.index)
+    assert (summed == overall[["a_ns", "b_ns"]]).all().all()
+    assert int(overall["delta_ns"].sum()) == int(overall["b_ns"].sum()) - int(overall["a_ns"].sum())
+    assert any(f.startswith("summed step wall time") for f in r.findings)

@@ -14,9 +14,11 @@ import numpy as np
 import pandas as pd
 
 from ...run import rank_info
+from ..measure.exposed import exposed
 from ..measure.gpu_breakdown import breakdown, categories, gpu_class
 from ..measure.overlap import overlap
 from ..measure.stream_idle import launch_times, stream_idle
+from ..select.region import region
 
 
 @dataclass
@@ -30,6 +32,7 @@ class RankWork:
     streams: pd.DataFrame  # whole trace, idle per stream
     collectives: pd.DataFrame  # communication kernels: name, n (occurrence), step, stream, ts_ns, dur_ns
     notes: list = field(default_factory=list)
+    exposed: pd.DataFrame = field(default_factory=pd.DataFrame)  # cause, ns: every step's wall time split
 
 
 def gpu_metrics(acts: pd.DataFrame) -> dict:
@@ -65,6 +68,13 @@ def collectives(acts: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def exposed_totals(trace) -> pd.DataFrame:
+    """cause, ns: the rank's steps' wall time (the whole trace without steps) split by cause."""
+    e = exposed(region(trace))
+    t = e.totals()
+    return pd.DataFrame({"cause": e.causes, "ns": np.array([t[c] for c in e.causes], dtype=np.int64)})
+
+
 def rank_work(trace) -> RankWork:
     acts = trace.kernels
     notes = []
@@ -81,4 +91,5 @@ def rank_work(trace) -> RankWork:
         stream_idle(acts, launch_times(trace, acts)),
         collectives(acts),
         notes,
+        exposed_totals(trace),
     )

@@ -83,6 +83,7 @@ def ranks_report(works: dict, plan, notes: list | None = None) -> Report:
         "collectives": arr,
         "categories": stacked(works, "categories"),
         "streams": stacked(works, "streams"),
+        "exposed": stacked(works, "exposed"),  # rank, cause, ns (measure/exposed.py)
     }
     info = {
         "ranks": len(works),

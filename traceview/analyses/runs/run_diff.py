@@ -11,6 +11,7 @@ finding says so.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ...report import Report
@@ -36,6 +37,7 @@ def run_diff(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> Repo
     rows = [{"rank": str(r), **_pair(ra.loc[r], rb.loc[r])} for r in both]
     rows.append({"rank": "overall", **_pair(overall(ra.loc[both]), overall(rb.loc[both]))})
     table = pd.DataFrame(rows)
+    exposed = exposed_table(a, b, both)
     notes = [
         f"rank {r} is only in {which}"
         for which, only in (("A", ra.index.difference(rb.index)), ("B", rb.index.difference(ra.index)))
@@ -45,11 +47,49 @@ def run_diff(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> Repo
     return Report(
         kind="run_diff",
         title=f"Run diff: {len(both)} matched rank(s)",
-        tables={"ranks": table},
-        findings=_findings(table, a, b, labels),
+        tables={"ranks": table, "exposed": exposed},
+        findings=_findings(table, a, b, labels) + exposed_findings(exposed),
         info=info,
         notes=notes,
     )
+
+
+def exposed_table(a: Report, b: Report, ranks) -> pd.DataFrame:
+    """rank, cause, a_ns, b_ns, delta_ns for the matched ranks (causes in priority order, 0 on the
+    side without one), then ``overall``: each cause summed over them. Per rank the ns sum exactly
+    to its steps' wall time (measure/exposed.py)."""
+    sides = [r["exposed"] if "exposed" in r.tables else None for r in (a, b)]
+    if any(x is None for x in sides):  # a ranks report from before exposed time: nothing to pair
+        return pd.DataFrame(columns=["rank", "cause", "a_ns", "b_ns", "delta_ns"])
+    ea, eb = (x[x["rank"].isin(ranks)].set_index(["rank", "cause"])["ns"] for x in sides)
+    keys = ea.index.union(eb.index, sort=False)
+    m = pd.DataFrame({"a_ns": ea.reindex(keys, fill_value=0), "b_ns": eb.reindex(keys, fill_value=0)})
+    m = m.astype(np.int64).reset_index()
+    order = {c: i for i, c in enumerate(dict.fromkeys([*sides[0]["cause"], *sides[1]["cause"]]))}
+    m = m.iloc[np.lexsort((m["cause"].map(order).to_numpy(), m["rank"].to_numpy()))]
+    total = m.groupby("cause", sort=False)[["a_ns", "b_ns"]].sum().reset_index()
+    out = pd.concat([m.assign(rank=m["rank"].astype(str)), total.assign(rank="overall")], ignore_index=True)
+    out["delta_ns"] = out["b_ns"] - out["a_ns"]
+    return out[["rank", "cause", "a_ns", "b_ns", "delta_ns"]]
+
+
+def exposed_findings(t: pd.DataFrame, n: int = 3) -> list[str]:
+    """The summed wall-time change over matched ranks and the causes that moved it most."""
+    o = t[t["rank"] == "overall"]
+    moved = o[o["delta_ns"] != 0]
+    if not len(moved):
+        return []
+    top = moved.iloc[np.argsort(-np.abs(moved["delta_ns"].to_numpy()), kind="stable")[:n]]
+    a, b = int(o["a_ns"].sum()), int(o["b_ns"].sum())
+    parts = "; ".join(f"{c} {_signed(d)}" for c, d in zip(top["cause"], top["delta_ns"], strict=True))
+    return [
+        f"summed step wall time {human_ns(a)} -> {human_ns(b)} ({_signed(b - a)}); "
+        f"exposed, the largest changes: {parts}"
+    ]
+
+
+def _signed(ns) -> str:
+    return ("+" if ns >= 0 else "-") + human_ns(abs(ns))
 
 
 def _pair(x, y) -> dict:

@@ -418,6 +418,15 @@ DIFF_TABLES = {
     ],
     "cpu_only_in_a": ["chain", "op", "count", "time_ns"],
     "cpu_only_in_b": ["chain", "op", "count", "time_ns"],
+    "exposed": [
+        "cause",
+        "a_ns",
+        "b_ns",
+        "delta_ns",
+        "a_per_step_ns",
+        "b_per_step_ns",
+        "delta_per_step_ns",
+    ],
 }
 
 

@@ -440,3 +440,18 @@ def test_causal_attention_is_said_to_be_rated_on_half(causal_bert):
     assert "causal" not in " ".join(efficiency_findings([("A", region(tv.load(BERT)))]))
     text = " ".join(efficiency_findings([("A", region(causal_bert))]))
     assert "causal attention rated on the FLOPs its kernels execute, half of torch's count" in text
+
+
+def test_bound_is_latency_when_both_shares_are_low():
+    """On the H100 BERT-small trace, a kernel name is ``latency``-bound exactly when it reaches
+    under 20 % of both the compute peak (none: 0) and the bandwidth; the 256x128 GEMM at 29 % of
+    bandwidth stays on a roof, and so do some, but not all, rows."""
+    if not BERT.exists():
+        pytest.skip(SKIP_REASON)
+    k = tv.kernels(tv.load(BERT))["kernels"]
+    k = k[k["bound"].notna()]
+    low = (k["pct_of_peak_tflops"].fillna(0.0) < 20) & (k["pct_of_peak_gbps"] < 20)
+    assert ((k["bound"] == "latency") == low).all()
+    assert low.any() and not low.all()
+    big = k[k["Name"].str.contains("s16816gemm_bf16_256x128")]
+    assert len(big) == 1 and big["bound"].iloc[0] in ("memory", "compute")

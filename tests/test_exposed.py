@@ -258,3 +258,35 @@ def test_run_diff_splits_per_rank_and_overall(tmp_path):
     assert (summed == overall[["a_ns", "b_ns"]]).all().all()
     assert int(overall["delta_ns"].sum()) == int(overall["b_ns"].sum()) - int(overall["a_ns"].sum())
     assert any(f.startswith("summed step wall time") for f in r.findings)
+
+
+def test_two_devices_are_said_to_count_as_one_gpu(tmp_path):
+    """Overlapping kernels on devices 0 and 1: the split is of their union, and a note says so."""
+
+    def kernel(dev, ts, dur, corr):
+        args = {"device": dev, "stream": 7, "correlation": corr}
+        return {
+            "ph": "X",
+            "cat": "kernel",
+            "name": f"k{corr}",
+            "pid": dev,
+            "tid": 7,
+            "ts": ts,
+            "dur": dur,
+            "args": args,
+        }
+
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 9, "tid": 1, "ts": 0, "dur": 100},
+        kernel(0, 10, 30, 1),
+        kernel(1, 20, 30, 2),
+    ]
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    r = tv.exposed(path, cache=False)
+    t = r["exposed"].set_index("cause")["ns"]
+    assert r.info["wall_ns"] == 100_000 and int(t.sum()) == 100_000
+    assert int(t[[c for c in t.index if c.startswith("compute: ")]].sum()) == 40_000  # 10..50 µs
+    assert any("2 devices as one GPU" in n for n in r.notes)
+    one = tv.exposed(path, device=1, cache=False)["exposed"].set_index("cause")["ns"]
+    assert int(one[[c for c in one.index if c.startswith("compute: ")]].sum()) == 30_000

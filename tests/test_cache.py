@@ -638,7 +638,7 @@ def _assert_rebuilt(trace, uncached, noted=True):
     assert cache_mod.lookup(str(trace), None) is not None
 
 
-STORED = ["events.arrow", "kernels.arrow", "ops.arrow", "steps.arrow", "entry.json"]
+STORED = ["events.arrow", "kernels.arrow", "ops.arrow", "steps.arrow", "memory.arrow", "entry.json"]
 
 
 @pytest.mark.parametrize("name", STORED)

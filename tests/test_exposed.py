@@ -290,3 +290,18 @@ def test_two_devices_are_said_to_count_as_one_gpu(tmp_path):
     assert any("2 devices as one GPU" in n for n in r.notes)
     one = tv.exposed(path, device=1, cache=False)["exposed"].set_index("cause")["ns"]
     assert int(one[[c for c in one.index if c.startswith("compute: ")]].sum()) == 30_000
+
+
+@needs_corpus
+def test_cli_exposed_is_the_api_report(tmp_path):
+    out = tmp_path / "e.json"
+    res = CliRunner().invoke(main, ["exposed", str(CORPUS / TOKEN1), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    api = tv.exposed(CORPUS / TOKEN1)["exposed"]
+    assert [(r["cause"], r["ns"]) for r in doc["tables"]["exposed"]] == list(
+        zip(api["cause"], api["ns"].tolist(), strict=True)
+    )
+    assert sum(r["ns"] for r in doc["tables"]["exposed"]) == doc["info"]["wall_ns"] == 84_111_731
+    bad = CliRunner().invoke(main, ["exposed", str(CORPUS / TOKEN1), "--step", "3"])
+    assert bad.exit_code == 1 and "has no ProfilerStep#N spans" in bad.output

@@ -13,6 +13,7 @@ from . import (
     check,  # noqa: F401  (registers check)
     collect,  # noqa: F401  (registers collect)
     diff,  # noqa: F401  (registers diff, compare, timeline)
+    exposed,  # noqa: F401  (registers exposed)
     hta,  # noqa: F401  (registers hta)
     memory,  # noqa: F401  (registers memory)
     ranks,  # noqa: F401  (registers ranks)

@@ -1,0 +1,24 @@
+"""``traceview exposed``: where each step's wall time went, by cause (``tv.exposed``)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import emit, format_option, friendly, load_one, load_options, select_options
+from .group import main
+
+
+@main.command()
+@click.argument("trace")
+@format_option
+@select_options
+@load_options
+@friendly
+def exposed(trace, out, sel, options):
+    """Each step's wall time split into exposed time per cause, every ns once: computation by
+    category, communication not hidden behind computation, memcpy, memset, GPU idle while the
+    host syncs, loads data or launches, idle otherwise. The causes sum exactly to the wall
+    time; `diff` shows the same split for A and B (docs/metrics.md, "Exposed time")."""
+    from .. import api
+
+    emit(api.exposed(load_one(trace, options), sel=sel), out)

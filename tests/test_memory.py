@@ -64,12 +64,13 @@ def recount(path) -> dict:
         dev = TYPES[a["Device Type"]] + (f":{a['Device Id']}" if a["Device Id"] >= 0 else "")
         t = ns(e["ts"])
         key = (str(e["pid"]), str(e["tid"]))
-        op = (sweeps.get(key) or sweeps.setdefault(key, _Sweep(ops[key]))).at(t)
+        chain = (sweeps.get(key) or sweeps.setdefault(key, _Sweep(ops[key]))).at(t)
+        op = chain.rsplit(" → ", 1)[-1]
         running[dev] += a["Bytes"]
         allocated = a.get("Total Allocated", running[dev])
         d = out.setdefault(dev, {"peak": None, "per_op": defaultdict(int)})
         if d["peak"] is None or allocated > d["peak"][0]:
-            d["peak"] = (allocated, t, op)
+            d["peak"] = (allocated, t, op, chain)
         if a["Bytes"] > 0:
             d["per_op"][op] += a["Bytes"]
     return out
@@ -88,7 +89,7 @@ class _Sweep:
             self.stack.append(self.spans[self.next])
             self.next += 1
         self._close(t)
-        return self.stack[-1][2] if self.stack else "(no op)"
+        return " → ".join(o[2] for o in self.stack) or "(no op)"  # the chain, outermost first
 
     def _close(self, t: int) -> None:
         while self.stack and self.stack[-1][1] < t:
@@ -103,7 +104,8 @@ def test_peak_and_per_op_bytes_equal_a_plain_json_recount(path):
     assert sorted(devices.index) == sorted(want)
     for dev, d in want.items():
         row = devices.loc[dev]
-        assert (int(row["peak_allocated_bytes"]), int(row["peak_ts_ns"]), row["peak_op"]) == d["peak"], dev
+        got = (int(row["peak_allocated_bytes"]), int(row["peak_ts_ns"]), row["peak_op"], row["peak_chain"])
+        assert got == d["peak"], dev
         ops = r["ops"][r["ops"]["device"] == dev]
         got = {o: int(b) for o, b in zip(ops["op"], ops["allocated_bytes"], strict=True) if b}
         assert got == dict(d["per_op"]), dev

@@ -358,6 +358,19 @@ def test_cpu_traces_math_backend_ops():
 
 
 DIFF_TABLES = {
+    "completeness": [
+        "trace",
+        "kernel_launches",
+        "launches_without_gpu",
+        "launches_without_gpu_pct",
+        "copy_launches_without_gpu",
+        "gpu_activities",
+        "activities_without_launch",
+        "activities_without_launch_pct",
+        "graph_replays",
+        "graph_replay_pct_of_gpu_time",
+    ],
+    "workload": ["trace", "device", "flops_per_step", "bytes_per_step", "op_shapes", "gemm_m"],
     "overview": ["metric", "a", "b", "delta", "ratio"],
     "by_category": [
         "category",
@@ -492,7 +505,7 @@ def test_json_on_cpu_traces_has_cpu_tables_only():
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc["tables"]) == {"overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b"}
+    assert set(doc["tables"]) == {"workload", "overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b"}
 
 
 # ------------------------------------------------------------------ CLI
@@ -551,7 +564,11 @@ def test_corpus_a100_vs_v100(hta_pair):
     assert g.loc["A", "dominant_family"] == "s1688" and g.loc["B", "dominant_family"] == "sgemm"
     text = "\n".join(r.findings)
     assert "A ran on NVIDIA A100-PG509-200, B on Tesla V100-SXM2-16GB" in text
-    assert "GEMMs moved from tensor cores (s1688) to CUDA cores (sgemm)" in text
+    # not the same workload (issue 18: 345 vs 26 GFLOP per step): said first, and the change of
+    # GEMM path is worded as the workload's, not as a move (it read "GEMMs moved from ...")
+    assert r.findings[0].startswith("B's GEMMs have M = 1,024 (282 ops)"), r.findings[0]
+    assert "not the same workload" in r.findings[0] and "GEMMs moved" not in text
+    assert "with B's workload 0% of GEMM time runs on tensor cores (sgemm), with A's 86% (s1688)" in text
     # the tile-size variants of cutlass s1688 kernels collapse into a handful of keys, and sgemm
     # variants of A and B match despite the ampere_/volta_ prefixes
     assert r.info["only_in_a_total"] < 20 and r.info["only_in_b_total"] < 10

@@ -37,6 +37,7 @@ import pandas as pd
 from ...devices import trace_device
 from ...model import list_codes
 from ..select.region import Region
+from .completeness import graph_replays
 from .work import counted_owner, has_shapes, memo, trace_work
 from .work import rules as work_rules
 
@@ -424,6 +425,14 @@ def efficiency_notes(trace) -> list[str]:
         notes.append(
             f"{trace.label}: {which}: percent of peak is left empty (add the device in a file like "
             "traceview/rules/devices.toml and give it with --devices FILE, or tv.load(path, devices=FILE))"
+        )
+    graph = graph_replays(trace.kernels)
+    if graph.any():  # their launch is the graph's, not an op: nothing to take shapes from
+        n = int(graph.sum())
+        what = "activity is a CUDA-graph replay" if n == 1 else "activities are CUDA-graph replays"
+        notes.append(
+            f"{trace.label}: {n:,} GPU {what} (launched by cudaGraphLaunch, no CPU op of their own): "
+            "no shapes, so their FLOPs, bytes and efficiency columns are left empty"
         )
     if has_shapes(trace.ops) and len(trace.kernels):
         kw = kernel_work(trace)

@@ -16,6 +16,7 @@ import pandas as pd
 from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
+from .completeness import GRAPH_REPLAY, graph_replays
 from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
@@ -34,18 +35,24 @@ __all__ = [
 
 
 def launch_chains(r: Region) -> np.ndarray:
-    """For each GPU activity of the region: the CPU op chain that launched it."""
+    """For each GPU activity of the region: the CPU op chain that launched it; a kernel replayed
+    from a CUDA graph with no op around its launch is named as one (``(graph replay:
+    cudaGraphLaunch)``), the rest without an op ``(no CPU op)``."""
     k, ops = r.activities, r.trace.ops
     if not len(k):
         return np.empty(0, dtype=object)
+    graph = graph_replays(k)
+    none = np.where(
+        graph, k["launch_name"].astype("category").cat.rename_categories(GRAPH_REPLAY.format), NO_OP
+    )
     events = ops["event"].to_numpy()  # ascending: ops were taken in event order
     if not len(events):  # a trace with kernels and no CPU ops
-        return np.full(len(k), NO_OP, dtype=object)
+        return none.astype(object)
     op_event = k["op_event"].to_numpy()
     at = np.clip(np.searchsorted(events, op_event), 0, len(events) - 1)
     found = (op_event >= 0) & (events[at] == op_event)
     chains = ops["chain"].astype(object).to_numpy()
-    return np.where(found, chains[at], NO_OP)
+    return np.where(found, chains[at], none)
 
 
 def kernel_keys(k: pd.DataFrame) -> np.ndarray:

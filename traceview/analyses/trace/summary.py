@@ -6,6 +6,7 @@ import pandas as pd
 
 from ...report import Report
 from ..measure import memory
+from ..measure.completeness import by_api, completeness, completeness_table, workload_table
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import per_step as metrics_of
 from ..measure.registry import shown
@@ -27,9 +28,14 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:
         tables["by_category"] = by_category(k)
+    # comparability first (issue 18): whether the file holds all the GPU work, and what work it ran
+    tables["completeness"] = completeness_table([(trace.label, trace)])
+    tables["launches"] = by_api(trace)
+    tables["workload"] = workload_table([(trace.label, r)])
     if len(trace.memory):  # the whole trace's peak, whatever the selection: one moment, not per step
         tables["memory"] = memory.peaks(trace)
-    notes = list(trace.warnings) + r.notes
+    warning = completeness(trace)["warning"]
+    notes = [warning] * bool(warning) + list(trace.warnings) + r.notes
     if len(k):
         notes.append(
             "linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "

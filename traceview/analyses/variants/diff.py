@@ -22,6 +22,7 @@ import pandas as pd
 
 from ...report import Report
 from ..measure import memory, metrics
+from ..measure.completeness import comparable_findings, completeness_table, workload_table
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
@@ -60,9 +61,15 @@ def diff(
     ops_t = _ops_diff(A, B)
     chains_a, chains_b = _chain_only(A, B)
     tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top)
-    findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b)
+    first, same_work = comparable_findings([("A", A), ("B", B)])
+    findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, same_work=same_work)
     info = _info(a, b, A, B, la, lb, kernels)
-    info["per_step_tables"] = [n for n in tables if n != "overview"]
+    info["per_step_tables"] = ["workload"] + [n for n in tables if n != "overview"]
+    # comparability first (issue 18): each side's completeness (whole file) and work, before any delta
+    done = completeness_table([(la, a), (lb, b)])  # a CPU-only pair has nothing to lose: not shown
+    shown = done[["kernel_launches", "gpu_activities"]].to_numpy().any()
+    first_tables = {"completeness": done} if shown else {}
+    tables = {**first_tables, "workload": workload_table([(la, A), (lb, B)]), **tables}
     if len(a.memory) or len(b.memory):  # whole traces: the peak is one moment, not per step
         tables["memory"], words = memory.peak_difference(a, b, la, lb)
         findings += words
@@ -70,6 +77,7 @@ def diff(
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings
+    findings = first + findings  # incomplete data and different work are said before any delta
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
     if len(a.memory) or len(b.memory):  # one side without: say so, once
         notes += [f"{t.label}: {memory.NO_MEMORY}" for t in (a, b) if not len(t.memory)]

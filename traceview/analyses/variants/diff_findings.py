@@ -25,8 +25,11 @@ def diff_findings(
     ops_t: pd.DataFrame,
     chains_a: pd.DataFrame,
     chains_b: pd.DataFrame,
+    same_work: bool = True,
 ) -> list[str]:
-    """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity)."""
+    """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity);
+    ``same_work``: False when the two sides ran different shapes or work (then a change of GEMM
+    path is worded as the workload's, not as a regression)."""
     if _same(A, B, kernels, ops_t, chains_a, chains_b):
         return [
             f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
@@ -40,7 +43,7 @@ def diff_findings(
         )
     gpu = A.has_gpu or B.has_gpu
     if gpu:
-        f += _gpu_findings(A, B, kernels)
+        f += _gpu_findings(A, B, kernels, same_work)
         f += _attention_findings(aa, ab)
         f += _host_op_findings(ops_t)
         if not (A.has_gpu and B.has_gpu):
@@ -58,12 +61,12 @@ def diff_findings(
 # ------------------------------------------------------------------ GPU
 
 
-def _gpu_findings(A: Region, B: Region, kernels) -> list[str]:
+def _gpu_findings(A: Region, B: Region, kernels, same_work: bool = True) -> list[str]:
     unit = A.per_word
     f = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
     f += _only_findings(kernels.only_a, kernels.only_b, unit)
-    f += _gemm_findings(kernels.ga, kernels.gb)
+    f += _gemm_findings(kernels.ga, kernels.gb, same_work)
     f += _precision_findings(A, B)
     f += efficiency_findings([("A", A), ("B", B)])
     f += _launch_findings(A, B, unit)
@@ -127,9 +130,15 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
     return f
 
 
-def _gemm_findings(ga: dict, gb: dict) -> list[str]:
+def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[str]:
     tca, tcb = ga["tensor_core_pct"], gb["tensor_core_pct"]
     fa, fb = ga["dominant_family"], gb["dominant_family"]
+    tc = (not np.isnan(tca) and not np.isnan(tcb)) and on_tensor_cores(tca) != on_tensor_cores(tcb)
+    if tc and not same_work:  # another shape picks another kernel: not a move, not a regression
+        return [
+            f"with B's workload {tcb:.0f}% of GEMM time runs on tensor cores ({fb}), with A's {tca:.0f}% "
+            f"({fa}): the kernel library picks its path for the shapes (and the device), so this is no move"
+        ]
     if not np.isnan(tca) and not np.isnan(tcb):
         if on_tensor_cores(tca) and not on_tensor_cores(tcb):
             return [

@@ -1,0 +1,278 @@
+"""Comparability first: is the trace complete, which kernels are graph replays, what work it ran.
+
+Three questions a diff must answer before any delta (issue 18, item 1):
+
+- completeness: the runtime launches (``cudaLaunchKernel``, ``cudaMemcpyAsync``, … listed in
+  ``rules/completeness.toml``) with no GPU activity in the file, and the GPU activities with no
+  launch in it. A profiler that drops activity records leaves launches behind; such a trace
+  under-reports every per-step time. Counted over the whole file (a lost activity has no time
+  to place it in a step).
+- CUDA graphs: the kernels whose launch is a ``cudaGraphLaunch`` (linked by correlation in
+  ``link``) are graph replays. They have no CPU op of their own, hence no shapes and no FLOPs.
+- workload: per step the FLOPs and bytes of the region's ops (``work.op_work``) and the set of
+  (op, Input Dims) they ran, and the rows M of each matrix product.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ... import schema
+from ...errors import TraceviewError
+from ..select.region import Region
+from .work import has_shapes, trace_work
+
+RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "completeness.toml"
+GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
+_BATCHED = ("aten::bmm", "aten::baddbmm")  # M is per matrix of the batch
+
+
+class CompletenessRules(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    warn_pct: float
+    kernel_launch: list[str]
+    copy_launch: list[str]
+    graph_launch: str
+    gemm_m: dict[str, int]
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> CompletenessRules:
+    try:
+        r = schema.convert(schema.read(RULES_PATH, "completeness rules"), CompletenessRules)
+        for p in [*r.kernel_launch, *r.copy_launch, r.graph_launch]:
+            re.compile(p)
+    except (schema.Invalid, re.error) as e:  # a broken installation, not a user's input
+        raise TraceviewError(f"{RULES_PATH}: {e}") from None
+    return r
+
+
+def _matches(names: pd.Series, patterns: list[str]) -> np.ndarray:
+    """Whether each name matches one of ``patterns`` in full, worked out once per distinct name."""
+    rx = re.compile("|".join(f"(?:{p})" for p in patterns))
+    cats = names.astype("category")
+    hit = np.array([bool(rx.fullmatch(str(c))) for c in cats.cat.categories] + [False])
+    codes = cats.cat.codes.to_numpy()
+    return hit[np.where(codes < 0, len(hit) - 1, codes)]
+
+
+def graph_replays(k: pd.DataFrame) -> np.ndarray:
+    """Which GPU activities were launched by a graph launch (``cudaGraphLaunch``)."""
+    if not len(k) or "launch_name" not in k.columns:
+        return np.zeros(len(k), dtype=bool)
+    return _matches(k["launch_name"], [rules().graph_launch]) & (k["launch"].to_numpy() >= 0)
+
+
+def _launches(trace) -> pd.DataFrame:
+    """The runtime launch calls of the file: ``api``, ``kind`` (kernel/copy), ``lost`` (no GPU
+    activity links to it). A driver call under a runtime call of the same correlation is the same
+    launch (``link`` links activities to the runtime call), so it is left out."""
+    ev = trace.events
+    rt = ev[(ev["role"] == "runtime").to_numpy()]
+    r = rules()
+    is_kernel, is_copy = _matches(rt["name"], r.kernel_launch), _matches(rt["name"], r.copy_launch)
+    rt = rt[is_kernel | is_copy].assign(kind=np.where(is_kernel, "kernel", "copy")[is_kernel | is_copy])
+    driver = (rt["cat"].astype(str).str.lower() == "cuda_driver").to_numpy()
+    corr = rt["correlation"]
+    covered = corr.isin(set(corr[~driver].dropna())).to_numpy()
+    rt = rt[~(driver & covered)]
+    linked = trace.kernels["launch"].to_numpy()
+    return pd.DataFrame(
+        {
+            "api": rt["name"].astype(str).to_numpy(),
+            "kind": rt["kind"].to_numpy(),
+            "lost": ~np.isin(rt.index.to_numpy(), linked[linked >= 0]),
+        }
+    )
+
+
+def by_api(trace) -> pd.DataFrame:
+    """Per launch API: launches, how many have no GPU activity in the file, and their share."""
+    lw = _launches(trace)
+    g = lw.groupby(["api", "kind"], sort=True)["lost"]
+    out = pd.DataFrame({"launches": g.size(), "without_gpu": g.sum().astype(np.int64)}).reset_index()
+    out["without_gpu_pct"] = 100.0 * out["without_gpu"] / out["launches"]
+    return out.sort_values(["without_gpu", "launches"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def completeness(trace) -> dict:
+    """The completeness figures of one trace file (see docs/metrics.md), and ``warning``: one line
+    when the kernel launches without GPU activity or the activities without launch reach
+    ``warn_pct``, else None."""
+    apis, k = by_api(trace), trace.kernels
+    kern = apis[apis["kind"] == "kernel"]
+    n_launch, n_lost = int(kern["launches"].sum()), int(kern["without_gpu"].sum())
+    no_launch = int((k["launch"].to_numpy() < 0).sum()) if len(k) else 0
+    graph = graph_replays(k)
+    dur = np.clip(k["dur_ns"].to_numpy(), 0, None) if len(k) else np.zeros(0, np.int64)
+    out = {
+        "kernel_launches": n_launch,
+        "launches_without_gpu": n_lost,
+        "launches_without_gpu_pct": _pct(n_lost, n_launch),
+        "copy_launches_without_gpu": int(apis.loc[apis["kind"] == "copy", "without_gpu"].sum()),
+        "gpu_activities": len(k),
+        "activities_without_launch": no_launch,
+        "activities_without_launch_pct": _pct(no_launch, len(k)),
+        "graph_replays": int(graph.sum()),
+        "graph_replay_pct_of_gpu_time": _pct(int(dur[graph].sum()), int(dur.sum())),
+    }
+    out["warning"] = _warning(trace.label, out, kern)
+    return out
+
+
+def _pct(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def _warning(label: str, c: dict, kern: pd.DataFrame) -> str | None:
+    limit = rules().warn_pct
+    parts = []
+    if c["launches_without_gpu"] and c["launches_without_gpu_pct"] >= limit:
+        lost = kern[kern["without_gpu"] > 0]
+        which = ", ".join(f"{a} {n:,}" for a, n in zip(lost["api"], lost["without_gpu"], strict=True))
+        parts.append(
+            f"{c['launches_without_gpu']:,} of {c['kernel_launches']:,} kernel launches "
+            f"({c['launches_without_gpu_pct']:.0f}%) have no GPU activity in the file ({which})"
+        )
+    if c["activities_without_launch"] and c["activities_without_launch_pct"] >= limit:
+        parts.append(
+            f"{c['activities_without_launch']:,} of {c['gpu_activities']:,} GPU activities "
+            f"({c['activities_without_launch_pct']:.0f}%) have no launch in the file"
+        )
+    if not parts:
+        return None
+    return f"{label} is incomplete: " + "; ".join(parts) + ": its GPU times and counts are too low"
+
+
+def completeness_table(sides) -> pd.DataFrame:
+    """``sides``: (label, trace) pairs. One row each: the completeness figures (no warning text)."""
+    rows = []
+    for label, t in sides:
+        c = completeness(t)
+        c.pop("warning")
+        rows.append({"trace": label, **c})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ the work a region ran
+
+
+def workload(r: Region) -> dict:
+    """Per step: ``flops`` and ``bytes`` of the region's counted ops (None without shapes),
+    ``shapes`` (the set of (op, Input Dims) of those that carry FLOPs) and ``gemm_m`` (M -> op count)."""
+    t = r.trace
+    if not len(r.ops) or not has_shapes(t.ops):
+        return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}}
+    w = trace_work(t).loc[r.ops.index]
+    ops = r.ops[w["counted"].to_numpy()]
+    w = w[w["counted"].to_numpy()]
+    # the shapes of the ops that carry FLOPs (matrix products, convolutions, attention): an
+    # elementwise op made in-place or fused is a change of code, not of the work asked for
+    fl = (w["flops"].fillna(0) > 0).to_numpy()
+    shapes = set(zip(ops["name"].astype(str)[fl], ops["input_dims"][fl].map(_text), strict=True))
+    return {
+        "flops": int(w["flops"].fillna(0).sum()) / r.regions,
+        "bytes": int(w["bytes_moved"].fillna(0).sum()) / r.regions,
+        "shapes": shapes,
+        "gemm_m": _gemm_m(ops),
+    }
+
+
+def _text(dims) -> str:
+    return json.dumps(dims) if isinstance(dims, list) else str(dims)
+
+
+def _gemm_m(ops: pd.DataFrame) -> dict:
+    """M (rows of the left operand) -> how many matrix-product ops had it."""
+    at = rules().gemm_m
+    pick = ops[ops["name"].astype(str).isin(at)]
+    ms = []
+    for name, dims in zip(pick["name"].astype(str), pick["input_dims"], strict=True):  # a few ops
+        i = at[name]
+        shape = dims[i] if isinstance(dims, list) and len(dims) > i else None
+        if isinstance(shape, list) and len(shape) >= 2:
+            ms.append(int(np.prod(shape[-2:-1] if name in _BATCHED else shape[:-1])))
+    return dict(pd.Series(ms, dtype=np.int64).value_counts().sort_index().items()) if ms else {}
+
+
+def workload_table(sides) -> pd.DataFrame:
+    """``sides``: (label, Region) pairs. Per side: FLOPs and bytes per step, distinct FLOP-op shapes,
+    the GEMMs' M values."""
+    rows = []
+    for label, r in sides:
+        w = workload(r)
+        rows.append(
+            {
+                "trace": label,
+                "device": r.trace.device_name or "-",
+                "flops_per_step": w["flops"],
+                "bytes_per_step": w["bytes"],
+                "op_shapes": len(w["shapes"]) if w["shapes"] is not None else None,
+                "gemm_m": _m_text(w["gemm_m"]) or "-",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _m_text(ms: dict, n: int = 3) -> str:
+    """The commonest M values with their op counts, ``788 (72 ops), 4 (1)``."""
+    top = sorted(ms, key=lambda m: (-ms[m], m))[:n]
+    words = [f"{m:,} ({ms[m]:,} op{'s' if ms[m] != 1 else ''})" if i == 0 else f"{m:,} ({ms[m]:,})"
+             for i, m in enumerate(top)]  # fmt: skip
+    return ", ".join(words) + (f" and {len(ms) - n:,} more" if len(ms) > n else "")
+
+
+# ------------------------------------------------------------------ the first findings of a diff
+
+
+def comparable_findings(sides) -> tuple[list[str], bool]:
+    """``sides``: two (label, Region) pairs, A then B. The sentences that must come before any
+    delta: each incomplete side, then how the two workloads differ; and whether they ran the same
+    work (True also when it cannot be told: no shapes recorded)."""
+    f = [c["warning"] + ": every figure below is measured on partial data"
+         for c in (completeness(r.trace) for _, r in sides) if c["warning"]]  # fmt: skip
+    words = _workload_words(*[(label, workload(r)) for label, r in sides], unit=sides[0][1].per_word)
+    if words:
+        f.append(words + ": the differences below are differences of workload, not regressions")
+    return f, not words
+
+
+def _workload_words(a, b, unit: str) -> str | None:
+    (la, wa), (lb, wb) = a, b
+    if wa["shapes"] is None or wb["shapes"] is None:
+        return None
+    ma, mb = _main_m(wa["gemm_m"]), _main_m(wb["gemm_m"])
+    if ma is not None and mb is not None and set(wa["gemm_m"]) != set(wb["gemm_m"]):
+        return (
+            f"{lb}'s GEMMs have M = {_m_text(wb['gemm_m'])}, {la}'s M = {_m_text(wa['gemm_m'])} "
+            f"({_flops(wb['flops'])} vs {_flops(wa['flops'])} per {unit}): not the same workload"
+        )
+    only_a, only_b = len(wa["shapes"] - wb["shapes"]), len(wb["shapes"] - wa["shapes"])
+    if only_a or only_b:
+        return (
+            f"{la} and {lb} ran different op shapes ({only_a:,} (op, Input Dims) pairs only in {la}, "
+            f"{only_b:,} only in {lb}; {_flops(wa['flops'])} vs {_flops(wb['flops'])} per {unit}): "
+            "not the same workload"
+        )
+    if not math.isclose(wa["flops"], wb["flops"], rel_tol=1e-9):  # same shapes, another count of ops
+        return (
+            f"{la} and {lb} ran the same op shapes but not as often: {_flops(wa['flops'])} vs "
+            f"{_flops(wb['flops'])} per {unit}: not the same workload"
+        )
+    return None
+
+
+def _main_m(ms: dict):
+    return max(ms, key=lambda m: (ms[m], m)) if ms else None
+
+
+def _flops(x: float) -> str:
+    return f"{x / 1e9:,.4g} GFLOP"

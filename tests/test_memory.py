@@ -282,3 +282,29 @@ def test_junk_memory_args_are_counted_not_fatal_and_the_cache_keeps_the_table(tm
     again = tv.load(path)
     assert again.stats == first.stats and len(list((tmp_path / "cache").iterdir())) >= 1
     assert again.memory.equals(first.memory) and list(again.memory.dtypes) == list(first.memory.dtypes)
+
+
+def test_step_and_device_select_the_events_and_pair_them_among_themselves():
+    if not CORPUS.is_dir():
+        pytest.skip(SKIP_REASON)
+    path = str(CORPUS / MEMORY_TRACES[3])
+    res = CliRunner().invoke(main, ["memory", path, "--step", "2", "--device", "0", "--format", "json"])
+    assert res.exit_code == 0, res.output  # it was an IndexError (exit 3): rows paired before selecting
+    doc = json.loads(res.stdout)
+    (dev,) = doc["tables"]["devices"]
+    with gzip.open(path, "rt", encoding="utf-8") as fh:  # recount: the events inside ProfilerStep#2
+        events = json.load(fh, parse_float=Decimal)["traceEvents"]
+    (step,) = [e for e in events if e.get("name") == "ProfilerStep#2"]
+    inside = [
+        e["args"]["Bytes"]
+        for e in events
+        if e.get("name") == "[memory]"
+        and e["args"]["Device Type"] == 1
+        and step["ts"] <= e["ts"] <= step["ts"] + step["dur"]
+    ]
+    want = ("cuda:0", len(inside), sum(b > 0 for b in inside), sum(b < 0 for b in inside))
+    assert (dev["device"], dev["events"], dev["allocs"], dev["frees"]) == want
+    assert sum(r["bytes"] for r in doc["tables"]["alive_at_peak"]) == dev["peak_allocated_bytes"]
+    assert [s["step"] for s in doc["tables"]["steps"]] == [2]
+    bad = CliRunner().invoke(main, ["memory", path, "--step", "9"])
+    assert bad.exit_code == 1 and "no [memory] event in step 9" in bad.output

@@ -3,6 +3,7 @@ per op and per step (figures defined in ``analyses.measure.memory`` and docs/met
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from ...errors import TraceviewError
@@ -61,17 +62,22 @@ def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Repor
 
 
 def _selected(trace, s: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """The events of the step and GPU selected, their allocations paired again among themselves
+    (a free outside the selection does not free an allocation inside it)."""
+    if sel.step is None and sel.device is None:
+        return s
+    keep = np.ones(len(s), dtype=bool)
     if sel.step is not None:
-        s = s[(s["step"] == sel.step).fillna(False).to_numpy()]
-        if not len(s) and len(trace.memory):
+        keep &= (s["step"] == sel.step).fillna(False).to_numpy()
+        if not keep.any() and len(trace.memory):
             raise TraceviewError(f"{trace.path}: no [memory] event in step {sel.step}")
-    if sel.device is not None:
-        s = s[
-            (trace.memory["device_id"].to_numpy()[s.index] == sel.device)
-            & (trace.memory["device_type"].to_numpy()[s.index] != 0)
-        ]
-        if not len(s) and len(trace.memory):
-            raise TraceviewError(f"{trace.path}: no [memory] event on GPU {sel.device}")
+    if sel.device is not None:  # s is in trace.memory's row order (series keeps it)
+        m = trace.memory
+        keep &= (m["device_id"].to_numpy() == sel.device) & (m["device_type"].to_numpy() != 0)
+        if not keep.any() and len(trace.memory):
+            raise TraceviewError(f"{trace.path}: no [memory] event on GPU {sel.device} in the selection")
+    s = s[keep].reset_index(drop=True)
+    s["freed_at"] = mem.pair(s)
     return s
 
 

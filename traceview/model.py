@@ -589,7 +589,7 @@ def _device_labels(kind: pd.Series, index: pd.Series) -> pd.Categorical:
     pairs = pd.MultiIndex.from_arrays([kind.to_numpy(np.int64), index.to_numpy(np.int64)])
     codes, uniques = pd.factorize(pairs)
     names = device_type_names()
-    labels = [names.get(int(t), f"device{int(t)}") + (f":{int(i)}" if i >= 0 else "") for t, i in uniques]
+    labels = [names.get(int(t), f"device{int(t)}") + (f":{int(i)}" if i != -1 else "") for t, i in uniques]
     return pd.Categorical.from_codes(codes, categories=labels)  # distinct pairs give distinct labels
 
 

@@ -308,3 +308,35 @@ def test_step_and_device_select_the_events_and_pair_them_among_themselves():
     assert [s["step"] for s in doc["tables"]["steps"]] == [2]
     bad = CliRunner().invoke(main, ["memory", path, "--step", "9"])
     assert bad.exit_code == 1 and "no [memory] event in step 9" in bad.output
+
+
+def test_random_memory_args_never_fail_with_anything_but_one_line(tmp_path):
+    """Seeded junk in every [memory] field: a Report (what was unusable counted) or a
+    TraceviewError, never another exception; the text output renders."""
+    import random
+
+    rng = random.Random(19)
+    pool = [0, 1, -1, 7, 2**40, -(2**40), 2**63, 2**70, 1.5, -0.0, "12", "x", None, True, [], {}, [1]]
+    keys = ["Addr", "Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"]
+    for case in range(25):
+        memory = []
+        for i in range(rng.randint(1, 12)):
+            args = {k: rng.choice(pool) for k in keys if rng.random() < 0.85}
+            if rng.random() < 0.5:
+                args["Bytes"] = rng.choice([512, -512, 4096])
+                args["Device Type"] = rng.choice([0, 1, 6])
+            event = {
+                "ph": rng.choice(["i", "I", "i"]),
+                "name": "[memory]",
+                "pid": rng.choice([1, "1", 2]),
+                "tid": rng.choice([1, "1", None]),
+                "ts": rng.choice([11 + i, 12.5, "13", None, -5, 2**62]),
+                "args": args if rng.random() < 0.95 else None,
+            }
+            memory.append(event)
+        path = write(tmp_path / f"f{case}.json.gz", _trace(memory))
+        try:
+            report = tv.memory(path, cache=False)
+        except tv.TraceviewError:
+            continue
+        assert str(report)

@@ -306,6 +306,7 @@ def test_step_and_device_select_the_events_and_pair_them_among_themselves():
     assert (dev["device"], dev["events"], dev["allocs"], dev["frees"]) == want
     assert sum(r["bytes"] for r in doc["tables"]["alive_at_peak"]) == dev["peak_allocated_bytes"]
     assert [s["step"] for s in doc["tables"]["steps"]] == [2]
+    assert "(allocated before the step)" in [r["made_by"] for r in doc["tables"]["alive_at_peak"]]
     bad = CliRunner().invoke(main, ["memory", path, "--step", "9"])
     assert bad.exit_code == 1 and "no [memory] event in step 9" in bad.output
 

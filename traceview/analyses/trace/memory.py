@@ -34,7 +34,7 @@ def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Repor
     devices = mem.devices(s)
     tables = {
         "devices": devices,
-        "alive_at_peak": mem.alive_at_peak(s),
+        "alive_at_peak": _alive(s, sel),
         "ops": mem.per_op(s),
         "steps": mem.per_step(s),
     }
@@ -59,6 +59,14 @@ def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Repor
         findings=findings,
         notes=notes,
     )
+
+
+def _alive(s: pd.DataFrame, sel: Selection) -> pd.DataFrame:
+    """alive_at_peak; with --step, what was allocated before is before the step, not the capture."""
+    alive = mem.alive_at_peak(s)
+    if sel.step is not None:
+        alive["made_by"] = alive["made_by"].replace(mem.BEFORE, "(allocated before the step)")
+    return alive
 
 
 def _selected(trace, s: pd.DataFrame, sel: Selection) -> pd.DataFrame:

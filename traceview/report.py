@@ -34,6 +34,24 @@ def _display(how: str, report: Report) -> str:
     return getattr(importlib.import_module(module), name)(report)
 
 
+class Finding(str):
+    """A sentence of a diff or compare together with its ``evidence``: for every figure it states,
+    the table, row (its key columns) and column the figure was read from and how it reads
+    (:func:`traceview.analyses.wording.words.reads`), so a script can re-derive each number.
+    A ``str`` so that every renderer and caller still reads it as the sentence it is."""
+
+    evidence: tuple = ()
+
+    def __new__(cls, text: str, evidence=()) -> Finding:
+        f = super().__new__(cls, text)
+        f.evidence = tuple(evidence)
+        return f
+
+
+#: the kinds whose JSON findings are objects (``text`` and ``evidence``), not bare strings
+FINDING_OBJECTS = frozenset({"diff", "compare"})
+
+
 @dataclass
 class Report:
     kind: str  # "summary", "kernels", "diff", "compare", ...
@@ -63,10 +81,18 @@ def report_to_dict(report: Report) -> dict:
         "kind": report.kind,
         "title": report.title,
         "info": plain(report.info),
-        "findings": list(report.findings),
+        "findings": _findings(report),
         "tables": {name: _records(df) for name, df in report.tables.items()},
         "notes": list(report.notes),
     }
+
+
+def _findings(report: Report) -> list:
+    if report.kind not in FINDING_OBJECTS:
+        return list(report.findings)
+    return [
+        {"text": str(f), "evidence": [plain(e) for e in getattr(f, "evidence", ())]} for f in report.findings
+    ]
 
 
 def _records(df: pd.DataFrame) -> list[dict]:

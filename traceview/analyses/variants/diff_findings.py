@@ -7,13 +7,14 @@ import pandas as pd
 
 from ...domain import domain
 from ...link import ARROW
+from ...report import Finding
 from ..measure.efficiency import efficiency_findings
 from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores
 from ..measure.registry import per_step
 from ..select.region import Region
-from ..wording.names import finding_name, short_kernel_name
-from ..wording.words import human, listing, num, plural, ratio, times
+from ..wording.names import short_kernel_name
+from ..wording.words import Cite, human, listing, num, ratio, times
 
 
 def diff_findings(
@@ -37,9 +38,10 @@ def diff_findings(
         ]
     f = []
     if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
+        c = Cite()  # each side's device is in the report's info
+        da, db = (c("info", {}, f"{s}_device", r.trace.device_name, "text") for s, r in (("a", A), ("b", B)))
         f.append(
-            f"A ran on {A.trace.device_name}, B on {B.trace.device_name}: "
-            "time differences include the hardware, not only the code"
+            c.finding(f"A ran on {da}, B on {db}: time differences include the hardware, not only the code")
         )
     gpu = A.has_gpu or B.has_gpu
     if gpu:
@@ -73,24 +75,44 @@ def _gpu_findings(A: Region, B: Region, kernels, same_work: bool = True) -> list
     return f
 
 
-def _kernel_count_finding(A: Region, B: Region, unit: str) -> str:
+def _kernel_count_finding(A: Region, B: Region, unit: str) -> Finding:
     ma, mb = per_step(A), per_step(B)
     na, nb = ma["kernels_per_step"], mb["kernels_per_step"]
     ta, tb = ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]
-    rk, rt = ratio(na, nb), ratio(ta, tb)
+    c = Cite()
+
+    def o(metric: str, column: str, value, how: str) -> str:  # a cell of the overview table
+        return c("overview", {"metric": metric}, column, value, how)
+
     if na == 0 or nb == 0:
         busy, idle, n, t = ("B", "A", nb, tb) if na == 0 else ("A", "B", na, ta)
-        return f"{busy} launches {plural(n, 'kernel')} per {unit} ({human(t)} of GPU time); {idle} none"
+        col = busy.lower()
+        return c.finding(
+            f"{busy} launches {o('kernels_per_step', col, n, 'count')} {_s('kernel', n)} per {unit} "
+            f"({o('gpu_time_per_step_ns', col, t, 'ns')} of GPU time); {idle} none"
+        )
     if abs(nb - na) < 1e-9:
-        return (
-            f"B runs the same number of kernels per {unit} as A ({num(nb)}) "
-            f"and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})"
+        return c.finding(
+            f"B runs the same number of kernels per {unit} as A ({o('kernels_per_step', 'b', nb, 'count')}) "
+            f"and takes {o('gpu_time_per_step_ns', 'ratio', ratio(ta, tb), 'ratio')} the GPU time "
+            f"({o('gpu_time_per_step_ns', 'b', tb, 'ns')} vs {o('gpu_time_per_step_ns', 'a', ta, 'ns')} "
+            f"per {unit})"
         )
     verb = "more" if nb > na else "fewer"
-    return (
-        f"B launches {plural(nb, 'kernel')} per {unit} vs {num(na)} in A ({times(rk)}, {num(abs(nb - na))} "
-        f"{verb}) and takes {times(rt)} the GPU time ({human(tb)} vs {human(ta)} per {unit})"
+    return c.finding(
+        f"B launches {o('kernels_per_step', 'b', nb, 'count')} {_s('kernel', nb)} per {unit} vs "
+        f"{o('kernels_per_step', 'a', na, 'count')} in A "
+        f"({o('kernels_per_step', 'ratio', ratio(na, nb), 'ratio')}, "
+        f"{o('kernels_per_step', 'delta', nb - na, 'count')} {verb}) and takes "
+        f"{o('gpu_time_per_step_ns', 'ratio', ratio(ta, tb), 'ratio')} the GPU time "
+        f"({o('gpu_time_per_step_ns', 'b', tb, 'ns')} vs {o('gpu_time_per_step_ns', 'a', ta, 'ns')} "
+        f"per {unit})"
     )
+
+
+def _s(word: str, n: float) -> str:
+    """``word`` for one, its plural otherwise (the count itself is cited apart)."""
+    return word if abs(float(n) - 1) < 1e-9 else word + "s"
 
 
 def _what(category: str) -> str:
@@ -105,68 +127,89 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     if not len(movers):
         return []
     movers = movers.iloc[np.argsort(-np.abs(movers["delta_time_ns"].to_numpy()), kind="stable")].head(3)
+    e = Cite()
     parts = [
-        f"{c} {'+' if d > 0 else '-'}{human(abs(d))} ({num(ca)} -> {num(cb)} {_what(c)})"
+        f"{e('by_category', {'category': c}, 'category', c, 'text')} {'+' if d > 0 else '-'}"
+        f"{e('by_category', {'category': c}, 'delta_time_ns', d, 'ns')} "
+        f"({e('by_category', {'category': c}, 'a_count', ca, 'count')} -> "
+        f"{e('by_category', {'category': c}, 'b_count', cb, 'count')} {_what(c)})"
         for c, d, ca, cb in zip(
             movers["category"], movers["delta_time_ns"], movers["a_count"], movers["b_count"], strict=False
         )
     ]
-    return [f"GPU time per {unit} changes most in: " + "; ".join(parts)]
+    return [e.finding(f"GPU time per {unit} changes most in: " + "; ".join(parts))]
 
 
 def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> list[str]:
     f = []
     for table, side_word, verb in ((only_a, "A", "is gone in B"), (only_b, "B", "is new in B")):
+        name_t = f"only_in_{side_word.lower()}"
         for row in table.head(5).itertuples(index=False):
-            name = finding_name(row.match_key, row.example)
+            c, key = Cite(), {"match_key": row.match_key}
+            name = c(name_t, key, "kernel", row.kernel, "name")
             launched = "it was launched by" if side_word == "A" else "launched by"
-            who = f"; {launched} {row.launched_by}" if row.launched_by != NO_OP else ""
-            f.append(f"{name} ({num(row.count)} per {unit}, {human(row.time_ns)}) {verb}{who}")
-        if len(table) > 5:
+            who = f"; {launched} {c(name_t, key, 'launched_by', row.launched_by, 'text')}"
+            who = who if row.launched_by != NO_OP else ""
             f.append(
-                f"... and {num(len(table) - 5)} more GPU activities only in {side_word} "
-                f"(see only_in_{side_word.lower()})"
+                c.finding(
+                    f"{name} ({c(name_t, key, 'count', row.count, 'count')} per {unit}, "
+                    f"{c(name_t, key, 'time_ns', row.time_ns, 'ns')}) {verb}{who}"
+                )
+            )
+        if len(table) > 5:
+            c, total = Cite(), f"only_in_{side_word.lower()}_total"  # the report's info, no table row
+            f.append(
+                c.finding(
+                    f"{c('info', {}, total, len(table), 'count')} GPU activities run only in {side_word} "
+                    f"in all (the largest above; see {name_t})"
+                )
             )
     return f
 
 
-def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[str]:
+def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[Finding]:
+    """At most one sentence; its figures are cells of the gemm_path table."""
     tca, tcb = ga["tensor_core_pct"], gb["tensor_core_pct"]
     fa, fb = ga["dominant_family"], gb["dominant_family"]
-    tc = (not np.isnan(tca) and not np.isnan(tcb)) and on_tensor_cores(tca) != on_tensor_cores(tcb)
-    if tc and not same_work:  # another shape picks another kernel: not a move, not a regression
-        return [
-            f"with B's workload {tcb:.0f}% of GEMM time runs on tensor cores ({fb}), with A's {tca:.0f}% "
-            f"({fa}): the kernel library picks its path for the shapes (and the device), so this is no move"
-        ]
-    if not np.isnan(tca) and not np.isnan(tcb):
-        if on_tensor_cores(tca) and not on_tensor_cores(tcb):
-            return [
-                f"GEMMs moved from tensor cores ({fa}) to CUDA cores ({fb}): tensor-core share of GEMM time "
-                f"{tca:.0f}% -> {tcb:.0f}%"
-            ]
-        if on_tensor_cores(tcb) and not on_tensor_cores(tca):
-            return [
-                f"GEMMs moved from CUDA cores ({fa}) to tensor cores ({fb}): tensor-core share of GEMM time "
-                f"{tca:.0f}% -> {tcb:.0f}%"
-            ]
-        if fa != fb:
-            where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
-            return [
-                f"GEMMs run on {where} on both sides ({tca:.0f}% vs {tcb:.0f}% of GEMM time); "
-                f"the main GEMM family changed from {fa} to {fb}"
-            ]
-    elif np.isnan(tca) != np.isnan(tcb) and (fa or fb):
-        return [f"GEMMs: A {_gemm_words(ga)}; B {_gemm_words(gb)}"]
-    return []
+    if np.isnan(tca) != np.isnan(tcb) and (fa or fb):
+        c = Cite()
+        return [c.finding(f"GEMMs: A {_gemm_words(ga, 'A', c)}; B {_gemm_words(gb, 'B', c)}")]
+    if np.isnan(tca) or np.isnan(tcb):
+        return []
+    c = Cite()
+    pa, pb = (c("gemm_path", {"side": s}, "tensor_core_pct", v, "pct") for s, v in (("A", tca), ("B", tcb)))
+    na, nb = (c("gemm_path", {"side": s}, "dominant_family", v, "text") for s, v in (("A", fa), ("B", fb)))
+    if on_tensor_cores(tca) != on_tensor_cores(tcb) and not same_work:
+        # another shape picks another kernel: not a move, not a regression
+        text = (
+            f"with B's workload {pb} of GEMM time runs on tensor cores ({nb}), with A's {pa} "
+            f"({na}): the kernel library picks its path for the shapes (and the device), so this is no move"
+        )
+    elif on_tensor_cores(tca) != on_tensor_cores(tcb):
+        where = ("tensor cores", "CUDA cores") if on_tensor_cores(tca) else ("CUDA cores", "tensor cores")
+        text = (
+            f"GEMMs moved from {where[0]} ({na}) to {where[1]} ({nb}): tensor-core share of GEMM time "
+            f"{pa} -> {pb}"
+        )
+    elif fa != fb:
+        where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
+        text = (
+            f"GEMMs run on {where} on both sides ({pa} vs {pb} of GEMM time); "
+            f"the main GEMM family changed from {na} to {nb}"
+        )
+    else:
+        return []
+    return [c.finding(text)]
 
 
-def _gemm_words(g: dict) -> str:
+def _gemm_words(g: dict, side: str, c: Cite) -> str:
     if g["dominant_family"] is None:
         return "runs no GEMM kernel"
+    family = c("gemm_path", {"side": side}, "dominant_family", g["dominant_family"], "text")
     if np.isnan(g["tensor_core_pct"]):
-        return f"GEMMs mostly {g['dominant_family']}"
-    return f"{g['tensor_core_pct']:.0f}% of GEMM time on tensor cores ({g['dominant_family']})"
+        return f"GEMMs mostly {family}"
+    pct = c("gemm_path", {"side": side}, "tensor_core_pct", g["tensor_core_pct"], "pct")
+    return f"{pct} of GEMM time on tensor cores ({family})"
 
 
 def _precision_findings(A: Region, B: Region) -> list[str]:
@@ -340,24 +383,33 @@ def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:
 # ------------------------------------------------------------------ exposed time
 
 
-def exposed_findings(table: pd.DataFrame, unit: str, n: int = 3) -> list[str]:
-    """The step-time change and the causes that moved it most (diff's ``exposed`` table, per step)."""
+def exposed_findings(table: pd.DataFrame, unit: str, n: int = 3) -> list[Finding]:
+    """The step-time change and the causes that moved it most (diff's ``exposed`` table, per step);
+    the wall times are the table's columns summed (its rows add up to them exactly)."""
     a, b = table["a_per_step_ns"].sum(), table["b_per_step_ns"].sum()
     moved = table[table["delta_per_step_ns"] != 0]
     if a == b and not len(moved):
         return []
     top = moved.iloc[np.argsort(-np.abs(moved["delta_per_step_ns"].to_numpy()), kind="stable")[:n]]
+    c = Cite()
+
+    def total(column: str, v) -> str:
+        c.evidence.append({"table": "exposed", "row": {}, "column": column, "reads": "ns", "sum": True})
+        return human(abs(v))
+
+    head = f"wall time per {unit} {total('a_per_step_ns', a)} → {total('b_per_step_ns', b)} "
+    head += f"({_sign(b - a)}{total('delta_per_step_ns', b - a)})"
     parts = [
-        f"{c} {_signed(d)} ({human(x)} → {human(y)})"
-        for c, d, x, y in zip(
+        f"{c('exposed', {'cause': k}, 'cause', k, 'text')} {_sign(d)}"
+        f"{c('exposed', {'cause': k}, 'delta_per_step_ns', d, 'ns')} "
+        f"({c('exposed', {'cause': k}, 'a_per_step_ns', x, 'ns')} → "
+        f"{c('exposed', {'cause': k}, 'b_per_step_ns', y, 'ns')})"
+        for k, d, x, y in zip(
             top["cause"], top["delta_per_step_ns"], top["a_per_step_ns"], top["b_per_step_ns"], strict=True
         )
     ]
-    return [
-        f"wall time per {unit} {human(a)} → {human(b)} ({_signed(b - a)}); "
-        f"exposed, the largest changes: {'; '.join(parts)}"
-    ]
+    return [c.finding(f"{head}; exposed, the largest changes: {'; '.join(parts)}")]
 
 
-def _signed(ns: float) -> str:
-    return ("+" if ns >= 0 else "-") + human(abs(ns))
+def _sign(ns: float) -> str:
+    return "+" if ns >= 0 else "-"

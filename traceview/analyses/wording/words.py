@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+from ...report import Finding
 from ...units import human_ns
 
 
@@ -59,3 +60,49 @@ def listing(names: list[str], n: int = 8) -> str:
     head = names[:n]
     text = ", ".join(head[:-1]) + (" and " if len(head) > 1 else "") + head[-1]
     return text + (f" (+{len(names) - n} more)" if len(names) > n else "")
+
+
+def pct(x: float) -> str:
+    """The one way a share reads in sentences: whole percent (``63%``)."""
+    return f"{x:.0f}%"
+
+
+#: how a cited figure reads (``Cite``): the sentence states the figure's magnitude this way and says
+#: its direction in words ("fewer", "-"), so a script re-derives it from the cell with ``reads``
+READS = {
+    "ns": lambda v: human(abs(v)),
+    "count": lambda v: num(abs(v)),
+    "ratio": times,
+    "pct": pct,
+    "text": str,
+    "name": lambda v: shortened(str(v)),
+}
+
+
+def shortened(text: str, limit: int = 70) -> str:
+    """A name as a sentence states it: shortened in the middle past ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    half = (limit - 1) // 2
+    return text[:half] + "…" + text[-(limit - 1 - half) :]
+
+
+def reads(value, how: str) -> str:
+    """A cited cell as its sentence states it (``how``: a key of ``READS``)."""
+    return READS[how](value)
+
+
+class Cite:
+    """Collects a sentence's evidence while writing it: ``c("overview", {"metric": "x"}, "a", v, "ns")``
+    returns ``v`` as the sentence reads it and records the table, row (its key columns), column and
+    how it reads. ``c.finding(text)`` is the sentence with its evidence (``report.Finding``)."""
+
+    def __init__(self) -> None:
+        self.evidence: list[dict] = []
+
+    def __call__(self, table: str, row: dict, column: str, value, how: str) -> str:
+        self.evidence.append({"table": table, "row": dict(row), "column": column, "reads": how})
+        return reads(value, how)
+
+    def finding(self, text: str) -> Finding:
+        return Finding(text, self.evidence)

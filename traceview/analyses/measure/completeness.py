@@ -167,10 +167,11 @@ def completeness_table(sides) -> pd.DataFrame:
 
 def workload(r: Region) -> dict:
     """Per step: ``flops`` and ``bytes`` of the region's counted ops (None without shapes),
-    ``shapes`` (the set of (op, Input Dims) of those that carry FLOPs) and ``gemm_m`` (M -> op count)."""
+    ``shapes`` (the set of (op, Input Dims) of those that carry FLOPs), ``gemm_m`` (M -> op count) and
+    ``gemm_m_by_op`` ((op, M) -> op count)."""
     t = r.trace
     if not len(r.ops) or not has_shapes(t.ops):
-        return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}}
+        return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
     w = trace_work(t).loc[r.ops.index]
     ops = r.ops[w["counted"].to_numpy()]
     w = w[w["counted"].to_numpy()]
@@ -182,7 +183,8 @@ def workload(r: Region) -> dict:
         "flops": int(w["flops"].fillna(0).sum()) / r.regions,
         "bytes": int(w["bytes_moved"].fillna(0).sum()) / r.regions,
         "shapes": shapes,
-        "gemm_m": _gemm_m(ops),
+        "gemm_m_by_op": (by_op := _gemm_m(ops)),
+        "gemm_m": _m_of(by_op, {n for n, _ in by_op}),
     }
 
 
@@ -191,16 +193,17 @@ def _text(dims) -> str:
 
 
 def _gemm_m(ops: pd.DataFrame) -> dict:
-    """M (rows of the left operand) -> how many matrix-product ops had it."""
+    """(op name, M) -> how many matrix-product ops had it (M: rows of the left operand)."""
     at = rules().gemm_m
     pick = ops[ops["name"].astype(str).isin(at)]
-    ms = []
+    out: dict = {}
     for name, dims in zip(pick["name"].astype(str), pick["input_dims"], strict=True):  # a few ops
         i = at[name]
         shape = dims[i] if isinstance(dims, list) and len(dims) > i else None
         if isinstance(shape, list) and len(shape) >= 2:
-            ms.append(int(np.prod(shape[-2:-1] if name in _BATCHED else shape[:-1])))
-    return dict(pd.Series(ms, dtype=np.int64).value_counts().sort_index().items()) if ms else {}
+            m = int(np.prod(shape[-2:-1] if name in _BATCHED else shape[:-1]))
+            out[(name, m)] = out.get((name, m), 0) + 1
+    return out
 
 
 def workload_table(sides) -> pd.DataFrame:
@@ -237,31 +240,51 @@ def comparable_findings(sides) -> tuple[list[str], bool]:
     """``sides``: two (label, Region) pairs, A then B. The sentences that must come before any
     delta: each incomplete side, then how the two workloads differ; and whether they ran the same
     work (True also when it cannot be told: no shapes recorded)."""
-    f = [c["warning"] + ": every figure below is measured on partial data"
-         for c in (completeness(r.trace) for _, r in sides) if c["warning"]]  # fmt: skip
-    words = _workload_words(*[(label, workload(r)) for label, r in sides], unit=sides[0][1].per_word)
-    if words:
-        f.append(words + ": the differences below are differences of workload, not regressions")
-    return f, not words
+    words = workload_finding(*sides)
+    return incomplete_findings([r.trace for _, r in sides]) + [words] * bool(words), not words
+
+
+def incomplete_findings(traces) -> list[str]:
+    """The warning of each incomplete trace, as a finding."""
+    warnings = [completeness(t)["warning"] for t in traces]
+    return [w + ": every figure below is measured on partial data" for w in warnings if w]
+
+
+def workload_finding(a, b) -> str | None:
+    """``a``, ``b``: (label, Region). How their work differs, None when it does not (or cannot
+    be told)."""
+    words = _workload_words((a[0], workload(a[1])), (b[0], workload(b[1])), a[1].per_word)
+    return words and words + ": the differences below are differences of workload, not regressions"
 
 
 def _workload_words(a, b, unit: str) -> str | None:
     (la, wa), (lb, wb) = a, b
     if wa["shapes"] is None or wb["shapes"] is None:
         return None
-    ma, mb = _main_m(wa["gemm_m"]), _main_m(wb["gemm_m"])
-    if ma is not None and mb is not None and set(wa["gemm_m"]) != set(wb["gemm_m"]):
+    # matrix-product ops both sides call (naive attention's bmm against SDPA is a change of code)
+    both = {n for n, _ in wa["gemm_m_by_op"]} & {n for n, _ in wb["gemm_m_by_op"]}
+    ma, mb = _m_of(wa["gemm_m_by_op"], both), _m_of(wb["gemm_m_by_op"], both)
+    if ma and mb and set(ma) != set(mb):
         return (
-            f"{lb}'s GEMMs have M = {_m_text(wb['gemm_m'])}, {la}'s M = {_m_text(wa['gemm_m'])} "
+            f"{lb}'s GEMMs have M = {_m_text(mb)}, {la}'s M = {_m_text(ma)} "
             f"({_flops(wb['flops'])} vs {_flops(wa['flops'])} per {unit}): not the same workload"
         )
-    only_a, only_b = len(wa["shapes"] - wb["shapes"]), len(wb["shapes"] - wa["shapes"])
+    # an op on both sides called with other shapes: the same code asked for other work (an op on
+    # one side only is a change of code, naive attention's bmm against SDPA, which a diff is for)
+    common = {n for n, _ in wa["shapes"]} & {n for n, _ in wb["shapes"]}
+    only_a = sorted(x for x in wa["shapes"] - wb["shapes"] if x[0] in common)
+    only_b = sorted(x for x in wb["shapes"] - wa["shapes"] if x[0] in common)
     if only_a or only_b:
+        name, dims = (only_b or only_a)[0]
+        other = next((d for n, d in (only_a if only_b else []) if n == name), None)
+        example = f"{name} {dims} in {lb if only_b else la}" + (f" against {other} in {la}" if other else "")
         return (
-            f"{la} and {lb} ran different op shapes ({only_a:,} (op, Input Dims) pairs only in {la}, "
-            f"{only_b:,} only in {lb}; {_flops(wa['flops'])} vs {_flops(wb['flops'])} per {unit}): "
-            "not the same workload"
+            f"{la} and {lb} call the same ops with other shapes ({len(only_a):,} (op, Input Dims) pairs only "
+            f"in {la}, {len(only_b):,} only in {lb}, e.g. {example}; {_flops(wa['flops'])} vs "
+            f"{_flops(wb['flops'])} per {unit}): not the same workload"
         )
+    if wa["shapes"] != wb["shapes"]:  # the code changed; the FLOPs may too (causal attention)
+        return None
     if not math.isclose(wa["flops"], wb["flops"], rel_tol=1e-9):  # same shapes, another count of ops
         return (
             f"{la} and {lb} ran the same op shapes but not as often: {_flops(wa['flops'])} vs "
@@ -270,8 +293,13 @@ def _workload_words(a, b, unit: str) -> str | None:
     return None
 
 
-def _main_m(ms: dict):
-    return max(ms, key=lambda m: (ms[m], m)) if ms else None
+def _m_of(by_op: dict, names: set) -> dict:
+    """M -> op count over the ops of ``names``."""
+    out: dict = {}
+    for (name, m), n in by_op.items():
+        if name in names:
+            out[m] = out.get(m, 0) + n
+    return out
 
 
 def _flops(x: float) -> str:

@@ -14,14 +14,15 @@ import numpy as np
 import pandas as pd
 
 from ...errors import TraceviewError
-from ...report import Report
+from ...report import Finding, Report
 from ...run import one_job
 from ..measure import memory, metrics
+from ..measure.completeness import completeness_table, incomplete_findings, workload_finding, workload_table
 from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes
 from ..measure.groups import breakdown, category_times, trace_labels
 from ..measure.registry import per_step, shown_in
 from ..select.region import Region, Selection, region
-from ..wording.words import human, num, ratio, times
+from ..wording.words import Cite, listing, ratio
 
 
 def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
@@ -45,7 +46,15 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         tables = {"compare": table, "by_category": _category_table(labels, sides)}
     else:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
-    findings = _findings(table, labels, base, gpu, sides)
+    # comparability first (issue 18): each file's completeness and each trace's work, before any ratio
+    first = incomplete_findings(traces)
+    first += [w for i, s in enumerate(sides) if i != base
+              for w in [workload_finding((labels[base], sides[base]), (labels[i], s))] if w]  # fmt: skip
+    done = completeness_table(list(zip(labels, traces, strict=True)))
+    if done[["kernel_launches", "gpu_activities"]].to_numpy().any():  # a CPU-only set has nothing to lose
+        tables["completeness"] = done
+    tables["workload"] = workload_table(list(zip(labels, sides, strict=True)))
+    findings = first + _findings(table, labels, base, gpu, sides)
     if any(len(t.memory) for t in traces):  # whole traces: the peak is one moment, not per step
         tables["memory"], words = _memory_table(traces, labels, base)
         findings += words
@@ -59,7 +68,8 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         "selection": sides[0].selection.describe(),
         "per": per,
         "gpu": gpu,
-        "per_step_tables": [n for n in tables if n != "memory"],  # the peak is one moment
+        # the peak is one moment; completeness counts the whole file
+        "per_step_tables": [n for n in tables if n not in ("memory", "completeness")],
     }
     return Report(
         kind="compare",
@@ -186,52 +196,99 @@ def _top_ops(side, n: int = 3) -> str:
     return ", ".join(f"{op} {100.0 * v / total:.0f}%" for op, v in s.items())
 
 
-def _vs(r: float, baseline: str) -> str:
-    return "" if np.isnan(r) else f", {times(r)} {baseline}"
-
-
 def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[str]:
+    """Each sentence cites the compare table's cells (``trace`` is the row key: the label shown)."""
     bl = labels[base]
     if len(labels) < 2:
-        return [f"only one trace ({bl}): nothing to compare it with"]
+        c = Cite()
+        return [c.finding(f"only one trace ({_t(c, bl)}): nothing to compare it with")]
     f = []
-    devices = {s.trace.device_name for s in sides if s.trace.device_name}
-    if len(devices) > 1:
-        f.append(
-            f"the traces come from different devices ({', '.join(sorted(devices))}): "
-            "times include the hardware"
-        )
+    per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
     t = table.set_index("trace")
+    devices = t["device"][t["device"] != "-"]
+    if devices.nunique() > 1:  # each device named once, by the first row that ran on it
+        c = Cite()
+        first = devices.drop_duplicates().sort_values(kind="stable")
+        named = ", ".join(c("compare", {"trace": lbl}, "device", d, "text") for lbl, d in first.items())
+        f.append(c.finding(f"the traces come from different devices ({named}): times include the hardware"))
     if gpu:
-        return f + _gpu_findings(t, labels, bl) + efficiency_findings(list(zip(labels, sides, strict=True)))
-    return f + _cpu_findings(t, labels, bl)
+        return (
+            f + _gpu_findings(t, labels, bl, per) + efficiency_findings(list(zip(labels, sides, strict=True)))
+        )
+    return f + _cpu_findings(t, labels, bl, per)
 
 
-def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: str) -> str:
-    """Which row of ``t`` takes the least and which the most ``column`` (a time per step)."""
-    fast, slow = t[column].idxmin(), t[column].idxmax()
-    return (
-        f"{fast} takes the least {what} per step ({human(t.loc[fast, column])}"
-        f"{_vs(t.loc[fast, ratio_column], bl)}); {slow} the most "
-        f"({human(t.loc[slow, column])}{_vs(t.loc[slow, ratio_column], bl)})"
+def _t(c: Cite, label: str) -> str:
+    """A trace's label as the sentence names it: the compare row's ``trace``."""
+    return c("compare", {"trace": label}, "trace", label, "text")
+
+
+def _backend(c: Cite, t: pd.DataFrame, label: str) -> str:
+    return c("compare", {"trace": label}, "attention_backend", t.loc[label, "attention_backend"], "text")
+
+
+def _who(c: Cite, rows) -> str:
+    return listing([_t(c, lbl) for lbl in rows], 12)
+
+
+def _extremes(c: Cite, t: pd.DataFrame, column: str, how: str, ratio_column: str | None, bl: str):
+    """The rows at the column's minimum and at its maximum (every tie), each side's figure and
+    its ratio to the baseline as cited words; None when every row ties."""
+    v = t[column]
+    low, high = list(v.index[v == v.min()]), list(v.index[v == v.max()])
+    if len(low) == len(t):
+        return None
+
+    def figure(rows) -> str:
+        one = rows[0]
+        text = c("compare", {"trace": one}, column, v[one], how)
+        if ratio_column is None or np.isnan(t.loc[one, ratio_column]):
+            return text
+        r = c("compare", {"trace": one}, ratio_column, t.loc[one, ratio_column], "ratio")
+        return f"{text}, {r} {_t(c, bl)}"
+
+    return low, high, figure(low), figure(high)
+
+
+def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: str, per: str):
+    """Which rows of ``t`` take the least and which the most ``column`` (a time per step); ties as ties."""
+    c = Cite()
+    got = _extremes(c, t, column, "ns", ratio_column, bl)
+    if got is None:
+        same = c("compare", {"trace": t.index[0]}, column, t[column].iloc[0], "ns")
+        return c.finding(f"every trace takes the same {what} per {per} ({same})")
+    low, high, lo, hi = got
+    verb = "take" if len(low) > 1 else "takes"
+    return c.finding(
+        f"{_who(c, low)} {verb} the least {what} per {per} ({lo}); {_who(c, high)} the most ({hi})"
     )
 
 
-def _gpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
+def _count_extremes(t: pd.DataFrame, column: str, ratio_column, what: str, bl: str, per: str):
+    """Which rows have the most and the fewest ``column`` (a count per step); ties as ties."""
+    c = Cite()
+    got = _extremes(c, t, column, "count", ratio_column, bl)
+    if got is None:
+        same = c("compare", {"trace": t.index[0]}, column, t[column].iloc[0], "count")
+        return c.finding(f"every trace {what[0]} the same number of {what[1]} per {per} ({same})")
+    low, high, lo, hi = got
+    return c.finding(
+        f"{_who(c, high)} {what[0]} the most {what[1]} per {per} ({hi}); {_who(c, low)} the fewest ({lo})"
+    )
+
+
+def _gpu_findings(t: pd.DataFrame, labels, bl: str, per: str) -> list[str]:
     f = []
     idle = [lbl for lbl in labels if t.loc[lbl, "gpu_activities_per_step"] == 0]
     busy = t[t["gpu_activities_per_step"] > 0]
     if idle:
-        f.append("no GPU activity in: " + ", ".join(idle))
-    f.append(_least_most(busy, "gpu_time_per_step_ns", "ratio_gpu_time", "GPU time", bl))
-    few, many = busy["kernels_per_step"].idxmin(), busy["kernels_per_step"].idxmax()
-    f.append(
-        f"{many} launches the most kernels per step ({num(t.loc[many, 'kernels_per_step'])}"
-        f"{_vs(t.loc[many, 'ratio_kernels'], bl)}); {few} the fewest "
-        f"({num(t.loc[few, 'kernels_per_step'])})"
-    )
+        c = Cite()
+        f.append(c.finding("no GPU activity in: " + ", ".join(_t(c, lbl) for lbl in idle)))
+    f.append(_least_most(busy, "gpu_time_per_step_ns", "ratio_gpu_time", "GPU time", bl, per))
+    f.append(_count_extremes(busy, "kernels_per_step", "ratio_kernels", ("launches", "kernels"), bl, per))
     f += _gemm_findings(t, bl)
-    f.append("attention: " + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels))
+    c = Cite()
+    f.append(c.finding("attention: " + "; ".join(f"{_t(c, lbl)} {_backend(c, t, lbl)}" for lbl in labels)))
     return f
 
 
@@ -239,30 +296,41 @@ def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
     tc = t["tensor_core_pct"]
     cuda = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v) is False]
     tensor = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v)]
+    c = Cite()
+
+    def family(lbl: str) -> str:
+        return (
+            f"{_t(c, lbl)} ({c('compare', {'trace': lbl}, 'gemm_family', t.loc[lbl, 'gemm_family'], 'text')})"
+        )
+
     if cuda and tensor:
         return [
-            "GEMMs run on CUDA cores in "
-            + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in cuda)
-            + "; on tensor cores in "
-            + ", ".join(f"{lbl} ({t.loc[lbl, 'gemm_family']})" for lbl in tensor)
+            c.finding(
+                "GEMMs run on CUDA cores in "
+                + ", ".join(family(lbl) for lbl in cuda)
+                + "; on tensor cores in "
+                + ", ".join(family(lbl) for lbl in tensor)
+            )
         ]
     if cuda and not np.isnan(tc.loc[bl]):
-        return ["GEMMs run on CUDA cores in every trace"]
+        return [c.finding("GEMMs run on CUDA cores in every trace")]
     return []
 
 
-def _cpu_findings(t: pd.DataFrame, labels, bl: str) -> list[str]:
-    f = ["no trace holds GPU activity (CPU-only traces): the rows compare CPU ops and CPU time per step"]
-    few, many = t["cpu_ops_per_step"].idxmin(), t["cpu_ops_per_step"].idxmax()
-    f.append(
-        f"{many} runs the most CPU ops per step ({num(t.loc[many, 'cpu_ops_per_step'])}); "
-        f"{few} the fewest ({num(t.loc[few, 'cpu_ops_per_step'])}; {bl}: "
-        f"{num(t.loc[bl, 'cpu_ops_per_step'])})"
-    )
-    f.append(_least_most(t, "cpu_time_per_step_ns", "ratio_cpu_time", "CPU time", bl))
+def _cpu_findings(t: pd.DataFrame, labels, bl: str, per: str) -> list[str]:
+    f = [
+        Finding(
+            f"no trace holds GPU activity (CPU-only traces): the rows compare CPU ops and CPU time per {per}"
+        )
+    ]
+    f.append(_count_extremes(t, "cpu_ops_per_step", None, ("runs", "CPU ops"), bl, per))
+    f.append(_least_most(t, "cpu_time_per_step_ns", "ratio_cpu_time", "CPU time", bl, per))
     if (t["attention_backend"] != "none").any():
+        c = Cite()
         f.append(
-            "attention (from the SDPA op each trace runs): "
-            + "; ".join(f"{lbl} {t.loc[lbl, 'attention_backend']}" for lbl in labels)
+            c.finding(
+                "attention (from the SDPA op each trace runs): "
+                + "; ".join(f"{_t(c, lbl)} {_backend(c, t, lbl)}" for lbl in labels)
+            )
         )
     return f

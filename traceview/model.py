@@ -434,6 +434,8 @@ def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
             "device": int_column(cols["arg_device"]),
             "stream": int_column(cols["arg_stream"]),
             "bytes": int_column(cols["arg_bytes"]),
+            "python_id": int_column(cols["arg_python_id"]),
+            "python_parent_id": int_column(cols["arg_python_parent_id"]),
         }
     )
     _steps_are_annotations(frame)

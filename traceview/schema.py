@@ -175,3 +175,20 @@ def line_of(text: str, path: str) -> int | None:
     pattern = re.compile(rf"^\s*{re.escape(key)}\s*=") if key else None
     found = next((i for i in range(lo, hi) if pattern and pattern.match(lines[i])), None)
     return found + 1 if found is not None else (lo + 1 if item else None)
+
+
+# ------------------------------------------------------------------ which stack frames are library code
+
+
+class SourceRules(msgspec.Struct, forbid_unknown_fields=True):
+    """``rules/sources.toml``: the frames of a Python stack that are not the user's own code.
+
+    ``folders``: a frame whose file path starts with one, or holds it after a ``/``, is library
+    code (``torch/`` matches ``torch/nn/functional.py`` and ``/env/site-packages/torch/x.py``);
+    ``files``: a file of that name in no folder, or at the end of a path (``typing.py``);
+    ``markers``: a file written with this prefix (``<frozen os>``, ``<string>``)."""
+
+    version: int
+    folders: list[Annotated[str, NonEmpty]]
+    files: list[Annotated[str, NonEmpty]]
+    markers: list[Annotated[str, NonEmpty]]

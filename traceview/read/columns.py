@@ -31,7 +31,16 @@ from .times import NumberTexts, times_ns
 
 X_STRINGS = ("cat", "name", "pid", "tid")  # factorized fields of X events (plus the TEXT_ARGS)
 FLOW_FIELDS = ("ph", "cat", "id", "pid", "tid")
-INT_ARGS = ("correlation", "external_id", "external_id_2021", "device", "stream", "bytes")
+INT_ARGS = (
+    "correlation",
+    "external_id",
+    "external_id_2021",
+    "device",
+    "stream",
+    "bytes",
+    "python_id",
+    "python_parent_id",
+)
 ARRAYS = ("ts_ns", "dur_ns", "flow_ts_ns", *("arg_" + a for a in INT_ARGS))
 MEMORY_FIELDS = ("pid", "tid")  # factorized fields of [memory] events
 MEMORY_ARRAYS = ("ts_ns", *("arg_" + a for a in MEMORY_ARGS))

@@ -31,6 +31,11 @@ class Args(msgspec.Struct, omit_defaults=True, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    # with_stack=True: a python_function event's frame id and its caller's, or (older traces) the
+    # ";"-joined frames on a CPU op, innermost first; Any so that junk counts, never drops the event
+    python_id: Any = msgspec.field(default=None, name="Python id")
+    python_parent_id: Any = msgspec.field(default=None, name="Python parent id")
+    call_stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Call stack")
     # a [memory] instant event's args (profile_memory=True); absent from other events, so free there
     mem_addr: Any = msgspec.field(default=None, name="Addr")
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
@@ -56,7 +61,7 @@ class Event(msgspec.Struct, gc=False):
 NO_ARGS = Args()
 TYPED_INT_ARGS = ("correlation", "external_id", "external_id_2021")  # Args declares them int | None
 #: the op args kept as raw JSON text (factorized; each distinct text decoded once, later)
-TEXT_ARGS = ("input_dims", "input_types", "concrete_inputs")
+TEXT_ARGS = ("input_dims", "input_types", "concrete_inputs", "call_stack")
 #: the args of a ``[memory]`` instant event, kept as masked integers (a 2021 trace has no Addr or totals)
 MEMORY_ARGS = (
     "mem_addr",

@@ -245,9 +245,9 @@ def test_naive_vs_sdpa_math_gemms_move_to_cuda_cores(st):
         (
             "sdpa_efficient",
             "mem_efficient",
-            "attention runs as one fmha_cutlassF kernel per step (memory-efficient backend)",
+            "attention runs as 1 fmha_cutlassF kernel per step (memory-efficient backend)",
         ),
-        ("sdpa_flash", "flash", "attention runs as one flash_fwd_kernel kernel per step (flash backend)"),
+        ("sdpa_flash", "flash", "attention runs as 1 flash_fwd_kernel kernel per step (flash backend)"),
     ],
 )
 def test_fused_attention_backend(st, variant, backend, words):

@@ -136,6 +136,11 @@ def attention(r: Region) -> dict:
                 "time_ns": _per(r, _time(grp)),
                 "kernel": grp["name"].astype(str).value_counts().index[0],
                 "distinct": grp["name"].nunique(),
+                # each kernel name apart: a split-KV forward is two kernels, not one counted twice
+                "names": {
+                    str(n): {"count": r.per_region_count(len(g)), "time_ns": _per(r, _time(g))}
+                    for n, g in grp.groupby(grp["name"].astype(str).to_numpy(), sort=False)
+                },
             }
     sdpa_ops = domain().sdpa_ops
     names = r.ops["name"].astype(str)

@@ -297,18 +297,19 @@ def _attention_table(A: Region, B: Region, aa: dict, ab: dict) -> pd.DataFrame:
     for name, side, st in (("A", A, aa), ("B", B, ab)):
         sdpa = ", ".join(st["sdpa_ops"]) or "-"
         if st["kernels"]:
-            for backend, v in st["kernels"].items():
-                rows.append(
-                    {
-                        "side": name,
-                        "trace": side.label,
-                        "backend": backend,
-                        "kernels": v["count"],
-                        "time_ns": v["time_ns"],
-                        "kernel": short_kernel_name(v["kernel"]),
-                        "sdpa_op": sdpa,
-                    }
-                )
+            for backend, v in st["kernels"].items():  # one row per kernel name (split-KV: two)
+                for kernel, k in v["names"].items():
+                    rows.append(
+                        {
+                            "side": name,
+                            "trace": side.label,
+                            "backend": backend,
+                            "kernels": k["count"],
+                            "time_ns": k["time_ns"],
+                            "kernel": short_kernel_name(kernel),
+                            "sdpa_op": sdpa,
+                        }
+                    )
         else:
             backend = ("unfused: " + ", ".join(st["sdpa_backends"])) if st["sdpa_backends"] else "none"
             rows.append(

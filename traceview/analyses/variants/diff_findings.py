@@ -46,14 +46,14 @@ def diff_findings(
     gpu = A.has_gpu or B.has_gpu
     if gpu:
         f += _gpu_findings(A, B, kernels, same_work)
-        f += _attention_findings(aa, ab)
+        f += _attention_findings(aa, ab, A.per_word)
         f += _host_op_findings(ops_t)
         if not (A.has_gpu and B.has_gpu):
             f += _cpu_findings(A, B, ops_t, chains_a, chains_b)
     else:
         f.append("neither trace holds GPU activity (CPU-only traces): comparing CPU ops per step")
         f += _cpu_findings(A, B, ops_t, chains_a, chains_b)
-        f += _attention_findings(aa, ab)
+        f += _attention_findings(aa, ab, A.per_word)
     if gpu and not (A.has_gpu and B.has_gpu):
         one = "A" if not A.has_gpu else "B"
         f.append(f"{one} holds no GPU activity in the selection, so GPU numbers compare with zero")
@@ -264,16 +264,21 @@ def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
 # ------------------------------------------------------------------ attention
 
 
-def _attention_words(st: dict, unit: str) -> str | None:
+def _attention_words(st: dict, unit: str, side: str, c: Cite) -> str | None:
+    """How a side runs attention: each fused kernel by name with its own count (the attention
+    table's rows), else the SDPA op and its backend."""
     if st["kernels"]:
         parts = []
         for backend, v in st["kernels"].items():
-            count = "one" if abs(v["count"] - 1) < 1e-9 else num(v["count"])
-            word = "kernel" if count == "one" else "kernels"
-            parts.append(
-                f"{count} {short_kernel_name(v['kernel'])} {word} per {unit} "
-                f"({domain().backend_word(backend)})"
-            )
+            kernels = []
+            for name, k in v["names"].items():
+                short = short_kernel_name(name)
+                key = {"side": side, "backend": backend, "kernel": short}
+                count = c("attention", key, "kernels", k["count"], "count")
+                kernels.append(
+                    f"{count} {c('attention', key, 'kernel', short, 'text')} {_s('kernel', k['count'])}"
+                )
+            parts.append(f"{listing(kernels, 8)} per {unit} ({domain().backend_word(backend)})")
         return "attention runs as " + " and ".join(parts)
     if st["sdpa_backends"]:
         b = st["sdpa_backends"][0]
@@ -286,14 +291,15 @@ def _attention_words(st: dict, unit: str) -> str | None:
     return None
 
 
-def _attention_findings(aa: dict, ab: dict, unit: str = "step") -> list[str]:
-    wa, wb = _attention_words(aa, unit), _attention_words(ab, unit)
+def _attention_findings(aa: dict, ab: dict, unit: str) -> list[Finding]:
+    ca, cb = Cite(), Cite()
+    wa, wb = _attention_words(aa, unit, "A", ca), _attention_words(ab, unit, "B", cb)
     if wa is None and wb is None:
         return []
     if wa == wb:
-        return [f"{wa} on both sides"]
+        return [ca.finding(f"{wa} on both sides")]
     none = "no fused attention kernel and no SDPA op (attention, if any, runs as separate ops)"
-    return [f"A: {wa or none}", f"B: {wb or none}"]
+    return [ca.finding(f"A: {wa or none}"), cb.finding(f"B: {wb or none}")]
 
 
 # ------------------------------------------------------------------ CPU

@@ -1,0 +1,82 @@
+"""The sentences of diff and compare say what the trace holds (issue 18 item 3): kernels counted by
+name, "per step" only where there are steps, ties said as ties, devices and peaks named, compare's
+labels told apart, a tile change said. Synthetic traces written with tests/synth.py, through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import synth
+from click.testing import CliRunner
+
+from traceview.cli import main
+
+SPLITKV = (
+    "void flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::half_t, "
+    "Flash_kernel_traits<128, 64, 128, 4, cutlass::half_t> >, true, false, false, false, true, false, false, "
+    "false>(Flash_fwd_params)"
+)
+COMBINE = (
+    "void flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+    "cutlass::half_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::half_t> >, 4, 3, false>(Flash_fwd_params)"
+)
+FWD = SPLITKV.replace("flash_fwd_splitkv_kernel", "flash_fwd_kernel")
+
+
+def _no_steps(path, kernels) -> str:
+    """A trace with no ProfilerStep: one op launching ``kernels`` (name, us) in order."""
+    b = synth.Builder()
+    b._op(synth.op("flash_attn::fwd", kernels=kernels))
+    return synth.write(path, synth.kineto(b.events))
+
+
+def _stepped(path, kernels, steps: int = 2) -> str:
+    b = synth.Builder()
+    for n in range(steps):
+        b.step(n + 1, [synth.op("aten::mm", kernels=kernels)])
+    return synth.write(path, synth.kineto(b.events))
+
+
+def _run(args, tmp_path) -> dict:
+    env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
+    res = CliRunner().invoke(main, [*args, "--format", "json"], env=env, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+def _texts(doc) -> list[str]:
+    return [f["text"] for f in doc["findings"]]
+
+
+def test_split_kv_attention_counted_by_kernel_and_per_trace(tmp_path):
+    a = _no_steps(tmp_path / "a.json.gz", [(FWD, 30.0)] * 2)
+    b = _no_steps(tmp_path / "b.json.gz", [(SPLITKV, 20.0), (COMBINE, 5.0)] * 2)
+    doc = _run(["diff", a, b], tmp_path)
+    line = next(t for t in _texts(doc) if t.startswith("B: attention runs as"))
+    assert line.startswith(
+        "B: attention runs as 2 flash_fwd_splitkv_kernel kernels and "
+        "2 flash_fwd_splitkv_combine_kernel kernels per trace"
+    ), line
+    assert not any("per step" in t for t in _texts(doc)), _texts(doc)
+    rows = [r for r in doc["tables"]["attention"] if r["side"] == "B"]
+    assert sorted((r["kernel"], r["kernels"]) for r in rows) == [
+        ("flash_fwd_splitkv_combine_kernel", 2),
+        ("flash_fwd_splitkv_kernel", 2),
+    ]
+
+
+def test_compare_says_ties_as_ties(tmp_path):
+    paths = [_stepped(tmp_path / f"{n}.json.gz", [(synth.GEMM_TC, 10.0)] * 5) for n in ("x", "y", "z")]
+    texts = _texts(_run(["compare", *paths], tmp_path))
+    assert "every trace launches the same number of kernels per step (5)" in texts, texts
+    assert any(t.startswith("every trace takes the same GPU time per step (") for t in texts), texts
+    assert not any("the fewest" in t or "the most" in t for t in texts), texts
+
+
+def test_compare_two_fastest_are_both_named(tmp_path):
+    a = _stepped(tmp_path / "a.json.gz", [(synth.GEMM_TC, 10.0)] * 5)
+    b = _stepped(tmp_path / "b.json.gz", [(synth.GEMM_TC, 10.0)] * 5)
+    c = _stepped(tmp_path / "c.json.gz", [(synth.GEMM_TC, 20.0)] * 5)
+    texts = _texts(_run(["compare", a, b, c], tmp_path))
+    line = next(t for t in texts if "the least GPU time" in t)
+    assert line.startswith("a and b take the least GPU time per step (50.000 us, 1.00x a); c the most"), line

@@ -76,16 +76,35 @@ def summary(traces, out, sel, options, recursive, top, run):
     help="Also a table per op name and input shapes: FLOPs, bytes and GPU time "
     "per step, TFLOP/s, GB/s and percent of peak (needs shapes).",
 )
+@click.option(
+    "--by",
+    type=click.Choice(["name", "source"]),
+    default="name",
+    show_default=True,
+    help="source: per line of your code (file.py:42 function, from a with_stack=True trace): GPU "
+    "time, kernels, memcpys, FLOPs and bytes allocated.",
+)
+@click.option(
+    "--library",
+    multiple=True,
+    metavar="PATTERN",
+    help="With --by source: a file (utils.py) or folder (mylib/) that is not your code, beside "
+    "traceview/rules/sources.toml; repeatable.",
+)
 @devices_option
 @friendly
-def kernels(trace, out, sel, options, unclassified, plot, ops):
+def kernels(trace, out, sel, options, unclassified, plot, ops, by, library):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
     from .. import api
 
     if unclassified:
         not_applied("--unclassified lists the names no rule matched, without the ops table", "ops")
+    if by == "source":
+        not_applied("--by source is its own table", "ops", "unclassified", "plot")
+    else:
+        not_applied("--library applies to --by source", "library")
     t = load_one(trace, options)
-    emit(api.kernels(t, sel=sel, ops=ops, unclassified=unclassified), out)
+    emit(api.kernels(t, sel=sel, ops=ops, unclassified=unclassified, by=by, library=tuple(library)), out)
     if plot is not None:
         from ..render.plot import plot_roofline
 

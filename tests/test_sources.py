@@ -1,0 +1,165 @@
+"""Source lines (issue 19 part 2): each kernel's line of the user's code, against a recount that
+shares no code with traceview (plain json: the launch by correlation, the enclosing op and Python
+frame by a scan of the spans, the callers by walking ``Python parent id`` by hand), on corpus
+traces with python_function events; the older ``Call stack`` arg, --library and a trace without
+stacks on small written traces; the CLI against the API."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import tomllib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
+from synth import write
+
+import traceview as tv
+from traceview.cli import main
+
+STACK_TRACES = [  # small corpus traces with python_function events (every one is recounted the same way)
+    "torch_profiling_tutorial/log_transformer__dc3b0e7228dd_851.1752215573993169006.pt.trace.json.gz",
+    "switchtransformers/trace.json.gz",
+    "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+    "rocm/tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+]
+FRAME = re.compile(r"^(.+)\((\d+)\): (.*)$")
+RULES = tomllib.loads((Path(__file__).parents[1] / "traceview" / "rules" / "sources.toml").read_text())
+GPU_CATS = {"kernel": "kernels", "gpu_memcpy": "memcpys", "gpu_memset": "memsets"}
+
+
+def _params():
+    if not CORPUS.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=SKIP_REASON))]
+    return [pytest.param(CORPUS / f, id=f.split("/")[0] + "/" + f.split("/")[1][:40]) for f in STACK_TRACES]
+
+
+def _library(path: str) -> bool:
+    """rules/sources.toml's test, written out again: a folder after the start or a '/', a file."""
+    return (
+        any(path.startswith(m) for m in RULES["markers"])
+        or any(("/" + path).find("/" + f) >= 0 for f in RULES["folders"])
+        or any(path == f or path.endswith("/" + f) for f in RULES["files"])
+    )
+
+
+def _ns(x) -> int:
+    return round(float(x) * 1000)
+
+
+def _innermost(spans: list, t: int):
+    """The span (start, end, event) holding t that started last (ties: the later in the file)."""
+    best = None
+    for s in spans:
+        if s[0] <= t <= s[1] and (best is None or (s[0], s[3]) > (best[0], best[3])):
+            best = s
+    return best
+
+
+def recount(path) -> dict:
+    """source line -> [GPU ns, activities], by hand from the JSON."""
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    ops, frames, by_id = defaultdict(list), defaultdict(list), {}
+    launches = {}
+    for i, e in enumerate(events):
+        if e.get("ph") != "X":
+            continue
+        key = (e.get("pid"), e.get("tid"))
+        span = (_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0)), e, i)
+        if e.get("cat") == "cpu_op":
+            ops[key].append(span)
+        elif e.get("cat") == "python_function":
+            frames[key].append(span)
+            by_id[(e.get("pid"), e["args"].get("Python id"))] = e
+        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launches.setdefault(e["args"]["correlation"], span)
+    out = defaultdict(lambda: [0, 0])
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in GPU_CATS:
+            continue
+        line = "(no source line)"
+        launch = launches.get(e.get("args", {}).get("correlation"))
+        if launch is not None:
+            key = (launch[2].get("pid"), launch[2].get("tid"))
+            op = _innermost(ops[key], launch[0])
+            frame = _innermost(frames[key], op[0]) if op else None
+            frame = frame[2] if frame else None
+            while frame is not None:  # up the callers by Python parent id
+                m = FRAME.match(frame["name"])
+                if m and not _library(m[1]):
+                    line = f"{m[1]}:{m[2]} {m[3]}"
+                    break
+                frame = by_id.get((frame.get("pid"), frame["args"].get("Python parent id")))
+        out[line][0] += _ns(e.get("dur", 0))
+        out[line][1] += 1
+    return dict(out)
+
+
+@pytest.mark.parametrize("path", _params())
+def test_kernel_source_lines_equal_a_recount_by_parent_id(path):
+    got = tv.kernels(path, by="source", cache=False).tables["sources"]
+    mine = {
+        r.source: [r.gpu_ns, r.kernels + r.memcpys + r.memsets]
+        for r in got.itertuples()
+        if r.kernels + r.memcpys + r.memsets
+    }
+    want = recount(path)
+    assert mine == want
+    assert len(want) > 1 or "(no source line)" not in want  # real lines, not all unattributed
+
+
+def _trace(tmp_path, stack_of_parent: str, name="t.json") -> str:
+    """One op with a Call stack whose child op launches a kernel (the child has no stack of its own)."""
+    ev = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::masked_fill", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+         "args": {"External id": 1, "Call stack": stack_of_parent}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 110, "dur": 20,
+         "args": {"External id": 2, "Call stack": ""}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 115, "dur": 5,
+         "args": {"correlation": 7, "External id": 2}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7,
+         "ts": 130, "dur": 9, "args": {"correlation": 7, "device": 0, "stream": 7, "bytes": 64}},
+    ]  # fmt: skip
+    return write(tmp_path / name, {"traceEvents": ev})
+
+
+STACK = (
+    "/env/lib/python3.10/site-packages/torch/nn/functional.py(5): softmax;"
+    "helpers.py(9): mask;attention.py(42): forward;train.py(3): <module>"
+)
+
+
+def test_call_stack_arg_inner_op_inherits_and_library_frames_are_skipped(tmp_path):
+    path = _trace(tmp_path, STACK)
+    rows = tv.kernels(path, by="source", cache=False).tables["sources"]
+    assert rows.to_dict("records")[0] | {"gpu_pct": 100.0} == {
+        "source": "helpers.py:9 mask", "gpu_ns": 9000, "gpu_pct": 100.0, "kernels": 0, "memcpys": 1,
+        "memsets": 0, "flops": 0, "alloc_bytes": 0, "allocs": 0,
+    }  # fmt: skip
+    moved = tv.kernels(path, by="source", library=("helpers.py",), cache=False).tables["sources"]
+    assert moved["source"].tolist() == ["attention.py:42 forward"]
+
+
+def test_cli_by_source_is_the_api_and_no_stacks_says_so_once(tmp_path):
+    path = _trace(tmp_path, STACK)
+    run = CliRunner().invoke(
+        main, ["kernels", "--by", "source", "--library", "helpers.py", "--format", "json", path],
+        env={"TRACEVIEW_CACHE_DIR": str(tmp_path / "c")},
+    )  # fmt: skip
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.output)
+    api = tv.kernels(path, by="source", library=("helpers.py",), cache=False)
+    assert doc["tables"]["sources"] == json.loads(json.dumps(api.to_dict()))["tables"]["sources"]
+    bare = _trace(tmp_path, "", "bare.json")
+    run = CliRunner().invoke(
+        main, ["kernels", "--by", "source", bare], env={"TRACEVIEW_CACHE_DIR": str(tmp_path)}
+    )
+    assert run.exit_code == 0 and run.output.count("records no Python stacks") == 1, run.output
+    assert "(no source line)" in run.output
+    run = CliRunner().invoke(main, ["kernels", "--library", "x/", bare])
+    assert run.exit_code == 2 and "--library applies to --by source" in run.output

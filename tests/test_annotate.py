@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from corpus import CORPUS, corpus_params
 
 import traceview as tv
-from traceview.analyses.trace.annotate import PREFIX, annotations
+from traceview.analyses.trace.annotate import PREFIX, gpu_annotations
 from traceview.cli import main
 from traceview.render.annotated import COUNTER, write_annotated
 
@@ -24,7 +24,7 @@ GPU_CATS = {"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset"}
 def test_annotated_trace_reloads_identically(path, tmp_path):
     t = tv.load(path)
     out = tmp_path / "annotated.json.gz"
-    counts = write_annotated(t, annotations(t), out)
+    counts = write_annotated(t, gpu_annotations(t), out)
     back = tv.load(out, cache=False)
     assert back.events.equals(t.events)
     cols = ["name", "kind", "ts_ns", "dur_ns", "category", "step"]
@@ -56,7 +56,7 @@ def test_annotated_trace_loads_in_hta(name, tmp_path):
 
     t = tv.load(CORPUS / name)
     out = tmp_path / "annotated.json.gz"
-    write_annotated(t, annotations(t), out)
+    write_annotated(t, gpu_annotations(t), out)
     orig, ann = to_hta(t), to_hta(str(out))
     g0, g1 = gpu_events(orig, orig.t.get_ranks()[0]), gpu_events(ann, ann.t.get_ranks()[0])
     assert len(g1) == len(g0) and float(g1["dur"].sum()) == pytest.approx(float(g0["dur"].sum()))

@@ -23,7 +23,7 @@ import pytest
 import synth
 
 import traceview as tv
-from traceview.analyses.trace.annotate import annotations
+from traceview.analyses.trace.annotate import gpu_annotations
 from traceview.atomic import OutputError, atomic_open, write_text
 from traceview.errors import TraceviewError
 from traceview.render.annotated import write_annotated
@@ -121,7 +121,7 @@ def test_a_directory_as_target_is_refused_whole(tmp_path):
         folder.mkdir()
         with pytest.raises(OutputError, match="is a directory"):
             if name.endswith(".json"):
-                write_annotated(t, annotations(t), folder)
+                write_annotated(t, gpu_annotations(t), folder)
             else:
                 plot_breakdown(breakdown([t]), folder)
         assert folder.is_dir() and list(folder.iterdir()) == []
@@ -215,7 +215,7 @@ def test_annotate_onto_its_input_is_refused(tmp_path):
 
     t = tv.load(trace, cache=False)
     with pytest.raises(SameFileError):
-        write_annotated(t, annotations(t), tmp_path / "link.json.gz")
+        write_annotated(t, gpu_annotations(t), tmp_path / "link.json.gz")
     assert digest(trace) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.json.gz", "link.json.gz", "trace.json.gz"]
 
@@ -228,7 +228,7 @@ def test_trace_changed_since_load_leaves_no_file(tmp_path):
     t = tv.load(trace, cache=False)
     synth.make(tmp_path, "naive", name="trace")
     with pytest.raises(TraceviewError, match=r"cannot annotate it exactly|does not match"):
-        write_annotated(t, annotations(t), tmp_path / "out.json")
+        write_annotated(t, gpu_annotations(t), tmp_path / "out.json")
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json.gz"]
 
 

@@ -16,6 +16,8 @@ Every function that reads traces takes the same keywords, visible in its signatu
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .analyses.select.region import KINDS, Selection
 from .discover import load_all
@@ -23,6 +25,17 @@ from .model import Trace
 from .options import LoadOptions
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from .report import Report
+
+if TYPE_CHECKING:  # the names the signatures below use (help() shows them as written)
+    from .classify import RuleSet
+    from .run import Run
+
+    PathLike = str | os.PathLike[str]
+    TraceLike = PathLike | Trace  # a trace file (or, where a folder is allowed, a folder) or a loaded Trace
+    Traces = TraceLike | Sequence[TraceLike]  # one or several, folders expanded
+    RuleFile = PathLike | RuleSet | None
+    CacheSetting = bool | PathLike | None  # on, off, or the cache folder (None: the default)
+    Baseline = int | str | PathLike | None  # index, label or path; None: the first
 
 __all__ = ["KINDS", "LoadOptions", "Report", "Selection"]  # re-exported: the CLI imports no analyses
 
@@ -44,11 +57,13 @@ def _parts(given: dict) -> tuple[Selection | None, LoadOptions]:
     return (sel if sel is not None else Selection(**parts) if parts else None), (opts or loads).checked()
 
 
-def _trace(t, opts: LoadOptions) -> Trace:
+def _trace(t: TraceLike, opts: LoadOptions) -> Trace:
     return t if isinstance(t, Trace) else opts.load(os.fspath(t))
 
 
-def load_traces(items, options: LoadOptions, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:
+def load_traces(
+    items: Traces, options: LoadOptions, *, recursive: bool = False
+) -> tuple[list[Trace], list[str]]:
     """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in place;
     and the folder files passed over as not profiler traces."""
     items = [items] if isinstance(items, (str, os.PathLike, Trace)) else list(items)
@@ -64,7 +79,7 @@ def load_traces(items, options: LoadOptions, *, recursive: bool = False) -> tupl
 
 
 def summary(
-    trace,
+    trace: TraceLike,
     *,
     top: int = 10,
     run: bool = False,
@@ -76,12 +91,12 @@ def summary(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Device, GPU time, counts per step, time per kind and category, the ``top`` kernels.
@@ -100,7 +115,7 @@ def summary(
     return _summary(_trace(trace, opts), s, top=top)
 
 
-def _run(x, skip_bad: bool, recursive: bool, opts: LoadOptions):
+def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) -> Run:
     from .run import Run
     from .run import load_run as _load_run
 
@@ -108,7 +123,7 @@ def _run(x, skip_bad: bool, recursive: bool, opts: LoadOptions):
 
 
 def summary_run(
-    paths,
+    paths: Traces | Run,
     *,
     skip_bad: bool = False,
     recursive: bool = False,
@@ -118,12 +133,12 @@ def summary_run(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
@@ -135,7 +150,7 @@ def summary_run(
     return run_summary(_run(paths, skip_bad, recursive, opts), s, label=label)
 
 
-def run_labels(items) -> list[str]:
+def run_labels(items: Sequence[Traces | Run]) -> list[str]:
     """A label per run: its folder's name (its path when two share a name; `` (N)`` after a run given
     twice), else ``run N``."""
     names = [
@@ -150,9 +165,9 @@ def run_labels(items) -> list[str]:
 
 
 def compare_runs(
-    runs,
+    runs: Sequence[Traces | Run],
     *,
-    baseline=None,
+    baseline: Baseline = None,
     skip_bad: bool = False,
     recursive: bool = False,
     step: int | None = None,
@@ -161,12 +176,12 @@ def compare_runs(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
@@ -185,45 +200,31 @@ def compare_runs(
 
 
 def kernels(
-    trace,
+    trace: TraceLike,
     *,
     ops: bool = False,
     unclassified: bool = False,
-    by: str = "name",
-    library: tuple[str, ...] = (),
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
     ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
     ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
-    ``by="source"``: table ``sources`` instead, per line of the user's code (``kernels --by source``;
-    ``library``: more file or folder/ patterns that are not the user's code, beside rules/sources.toml).
     ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
     from .analyses.trace.kernels import kernel_stats, unclassified_report
 
     s, opts = _parts(locals())
-    if by not in ("name", "source"):
-        raise TypeError(f"by= is 'name' or 'source', not {by!r}")
-    if by == "source":
-        if ops or unclassified:
-            raise TypeError("by='source' is its own table: give it without ops= or unclassified=")
-        from .analyses.trace.source_lines import source_stats
-
-        return source_stats(_trace(trace, opts), s, tuple(library))
-    if library:
-        raise TypeError("library= applies to by='source' only")
     if unclassified:
         if ops:
             raise TypeError("ops= and unclassified= are two different tables: give one")
@@ -232,7 +233,7 @@ def kernels(
 
 
 def roofline(
-    trace,
+    trace: TraceLike,
     *,
     step: int | None = None,
     annotation: str | None = None,
@@ -240,12 +241,12 @@ def roofline(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """One step's kernels with work (``step``, else the region's first): FLOPs, bytes, intensity,
@@ -257,8 +258,8 @@ def roofline(
 
 
 def diff(
-    a,
-    b,
+    a: TraceLike,
+    b: TraceLike,
     *,
     annotation_b: str | None = None,
     top: int | None = 20,
@@ -268,12 +269,12 @@ def diff(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
@@ -285,12 +286,13 @@ def diff(
     from .analyses.variants.diff import diff as _diff
 
     s, opts = _parts(locals())
-    if all(isinstance(x, (str, os.PathLike)) and os.path.isdir(x) for x in (a, b)):
+    paths = [x for x in (a, b) if isinstance(x, (str, os.PathLike)) and os.path.isdir(x)]
+    if len(paths) == 2:
         if s is not None or annotation_b is not None or top != 20:
             raise TypeError(
                 "two folders are two runs, compared whole: a selection, annotation_b or top does not apply"
             )
-        return diff_runs(a, b, options=opts)
+        return diff_runs(*paths, options=opts)
     return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
 
 
@@ -303,9 +305,9 @@ def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
 
 
 def compare(
-    traces,
+    traces: Traces,
     *,
-    baseline=None,
+    baseline: Baseline = None,
     recursive: bool = False,
     run: bool = False,
     skip_bad: bool = False,
@@ -315,12 +317,12 @@ def compare(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
@@ -333,8 +335,9 @@ def compare(
 
     s, opts = _parts(locals())
     if run:
+        runs = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
         return compare_runs(
-            traces, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts
+            runs, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts
         )
     loaded, skipped = load_traces(traces, opts, recursive=recursive)
     report = _compare(loaded, baseline=baseline, sel=s)
@@ -342,16 +345,18 @@ def compare(
     return report
 
 
-def breakdown(traces, *, sels: list | None = None, labels: list | None = None) -> Report:
+def breakdown(
+    traces: Trace | Sequence[Trace], *, sels: list | None = None, labels: list | None = None
+) -> Report:
     """GPU time per step by category, one row per Trace and category (``--plot`` of diff and compare);
     ``sels`` gives each trace its selection."""
     from .analyses.trace.breakdown import breakdown as _breakdown
 
-    return _breakdown(list(traces), sels=sels, labels=labels)
+    return _breakdown([traces] if isinstance(traces, Trace) else list(traces), sels=sels, labels=labels)
 
 
 def timeline(
-    trace,
+    trace: TraceLike,
     *,
     step: int | None = None,
     annotation: str | None = None,
@@ -359,12 +364,12 @@ def timeline(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """One step (``step``; default the first) on a time axis: its activities with start, duration,
@@ -377,7 +382,7 @@ def timeline(
 
 
 def memory(
-    trace,
+    trace: TraceLike,
     *,
     step: int | None = None,
     annotation: str | None = None,
@@ -386,12 +391,12 @@ def memory(
     kind: str | None = None,
     timeline: bool = False,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Allocations from the trace's ``[memory]`` events (``profile_memory=True``), per device: the
@@ -407,22 +412,22 @@ def memory(
 
 
 def annotate(
-    trace,
-    output,
+    trace: TraceLike,
+    output: PathLike,
     *,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> dict:
     """Write ``trace`` (a path) to ``output`` (.json or .json.gz) with each GPU activity's category,
     tensor-core use, attention backend and launching op chain in its args, plus counter tracks of GPU
     time by category per step. ``output`` appears only once complete and is never the input.
     Returns counts: ``activities``, ``counter_events``, ``skipped``, ``not_loaded``."""
-    from .analyses.trace.annotate import annotations
+    from .analyses.trace.annotate import gpu_annotations
     from .render.annotated import check_output, write_annotated
 
     _, opts = _parts(locals())
@@ -430,15 +435,20 @@ def annotate(
     check_output(path, output)  # before the (slow) load: a wrong output is known now
     t = _trace(trace, opts)  # the text is re-read under the load's caps
     return write_annotated(
-        t, annotations(t), output, max_bytes=opts.max_bytes, max_ratio=opts.max_ratio, salvage=opts.salvage
+        t,
+        gpu_annotations(t),
+        output,
+        max_bytes=opts.max_bytes,
+        max_ratio=opts.max_ratio,
+        salvage=opts.salvage,
     )
 
 
 def report(
-    traces,
+    traces: Traces,
     *,
-    output=None,
-    baseline=None,
+    output: PathLike | None = None,
+    baseline: Baseline = None,
     recursive: bool = False,
     step: int | None = None,
     annotation: str | None = None,
@@ -446,12 +456,12 @@ def report(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> str:
     """The HTML report of traces (paths, folders or Traces) as one self-contained page: findings in
@@ -478,7 +488,7 @@ def report(
     return text
 
 
-def check_report_path(output) -> None:
+def check_report_path(output: PathLike) -> None:
     """The report file must be .html in a folder that exists (checked before any trace is read)."""
     from pathlib import Path
 
@@ -492,7 +502,7 @@ def check_report_path(output) -> None:
 
 
 def exposed(
-    trace,
+    trace: TraceLike,
     *,
     step: int | None = None,
     annotation: str | None = None,
@@ -500,12 +510,12 @@ def exposed(
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Each step's wall time split into exposed time per cause (computation by category,
@@ -518,23 +528,23 @@ def exposed(
 
 
 def check(
-    candidate,
+    candidate: TraceLike,
     *,
-    baseline=None,
-    checks=None,
-    junit=None,
+    baseline: TraceLike | None = None,
+    checks: PathLike | None = None,
+    junit: PathLike | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
     stream: int | None = None,
     kind: str | None = None,
     sel: Selection | None = None,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """A performance gate: every rule of ``checks`` (a TOML rules file; None: the built-in rules,
@@ -561,7 +571,7 @@ def check(
     return result
 
 
-def check_junit_path(path) -> None:
+def check_junit_path(path: PathLike) -> None:
     """The JUnit file's folder must exist (checked before any trace is read)."""
     from pathlib import Path
 
@@ -571,7 +581,14 @@ def check_junit_path(path) -> None:
         raise OutputError(path, f"folder {Path(path).parent} does not exist")
 
 
-def assert_check(candidate, *, baseline=None, checks=None, sel: Selection | None = None, **load) -> Report:
+def assert_check(
+    candidate: TraceLike,
+    *,
+    baseline: TraceLike | None = None,
+    checks: PathLike | None = None,
+    sel: Selection | None = None,
+    **load: Any,
+) -> Report:
     """For a test: ``tv.assert_check("new.json.gz", baseline="old.json.gz")`` raises AssertionError
     naming each failed rule, how far it missed and what diff says changed; returns the Report when
     every rule holds. ``load``: the load options (``cache=False``, ``rules=``, ...)."""
@@ -582,18 +599,18 @@ def assert_check(candidate, *, baseline=None, checks=None, sel: Selection | None
 
 
 def hta(
-    trace,
+    trace: TraceLike,
     *,
     analysis: str = "temporal",
     rank: int | None = None,
     drop_last_step: bool = False,
     ns_rounding: bool = True,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Holistic Trace Analysis's ``analysis`` (temporal, idle, kernels, launch) of a trace, its
@@ -611,18 +628,18 @@ def hta(
 
 
 def load_run(
-    paths,
+    paths: Traces | Run,
     *,
     skip_bad: bool = False,
     recursive: bool = False,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
-):
+) -> Run:
     """The rank traces of one distributed job (a folder, or paths) as a ``Run``: rank and world size
     from each trace's ``distributedInfo``; two traces of one rank are refused, missing ranks reported.
     ``run.frame("kernels")`` stacks every rank's frame with a ``rank`` column."""
@@ -631,19 +648,19 @@ def load_run(
 
 
 def ranks(
-    paths,
+    paths: Traces | Run,
     *,
     workers: int | None = None,
     scheduler: str | None = None,
     skip_bad: bool = False,
     recursive: bool = False,
-    progress=None,
-    rules=None,
-    devices=None,
+    progress: Callable[..., Any] | None = None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """The distributed analyses of a run, one row per rank (``traceview ranks``): GPU time breakdown,
@@ -667,28 +684,28 @@ def ranks(
 
 
 def diff_runs(
-    a,
-    b,
+    a: PathLike | Report,
+    b: PathLike | Report,
     *,
     workers: int | None = None,
     scheduler: str | None = None,
     skip_bad: bool = False,
-    rules=None,
-    devices=None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
     salvage: bool = False,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache=None,
+    cache: CacheSetting = None,
     options: LoadOptions | None = None,
 ) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
     from .analyses.runs.run_diff import run_diff
 
     _, opts = _parts(locals())
-    a, b = (
+    ra, rb = (
         r
         if isinstance(r, Report)
         else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad, options=opts)
         for r in (a, b)
     )
-    return run_diff(a, b)
+    return run_diff(ra, rb)

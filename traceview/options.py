@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
+
+if TYPE_CHECKING:  # for the annotations only: classify and model load when first used
+    from .classify import RuleSet
+    from .model import Trace
 
 
 @dataclass(frozen=True)
@@ -20,12 +25,12 @@ class LoadOptions:
     to the cut; ``max_bytes``/``max_ratio``: refuse a trace whose text is larger, or a gzip that
     expands more (None: no ratio limit); ``cache``: True, False or a folder (None: the default)."""
 
-    rules: object = None
-    devices: str | None = None
+    rules: str | os.PathLike[str] | RuleSet | None = None
+    devices: str | os.PathLike[str] | None = None
     salvage: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
     max_ratio: float | None = DEFAULT_MAX_RATIO
-    cache: object = None
+    cache: bool | str | os.PathLike[str] | None = None
 
     def checked(self) -> LoadOptions:
         """The same options with the rule and device files checked, so a bad file fails now, in one
@@ -46,7 +51,7 @@ class LoadOptions:
             load_devices(devices)
         return replace(self, rules=rules, devices=devices)
 
-    def kwargs(self) -> dict:
+    def kwargs(self) -> dict[str, Any]:
         """The keywords of ``traceview.load`` these options stand for."""
         return {
             "rules": self.rules,
@@ -57,7 +62,7 @@ class LoadOptions:
             "cache": self.cache,
         }
 
-    def load(self, path):
+    def load(self, path: str | os.PathLike[str]) -> Trace:
         """``traceview.load(path)`` with these options."""
         from .load import load
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,7 +44,7 @@ class Finding(str):
 
     evidence: tuple = ()
 
-    def __new__(cls, text: str, evidence=()) -> Finding:
+    def __new__(cls, text: str, evidence: Iterable[Any] = ()) -> Finding:
         f = super().__new__(cls, text)
         f.evidence = tuple(evidence)
         return f
@@ -101,7 +103,7 @@ def _records(df: pd.DataFrame) -> list[dict]:
     ]
 
 
-def plain(value):
+def plain(value: Any) -> Any:
     """A value as JSON-ready Python: numpy scalars to int/float/bool, nan to None."""
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}

@@ -21,7 +21,8 @@ class ReportSet:
     glance: Report  # tensor-core share and attention backend per trace
     breakdown: Report
     diffs: list = field(default_factory=list)  # each trace vs the baseline
-    timelines: list = field(default_factory=list)  # (label, timeline Report or None, why not)
+    # (label, its timeline or None, why not)
+    timelines: list[tuple[str, Report | None, str]] = field(default_factory=list)
 
 
 def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet:
@@ -42,7 +43,7 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
         info={"tensor_core_pct": "share of GEMM time on tensor cores"},
     )
     diffs = [diff(traces[base], t, sel) for i, t in enumerate(traces) if i != base]
-    lines = []
+    lines: list[tuple[str, Report | None, str]] = []  # None: no timeline, and the reason why
     for label, t in zip(labels, traces, strict=True):
         try:
             lines.append((label, timeline(t, sel), ""))

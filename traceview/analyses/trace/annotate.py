@@ -14,7 +14,7 @@ from ..select.region import Selection, region
 PREFIX = "traceview."
 
 
-def annotations(trace) -> Report:
+def gpu_annotations(trace) -> Report:
     """``activities``: one row per GPU activity (``event``: its row in ``trace.events``) with
     category, tensor_core, attention_backend, launched_by; ``per_step``: GPU time (ns) per
     step and category (step -1: activities outside every step)."""

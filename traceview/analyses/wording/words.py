@@ -6,6 +6,8 @@ Shared by diff and compare so that both say "2.5x", "1.20 ms" and "a, b and c" a
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +71,7 @@ def pct(x: float) -> str:
 
 #: how a cited figure reads (``Cite``): the sentence states the figure's magnitude this way and says
 #: its direction in words ("fewer", "-"), so a script re-derives it from the cell with ``reads``
-READS = {
+READS: dict[str, Callable[[Any], str]] = {
     "ns": lambda v: human(abs(v)),
     "count": lambda v: num(abs(v)),
     "ratio": times,

@@ -80,3 +80,31 @@ def test_compare_two_fastest_are_both_named(tmp_path):
     texts = _texts(_run(["compare", a, b, c], tmp_path))
     line = next(t for t in texts if "the least GPU time" in t)
     assert line.startswith("a and b take the least GPU time per step (50.000 us, 1.00x a); c the most"), line
+
+
+def test_compare_labels_by_the_folders_that_differ(tmp_path):
+    """Three runs' trace.json.gz: labelled by the one folder that differs, unique, in JSON and text."""
+    paths = []
+    for run, us in (("run_a", 10.0), ("run_b", 12.0), ("run_c", 14.0)):
+        (tmp_path / "runs" / run / "rank0").mkdir(parents=True)
+        paths.append(_stepped(tmp_path / "runs" / run / "rank0" / "trace.json.gz", [(synth.GEMM_TC, us)]))
+    doc = _run(["compare", *paths], tmp_path)
+    labels = [r["trace"] for r in doc["tables"]["compare"]]
+    assert labels == ["run_a/trace", "run_b/trace", "run_c/trace"]
+    env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "80"}
+    text = CliRunner().invoke(main, ["compare", *paths], env=env).output
+    assert all(label in text for label in labels), text
+
+
+def test_diff_says_the_tile_changed(tmp_path):
+    """128x64 -> 128x128 is one family (one by_kernel row) and a finding says the tile changed."""
+    a = _stepped(tmp_path / "a.json.gz", [("ampere_sgemm_128x64_tn", 10.0)])
+    b = _stepped(tmp_path / "b.json.gz", [("ampere_sgemm_128x128_tn", 14.0)])
+    doc = _run(["diff", a, b], tmp_path)
+    rows = doc["tables"]["by_kernel"]
+    assert [r["kernel"] for r in rows] == ["ampere_sgemm_128x64_tn → ampere_sgemm_128x128_tn"]
+    line = next(t for t in _texts(doc) if "tile" in t)
+    assert line == (
+        "ampere_sgemm_128x64_tn → ampere_sgemm_128x128_tn: the same kernel family with another tile "
+        "configuration in B, 10.000 us -> 14.000 us per step"
+    ), line

@@ -152,16 +152,36 @@ def breakdown(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
 
 
 def trace_labels(traces) -> list[str]:
-    """Each trace's label; repeated labels get the file name added, then the full path."""
+    """Each trace's label; traces whose labels repeat are told apart by their file names, else by
+    the shortest part of their paths that differs (the folders left when the shared leading and
+    trailing ones are dropped): ``runA/rank0/trace.json`` and ``runB/rank0/trace.json`` read
+    ``runA/trace`` and ``runB/trace``.
+    Full paths would be cut in the middle by a narrow table until they read the same."""
     labels = [t.label for t in traces]
-    counts = Counter(labels)
-    labels = [
-        f"{lbl} ({os.path.basename(t.path)})" if counts[lbl] > 1 else lbl
-        for lbl, t in zip(labels, traces, strict=True)
-    ]
-    if len(set(labels)) == len(labels):
-        return labels
-    paths = [t.path for t in traces]
-    if len(set(paths)) == len(paths):
-        return paths
-    return [f"{lbl} #{i + 1}" for i, lbl in enumerate(labels)]  # the same file given twice
+    out = list(labels)
+    for lbl, n in Counter(labels).items():
+        if n < 2:
+            continue
+        idx = [i for i, x in enumerate(labels) if x == lbl]
+        names = [os.path.basename(traces[i].path) for i in idx]
+        if len(set(names)) == n:  # the file names tell them apart (one collector, two files)
+            for i, name in zip(idx, names, strict=True):
+                out[i] = f"{lbl} ({name})"
+            continue
+        folders = [os.path.abspath(traces[i].path).split(os.sep)[:-1] for i in idx]
+        for i, middle in zip(idx, _differing(folders), strict=True):
+            out[i] = "/".join([*middle, lbl])
+    if len(set(out)) == len(out):
+        return out
+    return [f"{lbl} #{i + 1}" for i, lbl in enumerate(out)]  # the same file given twice
+
+
+def _differing(paths: list[list[str]]) -> list[list[str]]:
+    """Each list of path parts without the leading and trailing parts all of them share."""
+    head = 0
+    while all(len(p) > head for p in paths) and len({p[head] for p in paths}) == 1:
+        head += 1
+    tail = 0
+    while all(len(p) - head > tail for p in paths) and len({p[len(p) - 1 - tail] for p in paths}) == 1:
+        tail += 1
+    return [p[head : len(p) - tail] for p in paths]

@@ -13,7 +13,7 @@ from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores
 from ..measure.registry import per_step
 from ..select.region import Region
-from ..wording.names import short_kernel_name
+from ..wording.names import short_kernel_name, tile
 from ..wording.words import Cite, human, listing, num, ratio, times
 
 
@@ -68,6 +68,7 @@ def _gpu_findings(A: Region, B: Region, kernels, same_work: bool = True) -> list
     f = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
     f += _only_findings(kernels.only_a, kernels.only_b, unit)
+    f += _tile_findings(kernels.both, unit)
     f += _gemm_findings(kernels.ga, kernels.gb, same_work)
     f += _precision_findings(A, B)
     f += efficiency_findings([("A", A), ("B", B)])
@@ -164,6 +165,25 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
                     f"in all (the largest above; see {name_t})"
                 )
             )
+    return f
+
+
+def _tile_findings(both: pd.DataFrame, unit: str, n: int = 3) -> list[Finding]:
+    """Kernels matched as one family whose tile configuration changed (``128x64 → 128x128``): the
+    key masks the tile so the rows pair up, but a new tile is a choice the library made, said apart.
+    The largest changes in time first (``both``'s order), as many as ``n``."""
+    ta, tb = both["a_example"].map(tile), both["b_example"].map(tile)
+    changed = both[(ta.notna() & tb.notna() & (ta != tb)).to_numpy()].head(n)
+    f = []
+    for row in changed.itertuples(index=False):
+        c, key = Cite(), {"match_key": row.match_key}
+        f.append(
+            c.finding(
+                f"{c('by_kernel', key, 'kernel', row.kernel, 'name')}: the same kernel family with another "
+                f"tile configuration in B, {c('by_kernel', key, 'a_time_ns', row.a_time_ns, 'ns')} -> "
+                f"{c('by_kernel', key, 'b_time_ns', row.b_time_ns, 'ns')} per {unit}"
+            )
+        )
     return f
 
 

@@ -162,6 +162,17 @@ def short_kernel_name(name: str) -> str:
     return head or text
 
 
+_TILE_RE = re.compile(r"(?<![A-Za-z0-9])\d+x\d+(?:x\d+)*(?![0-9])")
+
+
+def tile(name: str) -> str | None:
+    """A GEMM/conv kernel's tile configuration as its name writes it (``ampere_sgemm_128x64_tn`` ->
+    ``128x64``; the first ``NxM`` token), None when the name has none. The matching key masks it
+    (one family), so a diff says apart when it changed."""
+    m = _TILE_RE.search(str(name))
+    return m.group(0) if m else None
+
+
 def finding_name(key: str, example: str, limit: int = 70) -> str:
     """How a sentence names a kernel: its readable name (:func:`readable_kernel_name`, no
     digit masked), shortened in the middle past ``limit`` characters. ``key`` is kept for

@@ -9,11 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 from corpus import CORPUS, SKIP_REASON
 from synth import write

@@ -55,7 +55,8 @@ def convert(doc: dict, kind, hints: dict | None = None):
 def where(array: str, index: int, entry: dict | None, key: str = "") -> tuple[str, str]:
     """(key path, entry label) for the item ``array[index]``: ``("rule[3].category", "rule 'x'")``."""
     path = f"{array}[{index}]" + (f".{key}" if key else "")
-    label = next((entry[k] for k in ("id", "name") if isinstance((entry or {}).get(k), str) and entry[k]), "")
+    given = entry or {}
+    label = next((given[k] for k in ("id", "name") if isinstance(given.get(k), str) and given[k]), "")
     return path, (f"{array} {label!r}" if label else "")
 
 

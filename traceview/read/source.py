@@ -209,7 +209,7 @@ def _corrupt(zlib_message: str, at: int) -> str:
     return f"corrupt gzip data near compressed byte {at} ({why})"
 
 
-def _damage_offset(decomp, chunk: bytes) -> tuple[int, bytes]:
+def _damage_offset(decomp, chunk: bytes) -> tuple[int, bytes | bytearray]:
     """How far into ``chunk`` zlib finds the damage it refused: it does not say, and one step may
     span megabytes, so the step is replayed from the state before it in ``LOCATE_STEP`` slices
     (bounded per call as in the real step). Exact to a slice. Returns the offset and the text
@@ -267,7 +267,7 @@ def _inflate_all(fh, head: bytes, inflater: _Inflater) -> None:
         chunk = fh.read(READ_CHUNK)
 
 
-def _human(n: int) -> str:
+def _human(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -42,9 +42,9 @@ class NumberTexts:
 
     def tokens(self, key: str) -> list:
         """The raw JSON text of field ``key`` ("ts" or "dur") of each wanted row."""
-        struct = _TsText if key == "ts" else _DurText
+        struct: type[_TsText] | type[_DurText] = _TsText if key == "ts" else _DurText
         try:
-            items = msgspec.json.decode(self.events_raw, type=list[struct])
+            items = msgspec.json.decode(self.events_raw, type=list[struct])  # type: ignore[valid-type]
         except _DECODE_ERRORS:
             one = msgspec.json.Decoder(struct)  # some item was dropped as malformed: one by one
             items = [

@@ -27,7 +27,7 @@ def render_reports(reports, *, rich=None, width=None) -> bytes:
             raise ValueError(f"JUnit XML shows check results, not a {report.kind} report")
         suites.append(_suite(report))
     for key in ("tests", "failures", "skipped"):
-        suites.set(key, str(sum(int(s.get(key)) for s in suites)))
+        suites.set(key, str(sum(int(s.get(key, "0")) for s in suites)))
     ET.indent(suites)
     return ET.tostring(suites, encoding="utf-8", xml_declaration=True) + b"\n"
 

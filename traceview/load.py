@@ -7,7 +7,7 @@ import os
 from .classify import annotate
 from .errors import NotATraceError, TraceReadError
 from .link import link, link_memory
-from .model import Trace, build_events, gpu_activities, step_table
+from .model import Trace, build_events, gpu_activity_table, step_table
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
 from .sources import op_stacks, sources
@@ -86,7 +86,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     )
     steps = step_table(built.events)
     activities, ops, shares, link_notes = link(
-        built.events, built.flows, steps, gpu_activities(built.events), built.op_args
+        built.events, built.flows, steps, gpu_activity_table(built.events), built.op_args
     )
     warnings += [f"{path}: {n}" for n in link_notes]
     ops["stack"] = op_stacks(built.events, ops, ops.pop("call_stack").array)

@@ -490,7 +490,7 @@ def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
     )
 
 
-def gpu_activities(events: pd.DataFrame) -> pd.DataFrame:
+def gpu_activity_table(events: pd.DataFrame) -> pd.DataFrame:
     """The kernels/memcpy/memset rows with device and stream filled from pid/tid."""
     mask = events["role"].isin(GPU_ROLES).to_numpy()
     k = events.loc[

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import synth
 from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON
 
 from traceview.cli import main
 
@@ -108,3 +110,19 @@ def test_diff_says_the_tile_changed(tmp_path):
         "ampere_sgemm_128x64_tn → ampere_sgemm_128x128_tn: the same kernel family with another tile "
         "configuration in B, 10.000 us -> 14.000 us per step"
     ), line
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+def test_compare_run_tie_names_no_run_twice(tmp_path):
+    """param/'s ranks 0-1 against the same files (linked) under another folder: the two runs tie on GPU
+    time per step, said as a tie, not 'param takes the least ... param the most'."""
+    runs = [tmp_path / "param", tmp_path / "copy"]
+    for run in runs:  # two of param/'s ranks keep it fast; links, no copy of the corpus
+        run.mkdir()
+        for f in sorted((CORPUS / "param").glob("dlrm_kineto__worker[01]_*.json.gz")):
+            (run / f.name).symlink_to(f)
+    env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
+    res = CliRunner().invoke(main, ["compare", "--run", *map(str, runs), "--format", "json"], env=env)
+    assert res.exit_code == 0, res.output
+    first = json.loads(res.output)["findings"][0]
+    assert first.startswith("every run takes the same GPU time per step over its ranks ("), first

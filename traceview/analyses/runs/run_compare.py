@@ -21,7 +21,7 @@ from ...report import Report
 from ...run import rank_list
 from ..measure.registry import shown_in
 from ..select.region import Selection
-from ..wording.words import human, ratio, times
+from ..wording.words import human, listing, ratio, times
 from .rank_work import rank_work
 from .ranks import ranks_report
 from .run_diff import METRICS as DIST
@@ -168,13 +168,17 @@ def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
     if len(labels) < 2:
         return [f"only one run ({bl}): nothing to compare it with"]
     t = table.set_index("run")
-    fast, slow = t["gpu_time_per_step_ns"].idxmin(), t["gpu_time_per_step_ns"].idxmax()
-    out = [
-        f"{fast} takes the least GPU time per step over its ranks "
-        f"({human(t.loc[fast, 'gpu_time_per_step_ns'])}, "
-        f"{times(t.loc[fast, 'ratio_gpu_time'])} {bl}); {slow} the most "
-        f"({human(t.loc[slow, 'gpu_time_per_step_ns'])}, {times(t.loc[slow, 'ratio_gpu_time'])} {bl})"
-    ]
+    v = t["gpu_time_per_step_ns"]
+    fast, slow = list(v.index[v == v.min()]), list(v.index[v == v.max()])  # every tied run named
+    if len(fast) == len(t):
+        out = [f"every run takes the same GPU time per step over its ranks ({human(v.iloc[0])})"]
+    else:
+        out = [
+            f"{listing(fast)} {'take' if len(fast) > 1 else 'takes'} the least GPU time per step over "
+            f"{'their' if len(fast) > 1 else 'its'} ranks ({human(v[fast[0]])}, "
+            f"{times(t.loc[fast[0], 'ratio_gpu_time'])} {bl}); {listing(slow)} the most "
+            f"({human(v[slow[0]])}, {times(t.loc[slow[0], 'ratio_gpu_time'])} {bl})"
+        ]
     for i, label in enumerate(labels):
         if i != base:
             out += [

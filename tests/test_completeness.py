@@ -161,3 +161,33 @@ def test_cli_json_carries_the_tables():
     doc = json.loads(res.stdout)
     assert doc["tables"]["completeness"][0]["graph_replays"] == 356
     assert doc["tables"]["workload"][0]["trace"]
+
+
+SWITCH = CORPUS / "switchtransformers" / "trace.json.gz"  # A100 PCIe, fp32 GEMMs on CUDA cores
+
+
+@needs
+def test_cross_device_sentences_name_both_devices_and_both_peaks():
+    """Each side rated against its own device, each peak named with its device and its value, as
+    the device table (read here with tomllib) gives it."""
+    from pathlib import Path
+
+    import tomllib
+
+    table = tomllib.loads((Path(tv.__file__).parent / "rules" / "devices.toml").read_text())
+    peaks = {d["name"]: d.get("tensor", {}) for d in table["device"]}
+    r = tv.compare([tv.load(SWITCH), tv.load(BERT)])
+    (s,) = [f for f in r.findings if "run on CUDA cores at" in f]
+    got = re.fullmatch(
+        r"trace's GEMMs run on CUDA cores at ([\d.]+) TFLOP/s: ([\d.]+)% of the bf16 tensor-core peak of the "
+        r"(.+?) \(([\d.]+) TFLOP/s\); h100__gaunernst_bert-small-uncased__1016001's GEMMs reach ([\d.]+)% of "
+        r"the bf16 tensor-core peak of the (.+?) \(([\d.]+) TFLOP/s\)",
+        s,
+    )
+    assert got, s
+    tflops, pct, dev_a, peak_a, pct_b, dev_b, peak_b = got.groups()
+    assert (dev_a, dev_b) == ("A100 PCIe 80GB", "H100 SXM5 80GB")
+    assert float(peak_a) == peaks[dev_a]["bf16"] == 312.0 and float(peak_b) == peaks[dev_b]["bf16"] == 989.4
+    assert float(pct) == pytest.approx(100 * float(tflops) / float(peak_a), rel=0.02)  # 2 significant digits
+    row = r["compare"].set_index("trace").loc["h100__gaunernst_bert-small-uncased__1016001"]
+    assert float(pct_b) == pytest.approx(row["gemm_pct_of_peak"], rel=0.02)  # the table's figure

@@ -588,17 +588,35 @@ def _pct(v: float) -> str:
 
 def _side_words(label: str, e: dict, what: str) -> str:
     where = PATH_WORDS.get(e["path"], "an unknown path")
-    prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
-    parts = (
-        [f"{_pct(e['pct_of_peak'])} of the {prec} {PEAK_WORDS[e['path']]} peak"]
-        if not np.isnan(e["pct_of_peak"])
-        else []
+    parts = (  # the peak named with its device and value: each side is rated against its own
+        [f"{_pct(e['pct_of_peak'])} of {_rated_peak(e)}"] if not np.isnan(e["pct_of_peak"]) else []
     )
     if e.get("causal"):
         parts.append("causal attention rated on the FLOPs its kernels execute, half of torch's count")
     return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (
         f" ({'; '.join(parts)})" if parts else ""
     )
+
+
+def _rated_peak(e: dict) -> str:
+    """The peak a category's percent is of: its main path's, or (kernels on several paths or
+    precisions) the time-weighted peak that 100 * tflops / pct_of_peak gives back."""
+    weighted = 100.0 * e["tflops"] / e["pct_of_peak"]
+    if np.isclose(weighted, e["peak_tflops"], rtol=5e-3):
+        return _peak_words(e, e["path"], e["precision"], e["peak_tflops"])
+    device = f"the {e['device'].name}'s" if e.get("device") is not None else "the"
+    prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
+    return (
+        f"{device} time-weighted peak for their paths, {weighted:.4g} TFLOP/s (mostly {prec} "
+        f"{PATH_WORDS.get(e['path'], 'an unknown path')}, {e['peak_tflops']:.4g})"
+    )
+
+
+def _peak_words(e: dict, path: str, precision: str, peak: float) -> str:
+    """``the bf16 tensor-core peak of the H100 SXM (989.4 TFLOP/s)``: which peak, whose, how high."""
+    prec = "fp32 (TF32)" if path == "tensor" and precision == "fp32" else precision
+    device = f" of the {e['device'].name}" if e.get("device") is not None else ""
+    return f"the {prec} {PEAK_WORDS[path]} peak{device} ({peak:.4g} TFLOP/s)"
 
 
 def efficiency_findings(sides) -> list[str]:
@@ -625,10 +643,11 @@ def _cuda_vs_tensor(stats) -> list[str]:
         for t_lbl, t in tensor[:1]:
             peak = e["device"].peak_tflops("tensor", t["precision"])
             if peak:
-                out.append(
+                out.append(  # two devices, two peaks: each named with its own
                     f"{lbl}'s GEMMs run on CUDA cores at {e['tflops']:.3g} TFLOP/s: "
-                    f"{_pct(100.0 * e['tflops'] / peak)} of the {t['precision']} tensor-core peak "
-                    f"({peak:.4g} TFLOP/s) that {t_lbl}'s GEMMs reach {_pct(t['pct_of_peak'])} of"
+                    f"{_pct(100.0 * e['tflops'] / peak)} of "
+                    f"{_peak_words(e, 'tensor', t['precision'], peak)}; {t_lbl}'s GEMMs reach "
+                    f"{_pct(t['pct_of_peak'])} of {_rated_peak(t)}"
                 )
     return out
 

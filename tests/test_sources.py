@@ -61,7 +61,7 @@ def _innermost(spans: list, t: int):
 
 
 def recount(path) -> dict:
-    """source line -> [GPU ns, activities], by hand from the JSON."""
+    """(source line, what it called) -> [GPU ns, activities], by hand from the JSON."""
     with gzip.open(path, "rt") as f:
         events = json.load(f)["traceEvents"]
     ops, frames, by_id = defaultdict(list), defaultdict(list), {}
@@ -82,35 +82,44 @@ def recount(path) -> dict:
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in GPU_CATS:
             continue
-        line = "(no source line)"
+        line = ("(no source line)", "")
         launch = launches.get(e.get("args", {}).get("correlation"))
         if launch is not None:
             key = (launch[2].get("pid"), launch[2].get("tid"))
             op = _innermost(ops[key], launch[0])
             frame = _innermost(frames[key], op[0]) if op else None
-            frame = frame[2] if frame else None
+            frame, below = (frame[2] if frame else None), None
             while frame is not None:  # up the callers by Python parent id
                 m = FRAME.match(frame["name"])
                 if m and not _library(m[1]):
-                    line = f"{m[1]}:{m[2]} {m[3]}"
+                    line = (f"{m[1]}:{m[2]} {m[3]}", _called(below))
                     break
-                frame = by_id.get((frame.get("pid"), frame["args"].get("Python parent id")))
+                frame, below = by_id.get((frame.get("pid"), frame["args"].get("Python parent id"))), frame
         out[line][0] += _ns(e.get("dur", 0))
         out[line][1] += 1
     return dict(out)
+
+
+def _called(frame) -> str:
+    """The callee's name as written in its frame: a file frame's function, a built-in's name."""
+    if frame is None:
+        return ""
+    name = frame["name"]
+    m = FRAME.match(name) or re.match(r"^<built-in (?:method|function) ([^ >]+)", name)
+    return m.groups()[-1] if m else re.sub(r"_[0-9]+$", "", name)
 
 
 @pytest.mark.parametrize("path", _params())
 def test_kernel_source_lines_equal_a_recount_by_parent_id(path):
     got = tv.kernels(path, by="source", cache=False).tables["sources"]
     mine = {
-        r.source: [r.gpu_ns, r.kernels + r.memcpys + r.memsets]
+        (r.source, r.call): [r.gpu_ns, r.kernels + r.memcpys + r.memsets]
         for r in got.itertuples()
         if r.kernels + r.memcpys + r.memsets
     }
     want = recount(path)
     assert mine == want
-    assert len(want) > 1 or "(no source line)" not in want  # real lines, not all unattributed
+    assert len(want) > 1 or ("(no source line)", "") not in want  # real lines, not all unattributed
 
 
 def _trace(tmp_path, stack_of_parent: str, name="t.json") -> str:
@@ -138,8 +147,8 @@ def test_call_stack_arg_inner_op_inherits_and_library_frames_are_skipped(tmp_pat
     path = _trace(tmp_path, STACK)
     rows = tv.kernels(path, by="source", cache=False).tables["sources"]
     assert rows.to_dict("records")[0] | {"gpu_pct": 100.0} == {
-        "source": "helpers.py:9 mask", "gpu_ns": 9000, "gpu_pct": 100.0, "kernels": 0, "memcpys": 1,
-        "memsets": 0, "flops": 0, "alloc_bytes": 0, "allocs": 0,
+        "source": "helpers.py:9 mask", "call": "softmax", "gpu_ns": 9000, "gpu_pct": 100.0, "kernels": 0,
+        "memcpys": 1, "memsets": 0, "flops": 0, "alloc_bytes": 0, "allocs": 0,
     }  # fmt: skip
     moved = tv.kernels(path, by="source", library=("helpers.py",), cache=False).tables["sources"]
     assert moved["source"].tolist() == ["attention.py:42 forward"]

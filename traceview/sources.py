@@ -33,6 +33,9 @@ from .model import categorical, per_category
 
 SEP = ";"  # joins the frames of a stack, innermost first, as the Call stack arg does
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$", re.S)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method x of Tensor object at 0x7f..>": per object
+_INSTANCE = re.compile(r"_\d+$")
+_CALLEE = re.compile(r"^<built-in (?:method|function) (?P<name>\S+)")
 
 
 @functools.cache
@@ -70,14 +73,10 @@ def _decoded(raw) -> pd.Categorical:
             value = json.loads(str(c))
         except ValueError:
             return None
-        return _file_frames(value.split(SEP)) or None if isinstance(value, str) else None
+        return value or None if isinstance(value, str) else None
 
     cat = raw if isinstance(raw, pd.Categorical) else pd.Categorical(raw)
     return categorical(per_category(cat, text, None))
-
-
-def _file_frames(frames) -> str:
-    return SEP.join(f for f in frames if _FRAME.match(f))
 
 
 def _frames(events: pd.DataFrame, frame_code: np.ndarray) -> pd.DataFrame:
@@ -116,8 +115,9 @@ def _frame_stacks(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     py = events.iloc[rows]
     parent = _parent_rows(py)
     names = py["name"].cat.remove_unused_categories()
-    labels = np.asarray(names.cat.categories, dtype=object)
-    is_file = np.array([bool(_FRAME.match(str(n))) for n in labels], dtype=bool)
+    labels = np.asarray(
+        [_ADDRESS.sub("", str(n)).replace(SEP, ",") for n in names.cat.categories], dtype=object
+    )
     name_code = names.cat.codes.to_numpy().astype(np.int64)
     depth = _depth(parent)
     code = np.full(len(rows), -1, dtype=np.int64)
@@ -126,9 +126,6 @@ def _frame_stacks(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     for d in np.unique(depth):  # callers come first
         at = np.flatnonzero(depth == d)
         above = np.where(parent[at] >= 0, code[np.clip(parent[at], 0, None)], -1)
-        own = is_file[name_code[at]]
-        code[at[~own]] = above[~own]  # a C call or marker adds no frame: its caller's stack
-        at, above = at[own], above[own]
         pairs, inverse = np.unique((above + 1) * width + name_code[at], return_inverse=True)
         code[at] = len(texts) + inverse.reshape(-1)
         for pair in pairs.tolist():
@@ -165,16 +162,36 @@ def sources(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) ->
     ``file.py:42 forward``; missing where the stack has none (or there is no stack).
     ``library``: the user's own library patterns, beside ``rules/sources.toml``'s."""
     is_library = library_test(tuple(library))
-
-    def user_line(text) -> str | None:
-        for frame in str(text).split(SEP):
-            m = _FRAME.match(frame)
-            if m and not is_library(m["file"]):
-                return f"{m['file']}:{m['line']} {m['func']}"
-        return None
-
     cat = stack.array if isinstance(stack, pd.Series) else stack
-    return categorical(per_category(cat, user_line, None))
+    return categorical(per_category(cat, lambda t: _user_frame(str(t), is_library)[0], None))
+
+
+def calls(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) -> pd.Categorical:
+    """Per row, what the user's frame called on the way to the op (``masked_fill``): the frame
+    just inside it, where the stack records one. python_function frames carry the line a
+    function starts on, not the line running, so this names the call the line made."""
+    is_library = library_test(tuple(library))
+    cat = stack.array if isinstance(stack, pd.Series) else stack
+    return categorical(per_category(cat, lambda t: _user_frame(str(t), is_library)[1], None))
+
+
+def _user_frame(text: str, is_library) -> tuple[str | None, str | None]:
+    """(``file.py:42 forward``, the callee's name) of the innermost user frame of a stack text."""
+    frames = text.split(SEP)
+    for i, frame in enumerate(frames):
+        m = _FRAME.match(frame)
+        if m and not is_library(m["file"]):
+            return f"{m['file']}:{m['line']} {m['func']}", _callee(frames[i - 1]) if i else None
+    return None, None
+
+
+def _callee(frame: str) -> str:
+    """A frame's function: ``softmax`` of ``torch/nn/functional.py(1): softmax`` or of
+    ``<built-in method softmax of Tensor object>``; else the frame as written (``nn.Module: Linear_0``)."""
+    m = _FRAME.match(frame) or _CALLEE.match(frame)
+    if m:
+        return m["func"] if "func" in m.groupdict() else m["name"]
+    return _INSTANCE.sub("", frame)  # nn.Module: Linear_35 -> nn.Module: Linear (one row, not one per layer)
 
 
 @functools.cache

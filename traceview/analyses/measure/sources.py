@@ -4,7 +4,9 @@ bytes allocated, each through the CPU op the line ran (``traceview kernels --by 
 An op's source line is ``ops.source`` (traceview/sources.py): the innermost frame of its Python
 stack that is not library code. A GPU activity has its launching op's, an allocation the op it
 happened in. What has no line (a trace without stacks, an op outside the Python tracer, an
-activity with no op) is counted in one row, ``NO_SOURCE``, never left out.
+activity with no op) is counted in one row, ``NO_SOURCE``, never left out. ``call`` splits a
+line by what it called on the way to the op (python_function frames give the line a function
+starts on, not the running line, so the callee tells one call of it from another).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...sources import sources
+from ...sources import calls, sources
 from .work import trace_work
 
 NO_SOURCE = "(no source line)"
@@ -20,29 +22,54 @@ NO_STACKS = (
     "this trace records no Python stacks (profile with with_stack=True): no op has a source line, "
     f"so every figure is in row {NO_SOURCE!r}"
 )
-COLUMNS = ("source", "gpu_ns", "gpu_pct", "kernels", "memcpys", "memsets", "flops", "alloc_bytes", "allocs")
+KEY = ["source", "call"]
+COLUMNS = (
+    "source",
+    "call",
+    "gpu_ns",
+    "gpu_pct",
+    "kernels",
+    "memcpys",
+    "memsets",
+    "flops",
+    "alloc_bytes",
+    "allocs",
+)
 
 
 def has_stacks(trace) -> bool:
     return "stack" in trace.ops.columns and bool(trace.ops["stack"].notna().any())
 
 
-def op_sources(trace, library: tuple[str, ...] = ()) -> np.ndarray:
-    """Per op (aligned with ``trace.ops``), its source line as text, ``NO_SOURCE`` where none.
+def op_sources(trace, library: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Per op (aligned with ``trace.ops``): ``source``, its line as text (``NO_SOURCE`` where none),
+    and ``call``, what that line called on the way to the op ("" where the stack does not say).
     ``library``: the user's own library patterns beside rules/sources.toml."""
-    if "stack" not in trace.ops.columns:
-        return np.full(len(trace.ops), NO_SOURCE, dtype=object)
-    src = trace.ops["source"].array if not library else sources(trace.ops["stack"], tuple(library))
-    return np.asarray(pd.Categorical(src).add_categories([NO_SOURCE]).fillna(NO_SOURCE), dtype=object)
+    ops = trace.ops
+    if "stack" not in ops.columns:
+        return pd.DataFrame({"source": np.full(len(ops), NO_SOURCE, dtype=object), "call": ""})
+    src = ops["source"].array if not library else sources(ops["stack"], tuple(library))
+    call = ops["call"].array if not library else calls(ops["stack"], tuple(library))
+    return pd.DataFrame({"source": _filled(src, NO_SOURCE), "call": _filled(call, "")})
 
 
-def activity_sources(trace, activities: pd.DataFrame, by_op: np.ndarray) -> np.ndarray:
-    """Per GPU activity, its launching op's source line (``by_op`` from :func:`op_sources`)."""
+def _filled(cat: pd.Categorical, empty: str) -> np.ndarray:
+    return np.asarray(pd.Series(cat, dtype=object).fillna(empty), dtype=object)
+
+
+def activity_sources(trace, activities: pd.DataFrame, by_op: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU activity, its launching op's ``source`` and ``call`` (``by_op``: :func:`op_sources`)."""
     pos = np.full(len(trace.events), -1, dtype=np.int64)
     pos[trace.ops["event"].to_numpy()] = np.arange(len(trace.ops))
     ev = activities["op_event"].to_numpy()
     op = np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
-    return np.where(op >= 0, by_op[np.clip(op, 0, None)], NO_SOURCE)
+    at = np.clip(op, 0, None)
+    return pd.DataFrame(
+        {
+            "source": np.where(op >= 0, by_op["source"].to_numpy()[at] if len(by_op) else "", NO_SOURCE),
+            "call": np.where(op >= 0, by_op["call"].to_numpy()[at] if len(by_op) else "", ""),
+        }
+    )
 
 
 def per_source(r, library: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -52,13 +79,11 @@ def per_source(r, library: tuple[str, ...] = ()) -> pd.DataFrame:
     trace = r.trace
     by_op = op_sources(trace, library)
     k = r.activities
-    acts = pd.DataFrame(
-        {"source": activity_sources(trace, k, by_op), "dur": np.clip(k["dur_ns"].to_numpy(), 0, None)}
-    )
+    acts = activity_sources(trace, k, by_op).assign(dur=np.clip(k["dur_ns"].to_numpy(), 0, None))
     kind = k["kind"].astype(str).to_numpy()
     for col, name in (("kernels", "kernel"), ("memcpys", "memcpy"), ("memsets", "memset")):
         acts[col] = (kind == name).astype(np.int64)
-    g = acts.groupby("source", sort=False).agg(
+    g = acts.groupby(KEY, sort=False).agg(
         gpu_ns=("dur", "sum"),
         kernels=("kernels", "sum"),
         memcpys=("memcpys", "sum"),
@@ -67,23 +92,24 @@ def per_source(r, library: tuple[str, ...] = ()) -> pd.DataFrame:
     rows = r.ops.index.to_numpy()
     work = trace_work(trace).iloc[rows]
     flops = work["flops"].where(work["counted"].to_numpy(), pd.NA).fillna(0).to_numpy(dtype=np.int64)
-    f = pd.Series(flops).groupby(by_op[rows], sort=False).sum()
-    out = g.join(f.rename("flops"), how="outer").join(_allocations(trace, rows, by_op), how="outer")
-    out = out.fillna(0).astype(np.int64).rename_axis("source").reset_index()
+    f = by_op.iloc[rows].assign(flops=flops).groupby(KEY, sort=False)["flops"].sum()
+    out = g.join(f, how="outer").join(_allocations(trace, rows, by_op), how="outer")
+    out = out.fillna(0).astype(np.int64).reset_index()
     total = int(out["gpu_ns"].sum())
     out.insert(2, "gpu_pct", 100.0 * out["gpu_ns"] / total if total else 0.0)
     out = out[list(COLUMNS)]
-    busy = out[list(COLUMNS[1:])].to_numpy().any(axis=1)
-    out = out[busy | (out["source"] != NO_SOURCE).to_numpy()]
-    return out.sort_values(["gpu_ns", "alloc_bytes"], ascending=False, kind="stable").reset_index(drop=True)
+    out = out[out[list(COLUMNS[2:])].to_numpy().any(axis=1)]  # a line that ran no work, FLOPs or allocation
+    order = ["gpu_ns", "alloc_bytes", "flops"]
+    return out.sort_values(order, ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _allocations(trace, rows: np.ndarray, by_op: np.ndarray) -> pd.DataFrame:
     """Bytes and count of the allocations (Bytes > 0) made inside the region's ops, per line."""
     m = trace.memory
     if not len(m) or "op" not in m.columns:
-        return pd.DataFrame({"alloc_bytes": pd.Series(dtype=np.int64), "allocs": pd.Series(dtype=np.int64)})
+        empty = pd.MultiIndex.from_arrays([[], []], names=KEY)
+        return pd.DataFrame({"alloc_bytes": [], "allocs": []}, index=empty, dtype=np.int64)
     op = m["op"].to_numpy()
     keep = (m["bytes"].to_numpy() > 0) & np.isin(op, rows)
-    a = pd.DataFrame({"source": by_op[op[keep]], "bytes": m["bytes"].to_numpy()[keep]})
-    return a.groupby("source", sort=False).agg(alloc_bytes=("bytes", "sum"), allocs=("bytes", "size"))
+    a = by_op.iloc[op[keep]].assign(bytes=m["bytes"].to_numpy()[keep])
+    return a.groupby(KEY, sort=False).agg(alloc_bytes=("bytes", "sum"), allocs=("bytes", "size"))

@@ -27,9 +27,11 @@ from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
 from ..measure.registry import numeric, per_step
+from ..measure.sources import has_stacks
 from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
+from .copy_sources import copy_sources
 from .diff_findings import diff_findings, exposed_findings
 
 
@@ -72,6 +74,9 @@ def diff(
     tables = {**first_tables, "workload": workload_table([(la, A), (lb, B)]), **tables}
     if len(a.memory) or len(b.memory):  # whole traces: the peak is one moment, not per step
         tables["memory"], words = memory.peak_difference(a, b, la, lb)
+        findings += words
+    if has_stacks(a) or has_stacks(b):  # the line each one-sided copy comes from, and its cost (issue 19)
+        tables["copy_sources"], words = copy_sources(A, B, chains_a, chains_b)
         findings += words
     if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
         tables["exposed"], exposed_info = exposed_diff_table(A, B)

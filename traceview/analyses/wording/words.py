@@ -78,7 +78,17 @@ READS: dict[str, Callable[[Any], str]] = {
     "pct": pct,
     "text": str,
     "name": lambda v: shortened(str(v)),
+    "bytes": lambda v: size(abs(v)),
 }
+
+
+def size(n: float) -> str:
+    """Bytes as a sentence states them: ``64.0 MiB``, ``12.5 KiB``, ``8 B`` (binary units, as torch
+    prints them)."""
+    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
 
 
 def shortened(text: str, limit: int = 70) -> str:

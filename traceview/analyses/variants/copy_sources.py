@@ -1,0 +1,99 @@
+"""Where a one-sided copy comes from (issue 19): the line of the user's code and what it cost.
+
+diff says "aten::masked_fill copies (... in A, not in B)" from the op chains found on one side
+only. With stacks (``with_stack=True``) the chain's ops have a source line
+(:mod:`..measure.sources`); this table gives, per such copy chain, that line, what it called,
+and what the outer op of the chain cost per step: bytes allocated inside it (its own and its
+child ops' allocations) and GPU time launched under it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ...domain import domain
+from ...link import ARROW
+from ..measure.sources import NO_SOURCE, has_stacks, op_sources
+from ..select.region import Region
+from ..wording.words import Cite
+
+COLUMNS = ["side", "chain", "source", "call", "alloc_bytes_per_step", "gpu_ns_per_step"]
+
+
+def copy_sources(A: Region, B: Region, chains_a: pd.DataFrame, chains_b: pd.DataFrame, n: int = 3):
+    """Table ``copy_sources`` (one row per one-sided copy chain with a source line, up to ``n`` a
+    side) and one sentence per row, each figure cited from its cell."""
+    rows = []
+    for side, r, chains in (("A", A, chains_a), ("B", B, chains_b)):
+        if has_stacks(r.trace) and len(chains):
+            rows += _rows(side, r, chains, n)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table, [_sentence(row, A.per_word) for row in table.itertuples(index=False)]
+
+
+def _rows(side: str, r: Region, chains: pd.DataFrame, n: int) -> list[tuple]:
+    copy_ops = domain().copy_ops
+    t = chains[chains["op"].isin(copy_ops) & chains["chain"].str.contains(ARROW, regex=False)]
+    ops = r.trace.ops
+    top = _outermost(ops["parent"].to_numpy())
+    lines = op_sources(r.trace)
+    chain = r.ops["chain"].astype(str).to_numpy()
+    out, seen = [], set()
+    for c in t["chain"]:
+        mine = r.ops.index.to_numpy()[chain == c]
+        outer = np.unique(top[mine])
+        src, call = lines["source"].to_numpy()[mine[0]], lines["call"].to_numpy()[mine[0]]
+        if src == NO_SOURCE or (src, call, c.split(ARROW)[0]) in seen:
+            continue
+        seen.add((src, call, c.split(ARROW)[0]))
+        out.append((side, c, src, call, _allocated(r, top, outer), _gpu_ns(r, top, outer)))
+        if len(out) == n:
+            break
+    return out
+
+
+def _outermost(parent: np.ndarray) -> np.ndarray:
+    """Each op's outermost ancestor op (itself for a root), one tree level a pass."""
+    top = np.arange(len(parent))
+    up = parent.copy()
+    while (more := up >= 0).any():
+        top[more] = up[more]
+        up[more] = parent[up[more]]
+    return top
+
+
+def _allocated(r: Region, top: np.ndarray, outer: np.ndarray) -> float:
+    """Bytes allocated (Bytes > 0) inside the ``outer`` ops and their child ops, per step."""
+    m = r.trace.memory
+    if not len(m) or "op" not in m.columns:
+        return 0.0
+    op = m["op"].to_numpy()
+    inside = (op >= 0) & np.isin(top[np.clip(op, 0, None)], outer) & (m["bytes"].to_numpy() > 0)
+    return float(m["bytes"].to_numpy()[inside].sum()) / r.regions
+
+
+def _gpu_ns(r: Region, top: np.ndarray, outer: np.ndarray) -> float:
+    """GPU time of the region's activities launched under the ``outer`` ops, per step."""
+    k = r.activities
+    if not len(k):
+        return 0.0
+    pos = np.full(len(r.trace.events), -1, dtype=np.int64)
+    pos[r.trace.ops["event"].to_numpy()] = np.arange(len(r.trace.ops))
+    ev = k["op_event"].to_numpy()
+    op = np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+    inside = (op >= 0) & np.isin(top[np.clip(op, 0, None)], outer)
+    return float(np.clip(k["dur_ns"].to_numpy()[inside], 0, None).sum()) / r.regions
+
+
+def _sentence(row, unit: str):
+    c, key = Cite(), {"side": row.side, "chain": row.chain}
+    chain = c("copy_sources", key, "chain", row.chain, "text")
+    where = c("copy_sources", key, "source", row.source, "text")
+    called = f" (its call to {c('copy_sources', key, 'call', row.call, 'text')})" if row.call else ""
+    cost = [f"{c('copy_sources', key, 'alloc_bytes_per_step', row.alloc_bytes_per_step, 'bytes')} allocated"]
+    if row.gpu_ns_per_step:
+        cost.append(f"{c('copy_sources', key, 'gpu_ns_per_step', row.gpu_ns_per_step, 'ns')} of GPU time")
+    return c.finding(
+        f"the copy in {row.side} ({chain}) comes from {where}{called}: {' and '.join(cost)} per {unit} there"
+    )

@@ -95,3 +95,14 @@ def test_every_diff_number_rederived_from_its_cells(pair, tmp_path):
 @pytest.mark.parametrize("paths", COMPARE_SETS, ids=lambda p: p[0].split("/")[-1][:30])
 def test_every_compare_number_rederived_from_its_cells(paths, tmp_path):
     check_all(_json(["compare", *(str(CORPUS / p) for p in paths)], tmp_path))
+
+
+@needs_corpus
+def test_top_keeps_every_cited_row(tmp_path):
+    """--top 1 cuts the long tables, but not below the rows the findings cite."""
+    pair = [str(CORPUS / p) for p in DIFF_PAIRS[0]]
+    doc = _json(["diff", *pair, "--top", "1"], tmp_path)
+    cited = [e for f in doc["findings"] for e in f["evidence"] if e["table"] in ("only_in_a", "only_in_b")]
+    assert cited and any(len(doc["tables"][t]) > 1 for t in ("only_in_a", "only_in_b"))
+    for e in cited:
+        _cell(doc, e)  # exactly one row

@@ -53,8 +53,8 @@ def diff(
     """What changed from trace ``a`` to trace ``b``, per step (or per annotated region).
 
     ``sel`` narrows both sides (``sel_b`` narrows B differently, e.g. another annotation
-    name). ``top`` caps the rows of the per-kernel and per-op tables (None: all rows);
-    findings always use every row.
+    name). ``top`` caps the rows of the per-kernel and per-op tables (None: all rows), keeping
+    every row a finding cites; findings always use every row.
     """
     A, B = region(a, sel), region(b, sel_b if sel_b is not None else sel)
     la, lb = trace_labels([a, b])
@@ -62,8 +62,8 @@ def diff(
     aa, ab = metrics.attention(A), metrics.attention(B)
     ops_t = _ops_diff(A, B)
     chains_a, chains_b = _chain_only(A, B)
-    tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top)
-    first, same_work = comparable_findings([("A", A), ("B", B)])
+    tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, None)  # capped at the end
+    first, same_work = comparable_findings([("A", la, A), ("B", lb, B)])
     findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, same_work=same_work)
     info = _info(a, b, A, B, la, lb, kernels)
     info["per_step_tables"] = ["workload"] + [n for n in tables if n != "overview"]
@@ -83,6 +83,7 @@ def diff(
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings
     findings = first + findings  # incomplete data and different work are said before any delta
+    tables = _cap_keeping_cited(tables, findings, top)
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
     if len(a.memory) or len(b.memory):  # one side without: say so, once
         notes += [f"{t.label}: {memory.NO_MEMORY}" for t in (a, b) if not len(t.memory)]
@@ -133,6 +134,27 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
     tables["cpu_ops"] = _cap(ops_t, top)
     tables["cpu_only_in_a"] = _cap(chains_a, top)
     tables["cpu_only_in_b"] = _cap(chains_b, top)
+    return tables
+
+
+#: the long tables ``top`` cuts
+CAPPED = ("only_in_a", "only_in_b", "by_kernel", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b")
+
+
+def _cap_keeping_cited(tables: dict, findings, top: int | None) -> dict:
+    """The long tables cut to their first ``top`` rows, and every row a finding cites kept (in
+    its place), so each figure of a sentence can be found in the JSON (issue 18 item 3)."""
+    if top is None:
+        return tables
+    for name in CAPPED:
+        if name not in tables:
+            continue
+        df = tables[name]
+        keep = np.arange(len(df)) < top
+        for e in (e for f in findings for e in getattr(f, "evidence", ())):
+            if e["table"] == name and e["row"]:
+                keep |= np.logical_and.reduce([(df[k] == v).to_numpy() for k, v in e["row"].items()])
+        tables[name] = df[keep].reset_index(drop=True)
     return tables
 
 

@@ -14,7 +14,7 @@ from ..measure.metrics import on_tensor_cores
 from ..measure.registry import per_step
 from ..select.region import Region
 from ..wording.names import short_kernel_name, tile
-from ..wording.words import Cite, human, listing, num, ratio, times
+from ..wording.words import Cite, human, listing, ratio
 
 
 def diff_findings(
@@ -260,10 +260,16 @@ def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
     rl = ratio(la, lb)
     if np.isnan(rl) or not (rl > 1.2 or rl < 0.8):
         return []
+    c = Cite()
+    o = "overview"
+    launches, cpu = {"metric": "kernel_launches_per_step"}, {"metric": "cpu_time_per_step_ns"}
     return [
-        f"host side: B makes {num(lb)} kernel launches per {unit} vs "
-        f"{num(la)} in A; CPU time per {unit} {human(mb['cpu_time_per_step_ns'])} vs "
-        f"{human(ma['cpu_time_per_step_ns'])}"
+        c.finding(
+            f"host side: B makes {c(o, launches, 'b', lb, 'count')} kernel launches per {unit} vs "
+            f"{c(o, launches, 'a', la, 'count')} in A; CPU time per {unit} "
+            f"{c(o, cpu, 'b', mb['cpu_time_per_step_ns'], 'ns')} vs "
+            f"{c(o, cpu, 'a', ma['cpu_time_per_step_ns'], 'ns')}"
+        )
     ]
 
 
@@ -274,9 +280,18 @@ def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
         t = ops_t[(ops_t[f"{theirs}_count"] == 0) & (ops_t[f"{mine}_count"] > 0)]
         t = t.sort_values(f"{mine}_time_ns", ascending=False, kind="stable")
         if len(t):
-            names = [f"{op} ({human(ns)})" for op, ns in zip(t["op"], t[f"{mine}_time_ns"], strict=True)]
+            c = Cite()
+            names = [
+                f"{c('cpu_ops', {'op': op}, 'op', op, 'text')} "
+                f"({c('cpu_ops', {'op': op}, f'{mine}_time_ns', ns, 'ns')})"
+                for op, ns in zip(t["op"].head(n), t[f"{mine}_time_ns"].head(n), strict=True)
+            ]
+            more = " and more (see cpu_ops)" if len(t) > n else ""
             f.append(
-                f"host side: {here} runs CPU ops that {there} does not, largest first: {listing(names, n)}"
+                c.finding(
+                    f"host side: {here} runs CPU ops that {there} does not, largest first: "
+                    f"{', '.join(names)}{more}"
+                )
             )
     return f
 
@@ -331,19 +346,31 @@ def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
     ma, mb = per_step(A), per_step(B)
     na, nb = ma["cpu_ops_per_step"], mb["cpu_ops_per_step"]
     ca, cb = ma["cpu_time_per_step_ns"], mb["cpu_time_per_step_ns"]
+    c = Cite()
+
+    def o(metric: str, column: str, value, how: str) -> str:
+        return c("overview", {"metric": metric}, column, value, how)
+
     f.append(
-        f"B runs {num(nb)} CPU ops per {unit} vs {num(na)} in A ({times(ratio(na, nb))}); "
-        f"CPU time per {unit} {human(cb)} vs {human(ca)} ({times(ratio(ca, cb))})"
+        c.finding(
+            f"B runs {o('cpu_ops_per_step', 'b', nb, 'count')} CPU ops per {unit} vs "
+            f"{o('cpu_ops_per_step', 'a', na, 'count')} in A "
+            f"({o('cpu_ops_per_step', 'ratio', ratio(na, nb), 'ratio')}); CPU time per {unit} "
+            f"{o('cpu_time_per_step_ns', 'b', cb, 'ns')} vs {o('cpu_time_per_step_ns', 'a', ca, 'ns')} "
+            f"({o('cpu_time_per_step_ns', 'ratio', ratio(ca, cb), 'ratio')})"
+        )
     )
     only_b = ops_t[(ops_t["a_count"] == 0) & (ops_t["b_count"] > 0)]["op"].tolist()
     only_a = ops_t[(ops_t["b_count"] == 0) & (ops_t["a_count"] > 0)]["op"].tolist()
     order_b, order_a = _first_seen(B), _first_seen(A)
     only_b.sort(key=lambda n: order_b.get(n, 1 << 60))
     only_a.sort(key=lambda n: order_a.get(n, 1 << 60))
-    if only_b:
-        f.append(f"B runs {listing(only_b, 12)} per {unit} that A does not")
-    if only_a:
-        f.append(f"A runs {listing(only_a, 12)} per {unit} that B does not")
+    for ops, here, there in ((only_b, "B", "A"), (only_a, "A", "B")):
+        if ops:
+            c = Cite()
+            names = [c("cpu_ops", {"op": op}, "op", op, "text") for op in ops[:12]]
+            more = " and more (see cpu_ops)" if len(ops) > 12 else ""
+            f.append(c.finding(f"{here} runs {listing(names, 12)}{more} per {unit} that {there} does not"))
     full_a, full_b = chain_table(A), chain_table(B)
     for table, here, there, other in ((chains_a, "A", "B", full_b), (chains_b, "B", "A", full_a)):
         f += _copy_findings(table, other, here, there, unit)
@@ -374,9 +401,13 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
         if any(outer in c and c[-1] == row.op and c.index(outer) < len(c) - 1 for c in other_chains):
             continue
         seen.add(outer)
+        c, key, name = Cite(), {"chain": row.chain}, f"cpu_only_in_{here.lower()}"
+        chain = c(name, key, "chain", row.chain, "text")  # holds the outer op: it is cited first
         out.append(
-            f"{outer} copies ({row.op} under it: {row.chain}, {num(row.count)} per {unit}) "
-            f"in {here}, not in {there}"
+            c.finding(
+                f"{outer} copies ({c(name, key, 'op', row.op, 'text')} under it: {chain}, "
+                f"{c(name, key, 'count', row.count, 'count')} per {unit}) in {here}, not in {there}"
+            )
         )
         if len(out) == 3:
             break

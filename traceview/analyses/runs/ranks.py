@@ -140,7 +140,7 @@ def clock_verdict(fitted: pd.DataFrame, moved: bool, matched: bool, bound_ok: bo
 
 def straggler_steps(arr: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per step: the straggler, the wait it caused, its CPU step time against the others' median."""
-    per = st.per_step(arr)
+    per = st.stragglers_per_step(arr)
     if not len(per):
         return per.assign(step_ns=[], others_median_ns=[], longer_pct=[])
     key = steps.set_index(["step", "rank"])["cpu_step_ns"]

@@ -75,7 +75,7 @@ def by_rank(arr: pd.DataFrame, ranks) -> pd.DataFrame:
     return out.reset_index().sort_values(["wait_caused_ns", "rank"], ascending=[False, True], kind="stable")
 
 
-def per_step(arr: pd.DataFrame) -> pd.DataFrame:
+def stragglers_per_step(arr: pd.DataFrame) -> pd.DataFrame:
     """Per step: the straggler (rank that caused the most wait), the wait it caused, collectives."""
     arr = arr.dropna(subset=["last_rank"])  # withheld collectives name no straggler
     if not len(arr):

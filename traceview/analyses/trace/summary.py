@@ -25,7 +25,7 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
         "per": r.per_word,
         **shown(metrics_of(r), "summary"),
     }
-    tables = {"by_kind": by_kind(k), "per_step": per_step(k), "top_kernels": top_kernels(k, top)}
+    tables = {"by_kind": by_kind(k), "per_step": step_totals(k), "top_kernels": top_kernels(k, top)}
     if "category" in k.columns:
         tables["by_category"] = by_category(k)
     # comparability first (issue 18): whether the file holds all the GPU work, and what work it ran
@@ -67,7 +67,8 @@ def with_share(t: pd.DataFrame) -> pd.DataFrame:
     return t.assign(pct_time=100.0 * t["total_ns"] / total if total else 0.0)
 
 
-def per_step(k: pd.DataFrame) -> pd.DataFrame:
+def step_totals(k: pd.DataFrame) -> pd.DataFrame:
+    """GPU activities and GPU time of each step (the summary table ``per_step``)."""
     stepped = k.dropna(subset=["step"])
     g = stepped.groupby("step", observed=True)["dur_ns"]
     return pd.DataFrame({"gpu_activities": g.size(), "gpu_time_ns": g.sum()}).reset_index()

@@ -28,6 +28,7 @@ import pandas as pd
 from ... import schema
 from ...errors import TraceviewError
 from ..select.region import Region
+from ..wording.words import Cite
 from .work import has_shapes, trace_work
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "completeness.toml"
@@ -237,59 +238,94 @@ def _m_text(ms: dict, n: int = 3) -> str:
 
 
 def comparable_findings(sides) -> tuple[list[str], bool]:
-    """``sides``: two (label, Region) pairs, A then B. The sentences that must come before any
+    """``sides``: two (name, label, Region) triples, A then B (``name`` as the sentence says it,
+    ``label`` the row of tables completeness and workload). The sentences that must come before any
     delta: each incomplete side, then how the two workloads differ; and whether they ran the same
     work (True also when it cannot be told: no shapes recorded)."""
     words = workload_finding(*sides)
-    return incomplete_findings([r.trace for _, r in sides]) + [words] * bool(words), not words
+    first = incomplete_findings([(label, r.trace) for _, label, r in sides])
+    return first + [words] * bool(words), not words
 
 
-def incomplete_findings(traces) -> list[str]:
-    """The warning of each incomplete trace, as a finding."""
-    warnings = [completeness(t)["warning"] for t in traces]
-    return [w + ": every figure below is measured on partial data" for w in warnings if w]
+def incomplete_findings(sides) -> list[str]:
+    """``sides``: (label, trace) pairs. Each incomplete trace's warning as a finding citing the
+    completeness table's cells."""
+    out = []
+    for label, t in sides:
+        got = completeness(t)
+        if got["warning"] is None:
+            continue
+        c = Cite()
+        row = {"trace": label}
+
+        def cell(col: str, how: str, row=row, got=got, c=c) -> str:
+            return c("completeness", row, col, got[col], how)
+
+        parts = []
+        if got["launches_without_gpu"] and got["launches_without_gpu_pct"] >= rules().warn_pct:
+            parts.append(
+                f"{cell('launches_without_gpu', 'count')} of {cell('kernel_launches', 'count')} kernel "
+                f"launches ({cell('launches_without_gpu_pct', 'pct')}) have no GPU activity in the file"
+            )
+        if got["activities_without_launch"] and got["activities_without_launch_pct"] >= rules().warn_pct:
+            parts.append(
+                f"{cell('activities_without_launch', 'count')} of {cell('gpu_activities', 'count')} GPU "
+                f"activities ({cell('activities_without_launch_pct', 'pct')}) have no launch in the file"
+            )
+        name = c("completeness", row, "trace", label, "text")
+        out.append(
+            c.finding(
+                f"{name} is incomplete: " + "; ".join(parts) + ": its GPU times and counts are too low, "
+                "every figure below is measured on partial data"
+            )
+        )
+    return out
 
 
 def workload_finding(a, b) -> str | None:
-    """``a``, ``b``: (label, Region). How their work differs, None when it does not (or cannot
-    be told)."""
-    words = _workload_words((a[0], workload(a[1])), (b[0], workload(b[1])), a[1].per_word)
-    return words and words + ": the differences below are differences of workload, not regressions"
+    """``a``, ``b``: (name, label, Region). How their work differs, citing table workload's cells;
+    None when it does not (or cannot be told)."""
+    c = Cite()
+    words = _workload_words(c, (a[0], a[1], workload(a[2])), (b[0], b[1], workload(b[2])), a[2].per_word)
+    return words and c.finding(words + ": the differences below are differences of workload, not regressions")
 
 
-def _workload_words(a, b, unit: str) -> str | None:
-    (la, wa), (lb, wb) = a, b
+def _workload_words(c: Cite, a, b, unit: str) -> str | None:
+    (na, la, wa), (nb, lb, wb) = a, b
     if wa["shapes"] is None or wb["shapes"] is None:
         return None
+
+    def cell(label: str, col: str, value, how: str = "count") -> str:
+        return c("workload", {"trace": label}, col, value, how)
+
+    def who(name: str, label: str) -> str:  # a trace label (digits and all) is cited where it stands
+        return cell(label, "trace", label, "text") if name == label else name
+
+    def flops() -> str:
+        x, y = cell(la, "flops_per_step", wa["flops"]), cell(lb, "flops_per_step", wb["flops"])
+        return f"{who(na, la)} {x} vs {who(nb, lb)} {y} FLOPs per {unit}"
+
     # matrix-product ops both sides call (naive attention's bmm against SDPA is a change of code)
     both = {n for n, _ in wa["gemm_m_by_op"]} & {n for n, _ in wb["gemm_m_by_op"]}
     ma, mb = _m_of(wa["gemm_m_by_op"], both), _m_of(wb["gemm_m_by_op"], both)
     if ma and mb and set(ma) != set(mb):
-        return (
-            f"{lb}'s GEMMs have M = {_m_text(mb)}, {la}'s M = {_m_text(ma)} "
-            f"({_flops(wb['flops'])} vs {_flops(wa['flops'])} per {unit}): not the same workload"
-        )
+        m_b, m_a = (cell(lbl, "gemm_m", _m_text(w["gemm_m"]), "text") for lbl, w in ((lb, wb), (la, wa)))
+        gemms = f"{who(nb, lb)}'s GEMMs have M = {m_b}, {who(na, la)}'s M = {m_a}"
+        return f"{gemms} ({flops()}): not the same workload"
     # an op on both sides called with other shapes: the same code asked for other work (an op on
     # one side only is a change of code, naive attention's bmm against SDPA, which a diff is for)
     common = {n for n, _ in wa["shapes"]} & {n for n, _ in wb["shapes"]}
-    only_a = sorted(x for x in wa["shapes"] - wb["shapes"] if x[0] in common)
-    only_b = sorted(x for x in wb["shapes"] - wa["shapes"] if x[0] in common)
-    if only_a or only_b:
-        name, dims = (only_b or only_a)[0]
-        other = next((d for n, d in (only_a if only_b else []) if n == name), None)
-        example = f"{name} {dims} in {lb if only_b else la}" + (f" against {other} in {la}" if other else "")
+    if {x for x in wa["shapes"] ^ wb["shapes"] if x[0] in common}:
+        sa, sb = (cell(lbl, "op_shapes", len(w["shapes"])) for lbl, w in ((la, wa), (lb, wb)))
         return (
-            f"{la} and {lb} call the same ops with other shapes ({len(only_a):,} (op, Input Dims) pairs only "
-            f"in {la}, {len(only_b):,} only in {lb}, e.g. {example}; {_flops(wa['flops'])} vs "
-            f"{_flops(wb['flops'])} per {unit}): not the same workload"
+            f"{who(na, la)} and {who(nb, lb)} call the same ops with other shapes ({sa} and {sb} distinct "
+            f"FLOP-op shapes; {flops()}): not the same workload"
         )
     if wa["shapes"] != wb["shapes"]:  # the code changed; the FLOPs may too (causal attention)
         return None
     if not math.isclose(wa["flops"], wb["flops"], rel_tol=1e-9):  # same shapes, another count of ops
-        return (
-            f"{la} and {lb} ran the same op shapes but not as often: {_flops(wa['flops'])} vs "
-            f"{_flops(wb['flops'])} per {unit}: not the same workload"
-        )
+        both_names = f"{who(na, la)} and {who(nb, lb)}"
+        return f"{both_names} ran the same op shapes but not as often ({flops()}): not the same workload"
     return None
 
 
@@ -300,7 +336,3 @@ def _m_of(by_op: dict, names: set) -> dict:
         if name in names:
             out[m] = out.get(m, 0) + n
     return out
-
-
-def _flops(x: float) -> str:
-    return f"{x / 1e9:,.4g} GFLOP"

@@ -47,9 +47,10 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     else:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
     # comparability first (issue 18): each file's completeness and each trace's work, before any ratio
-    first = incomplete_findings(traces)
+    first = incomplete_findings(list(zip(labels, traces, strict=True)))
+    bl = (labels[base], labels[base], sides[base])
     first += [w for i, s in enumerate(sides) if i != base
-              for w in [workload_finding((labels[base], sides[base]), (labels[i], s))] if w]  # fmt: skip
+              for w in [workload_finding(bl, (labels[i], labels[i], s))] if w]  # fmt: skip
     done = completeness_table(list(zip(labels, traces, strict=True)))
     if done[["kernel_launches", "gpu_activities"]].to_numpy().any():  # a CPU-only set has nothing to lose
         tables["completeness"] = done

@@ -191,3 +191,24 @@ def test_cross_device_sentences_name_both_devices_and_both_peaks():
     assert float(pct) == pytest.approx(100 * float(tflops) / float(peak_a), rel=0.02)  # 2 significant digits
     row = r["compare"].set_index("trace").loc["h100__gaunernst_bert-small-uncased__1016001"]
     assert float(pct_b) == pytest.approx(row["gemm_pct_of_peak"], rel=0.02)  # the table's figure
+
+
+@needs
+@pytest.mark.parametrize("command", ["diff", "compare"])
+def test_comparability_findings_are_rederived_from_their_cells(command, lossy, tmp_path):
+    """The incomplete and the different-workload sentences come first, and every figure in them is
+    read back from the completeness/workload cells they cite (issue 18 item 3's checker)."""
+    from test_findings_evidence import unexplained
+
+    for pair, starts in (((lossy, LLAMA), "llama_lossy is incomplete"), ((BERT, FALCON), None)):
+        res = CliRunner().invoke(
+            main,
+            [command, *map(str, pair), "--format", "json"],
+            env={"TRACEVIEW_CACHE_DIR": str(tmp_path)},
+            catch_exceptions=False,
+        )
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.output)
+        first = doc["findings"][0]
+        assert first["text"].startswith(starts) if starts else "not the same workload" in first["text"]
+        assert first["evidence"] and not re.search(r"\d", unexplained(doc, first)), first

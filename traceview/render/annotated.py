@@ -152,6 +152,7 @@ class _Plan:
                 map(_flag, acts["tensor_core"].tolist()),
                 [a if isinstance(a, str) else None for a in attn],
                 acts["launched_by"].astype(str).tolist(),
+                acts["source"].tolist() if "source" in acts else [None] * len(acts),
                 strict=False,
             )
         )
@@ -263,8 +264,8 @@ def _rewritten(chunk: bytes, plan: _Plan, path: str):
 
 
 def _annotated_item(raw, values) -> bytes | None:
-    """The event's text with the four traceview.* keys in its args (None: args is not an
-    object, so there is nowhere to put them). Other values are copied as written."""
+    """The event's text with the traceview.* keys in its args, ``source`` only where known (None: args
+    is not an object, so there is nowhere to put them). Other values are copied as written."""
     event = _OBJECT.decode(raw)
     args_raw = event.get("args")
     if args_raw is None or bytes(args_raw) == b"null":
@@ -274,9 +275,10 @@ def _annotated_item(raw, values) -> bytes | None:
     else:
         return None
     for key, value in zip(
-        ("category", "tensor_core", "attention_backend", "launched_by"), values, strict=True
+        ("category", "tensor_core", "attention_backend", "launched_by", "source"), values, strict=True
     ):
-        args[PREFIX + key] = value
+        if key != "source" or value is not None:  # a line of the user's code, only where one is known
+            args[PREFIX + key] = value
     event["args"] = args
     return _ENCODE.encode(event)
 

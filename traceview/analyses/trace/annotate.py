@@ -9,6 +9,7 @@ import pandas as pd
 
 from ...report import Report
 from ..measure.groups import launch_chains
+from ..measure.sources import NO_SOURCE, activity_sources, has_stacks, op_sources
 from ..select.region import Selection, region
 
 PREFIX = "traceview."
@@ -16,7 +17,8 @@ PREFIX = "traceview."
 
 def gpu_annotations(trace) -> Report:
     """``activities``: one row per GPU activity (``event``: its row in ``trace.events``) with
-    category, tensor_core, attention_backend, launched_by; ``per_step``: GPU time (ns) per
+    category, tensor_core, attention_backend, launched_by, source (the line of the user's code
+    that launched it, ``file.py:42 forward``; None without one); ``per_step``: GPU time (ns) per
     step and category (step -1: activities outside every step)."""
     r = region(trace, Selection())
     k = trace.kernels
@@ -30,6 +32,7 @@ def gpu_annotations(trace) -> Report:
             if "attention_backend" in k
             else None,
             "launched_by": chains,
+            "source": _sources(trace, k),
         }
     )
     step = k["step"].fillna(-1).astype(np.int64).to_numpy() if len(k) else np.empty(0, np.int64)
@@ -52,3 +55,11 @@ def _whole(trace, r):
     from dataclasses import replace
 
     return replace(r, activities=trace.kernels)
+
+
+def _sources(trace, k: pd.DataFrame) -> np.ndarray:
+    """Each activity's source line (None where it has none, or the trace has no stacks)."""
+    if not has_stacks(trace):
+        return np.full(len(k), None, dtype=object)
+    src = activity_sources(trace, k, op_sources(trace))["source"].to_numpy()
+    return np.where(src == NO_SOURCE, None, src)

@@ -98,12 +98,13 @@ def per_source(r, library: tuple[str, ...] = ()) -> pd.DataFrame:
     total = int(out["gpu_ns"].sum())
     out.insert(2, "gpu_pct", 100.0 * out["gpu_ns"] / total if total else 0.0)
     out = out[list(COLUMNS)]
-    out = out[out[list(COLUMNS[2:])].to_numpy().any(axis=1)]  # a line that ran no work, FLOPs or allocation
+    # a line that ran no work, FLOPs or allocation goes
+    out = out.loc[out[list(COLUMNS[2:])].to_numpy().any(axis=1)]
     order = ["gpu_ns", "alloc_bytes", "flops"]
     return out.sort_values(order, ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _allocations(trace, rows: np.ndarray, by_op: np.ndarray) -> pd.DataFrame:
+def _allocations(trace, rows: np.ndarray, by_op: pd.DataFrame) -> pd.DataFrame:
     """Bytes and count of the allocations (Bytes > 0) made inside the region's ops, per line."""
     m = trace.memory
     if not len(m) or "op" not in m.columns:

@@ -20,11 +20,15 @@ What a region is:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ...errors import TraceviewError
+
+if TYPE_CHECKING:  # for the annotation only
+    from ...model import Trace
 
 KINDS = ("kernel", "memcpy", "memset")
 #: what "per step" means, in a sentence, for each kind of region
@@ -60,7 +64,7 @@ def per_region_count(counts, regions: int):
 class Region:
     """One trace narrowed to a selection."""
 
-    trace: object
+    trace: Trace
     selection: Selection
     activities: pd.DataFrame  # selected GPU activities (kernels, memcpys, memsets) in the regions
     ops: pd.DataFrame  # CPU ops in the regions; ``outer``: no parent op inside the region

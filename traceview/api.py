@@ -122,11 +122,26 @@ def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) ->
     return x if isinstance(x, Run) else _load_run(x, skip_bad=skip_bad, recursive=recursive, **opts.kwargs())
 
 
+def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool, **kw) -> list:
+    """Each run's RankResults (a folder, paths or a loaded ``Run``): every rank file of every run by
+    ``scale.run_results``, one load each, serially or on Dask (``kw``); a ``Run`` by the same
+    per-rank function on its loaded traces."""
+    from .analyses.runs.rank_work import of_run
+    from .run import Run
+    from .scale import run_results
+
+    paths = [x for x in items if not isinstance(x, Run)]
+    done = iter(run_results(paths, s, work=work, **kw, **opts.kwargs()) if paths else [])
+    return [of_run(x, s, work=work) if isinstance(x, Run) else next(done) for x in items]
+
+
 def summary_run(
     paths: Traces | Run,
     *,
     skip_bad: bool = False,
     recursive: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -142,12 +157,14 @@ def summary_run(
     options: LoadOptions | None = None,
 ) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
-    ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run."""
+    ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run.
+    ``workers``/``scheduler``: on Dask, as :func:`ranks`."""
     from .analyses.runs.run_summary import run_summary
 
     s, opts = _parts(locals())
     label = os.path.basename(os.path.normpath(paths)) if isinstance(paths, (str, os.PathLike)) else None
-    return run_summary(_run(paths, skip_bad, recursive, opts), s, label=label)
+    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    return run_summary(_results([paths], s, opts, work=False, **kw)[0], label=label)
 
 
 def run_labels(items: Sequence[Traces | Run]) -> list[str]:
@@ -170,6 +187,8 @@ def compare_runs(
     baseline: Baseline = None,
     skip_bad: bool = False,
     recursive: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -186,7 +205,8 @@ def compare_runs(
 ) -> Report:
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
     (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
-    rank and run; ratios to ``baseline`` (index, label or folder; default the first run)."""
+    rank and run; ratios to ``baseline`` (index, label or folder; default the first run).
+    ``workers``/``scheduler``: on Dask, as :func:`ranks` (one cluster for every run)."""
     from .analyses.runs.run_compare import run_compare
 
     s, opts = _parts(locals())
@@ -195,8 +215,9 @@ def compare_runs(
     paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
         baseline = paths.index(os.path.abspath(baseline))
-    loaded = [(label, _run(x, skip_bad, recursive, opts)) for label, x in zip(labels, items, strict=True)]
-    return run_compare(loaded, baseline=baseline, sel=s)
+    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    done = _results(items, s, opts, work=True, **kw)
+    return run_compare(list(zip(labels, done, strict=True)), baseline=baseline)
 
 
 def kernels(
@@ -669,18 +690,11 @@ def ranks(
     ``workers=N`` spreads the ranks over a local Dask cluster of N processes, ``scheduler=ADDRESS``
     over an existing one (its workers read the files by path: a shared filesystem); default serial.
     """
-    from .scale import analyse_run
+    from .scale import ranks_of
 
     _, opts = _parts(locals())
-    return analyse_run(
-        paths,
-        workers=workers,
-        scheduler=scheduler,
-        skip_bad=skip_bad,
-        recursive=recursive,
-        progress=progress,
-        **opts.kwargs(),
-    )
+    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    return ranks_of(_results([paths], None, opts, work=True, progress=progress, **kw)[0])
 
 
 def diff_runs(
@@ -700,12 +714,11 @@ def diff_runs(
 ) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
     from .analyses.runs.run_diff import run_diff
+    from .scale import ranks_of
 
     _, opts = _parts(locals())
-    ra, rb = (
-        r
-        if isinstance(r, Report)
-        else ranks(r, workers=workers, scheduler=scheduler, skip_bad=skip_bad, options=opts)
-        for r in (a, b)
-    )
+    runs = [r for r in (a, b) if not isinstance(r, Report)]
+    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad}
+    done = iter(_results(runs, None, opts, work=True, **kw) if runs else [])  # both runs in one gather
+    ra, rb = (r if isinstance(r, Report) else ranks_of(next(done)) for r in (a, b))
     return run_diff(ra, rb)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -213,26 +213,66 @@ class Run:
         return f"<Run {len(self.traces)} of {self.world_size} ranks ({self.rule})>"
 
 
+@dataclass
+class Loaded:
+    """What loading one rank file (and analysing it there) gave: its rank and value, or why none.
+    Only text and small values: it travels back from a Dask worker (a TraceReadError does not pickle)."""
+
+    path: str
+    info: tuple | None = None  # rank_info of its metadata
+    value: object = None  # the Trace, or what ``analyse`` made of it
+    unreadable: str | None = None  # a TraceReadError: left out under skip_bad, else an error
+    not_a_trace: bool = False  # ... a NotATraceError: always left out, named in the notes
+    failed: str | None = None  # read, but the analysis refused it (a selection that matches nothing)
+    fatal: str | None = None  # an error of the setup, not of this file (the cache folder)
+
+
+def load_rank(path: str, load_kw: dict, analyse: Callable | None = None) -> Loaded:
+    """Load one rank file and, with ``analyse``, keep only what it makes of the trace (on a worker:
+    the events never travel). A selection error is ``failed``, never ``unreadable``: ``skip_bad``
+    leaves out files that can't be read, not ranks the selection misses."""
+    try:
+        trace = load(path, **load_kw)
+    except TraceReadError as exc:
+        return Loaded(path, unreadable=str(exc), not_a_trace=isinstance(exc, NotATraceError))
+    except TraceviewError as exc:
+        return Loaded(path, fatal=str(exc))
+    info = rank_info(trace.meta)
+    if analyse is None:
+        return Loaded(path, info, trace)
+    try:
+        return Loaded(path, info, analyse(trace))
+    except TraceviewError as exc:
+        return Loaded(path, info, failed=str(exc))
+
+
+def settle(done: list[Loaded], skip_bad: bool) -> tuple[Plan, dict, list[str]]:
+    """The run of loaded files: its ``Plan``, rank -> value, and a "skipped PATH: why" note per file left
+    out. An unreadable file is an error naming it (unless ``skip_bad``); a rank the analysis refused is
+    always one (a file that is no rank of the run is not analysed by anyone, so it can't fail)."""
+    fatal = next((d.fatal for d in done if d.fatal), None)
+    if fatal:
+        raise TraceviewError(fatal)
+    bad = [d.unreadable for d in done if d.unreadable and not d.not_a_trace]
+    if bad and not skip_bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        hint = "; --skip-bad / skip_bad=True leaves unreadable ranks out" if len(done) > 1 else ""
+        raise TraceviewError(f"{bad[0]}{more}{hint}")
+    read = [d for d in done if not d.unreadable]
+    p = plan([(d.path, d.info) for d in read])  # a file named twice: its rank twice
+    by_path = {d.path: d for d in read}
+    failed = next((by_path[path].failed for path in p.ranks.values() if by_path[path].failed), None)
+    if failed:
+        raise TraceviewError(failed)
+    skipped = [f"skipped {d.unreadable}" for d in done if d.unreadable]
+    return p, {r: by_path[path].value for r, path in p.ranks.items()}, skipped
+
+
 def load_run(paths, *, skip_bad: bool = False, recursive: bool = False, **load_kw) -> Run:
     """Load every rank trace of one job (a folder, or paths). ``skip_bad``: leave out a rank file
     that can't be read (and say so) instead of stopping with an error naming it."""
-    traces, skipped, found = {}, [], []
-    for path in run_files(paths, recursive=recursive):
-        try:
-            traces[path] = load(path, **load_kw)
-            found.append((path, rank_info(traces[path].meta)))  # a file named twice: its rank twice
-        except NotATraceError as exc:
-            skipped.append(str(exc))
-        except TraceReadError as exc:
-            if not skip_bad:
-                raise
-            skipped.append(str(exc))
-    p = plan(found)
+    done = [load_rank(path, load_kw) for path in run_files(paths, recursive=recursive)]
+    p, traces, skipped = settle(done, skip_bad)
     return Run(
-        {r: traces[path] for r, path in p.ranks.items()},
-        p.world_size,
-        p.rule,
-        p.missing,
-        p.notes + [f"skipped {s}" for s in skipped],
-        skipped,
+        traces, p.world_size, p.rule, p.missing, p.notes + skipped, [s[len("skipped ") :] for s in skipped]
     )

@@ -1,7 +1,11 @@
-"""A run's per-rank work, serially or spread over Dask workers, by one code path.
+"""Every run command's per-rank work, serially or spread over Dask workers, by one code path.
 
-``analyse_run(paths)`` finds the rank files, runs ``rank_task`` for each (load the
-trace, compute its ``RankWork``) and builds the run's report from what comes back:
+``ranks``, ``summary --run``, ``compare --run`` and ``diff RUN_A/ RUN_B/`` all call
+``run_results(runs)``: it finds each run's rank files and runs ``rank_task`` once for every
+file of every run (load the trace, compute its ``RankResult``: the RankWork, the registry's
+metrics of the selection and its category table; ``analyses/runs/rank_work.py``), then settles
+which file is which rank (``run.settle``). A loaded ``Run`` goes through the same
+``rank_result`` (``of_run``). The executor is the only difference:
 
 - serially in this process (the default);
 - ``workers=N``: on a local Dask cluster of N worker processes started here and
@@ -13,28 +17,31 @@ trace, compute its ``RankWork``) and builds the run's report from what comes bac
 
 Workers read the trace files themselves, by path: **every worker must see the files
 at the same path** (a shared filesystem); each uses its own traceview cache. Only
-the small per-rank results travel back. A worker that dies mid-run loses its tasks
+the small per-rank results travel back, and they are put back in file order, so a
+Dask run's report equals the serial one. A worker that dies mid-run loses its tasks
 to the scheduler, which runs them on another worker (Dask gives up on a file that
 has killed ``distributed.scheduler.allowed-failures`` + 1 workers, default 4, and
 that is an error naming the file). A rank file that can't be read is an error naming
-it, or, with ``skip_bad``, left out and named in the report's notes.
+it, or, with ``skip_bad``, left out and named in the report's notes; a selection that
+matches nothing on a rank is always an error (it is no unreadable file).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from .analyses.runs.rank_work import RankWork, rank_work
+from .analyses.runs.rank_work import RunResults, rank_result
 from .analyses.runs.ranks import ranks_report
-from .errors import NotATraceError, TraceviewError
-from .load import load
-from .run import plan, run_files
+from .analyses.select.region import Selection
+from .errors import TraceviewError
+from .report import Report
+from .run import Loaded, load_rank, run_files, settle
 
 SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # Dask's network transports
 TIMEOUT_ENV = "TRACEVIEW_DASK_TIMEOUT"
@@ -44,82 +51,76 @@ class AddressError(TraceviewError):
     """A scheduler address that is not one (the CLI's usage error)."""
 
 
-@dataclass
-class Done:
-    """What one rank task sends back: the RankWork, or why there is none."""
-
-    path: str
-    work: RankWork | None = None
-    error: str | None = None
-    not_a_trace: bool = False
+def rank_task(path: str, load_kw: dict, sel: Selection | None = None, work: bool = True) -> Loaded:
+    """Load one rank file and compute its RankResult (runs on a worker; only the result travels)."""
+    return load_rank(path, load_kw, functools.partial(rank_result, sel=sel, work=work))
 
 
-def rank_task(path: str, load_kw: dict) -> Done:
-    """Load one rank file and compute its RankWork (runs on a worker)."""
-    try:
-        return Done(path, rank_work(load(path, **load_kw)))
-    except NotATraceError as exc:
-        return Done(path, error=str(exc), not_a_trace=True)
-    except TraceviewError as exc:
-        return Done(path, error=str(exc))
-
-
-def analyse_run(
-    paths,
+def run_results(
+    runs: list,
+    sel: Selection | None = None,
     *,
+    work: bool = True,
     workers: int | None = None,
     scheduler: str | None = None,
     skip_bad: bool = False,
     recursive: bool = False,
     progress: Callable | None = None,
     **load_kw,
-):
-    """The ``ranks`` Report of a run (a folder of rank traces, or paths)."""
-    files = run_files(paths, recursive=recursive)
-    done = gather(files, load_kw, workers=workers, scheduler=scheduler, progress=progress)
-    bad = [d for d in done if d.error and not d.not_a_trace]
-    if bad and not skip_bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        hint = "; --skip-bad / skip_bad=True leaves unreadable ranks out" if len(files) > 1 else ""
-        raise TraceviewError(f"{bad[0].error}{more}{hint}")
-    good = {d.path: d.work for d in done if d.work is not None}
-    p = plan(
-        [(d.path, d.work.info) for d in done if d.work is not None]
-    )  # a file named twice: its rank twice
-    skipped = [f"skipped {d.error}" for d in done if d.error]
-    return ranks_report({r: good[path] for r, path in p.ranks.items()}, p, skipped)
+) -> list[RunResults]:
+    """Each run's (a folder of rank traces, or paths) RankResults: every file of every run in one
+    ``gather`` (one Dask cluster for the command), each loaded once. ``work``: with the RankWork."""
+    files = [run_files(paths, recursive=recursive) for paths in runs]
+    flat = [f for fs in files for f in fs]
+    done = gather(flat, load_kw, sel, work, workers=workers, scheduler=scheduler, progress=progress)
+    out, at = [], 0
+    for fs in files:
+        p, ranks, skipped = settle(done[at : at + len(fs)], skip_bad)
+        out.append(RunResults(ranks, p.world_size, p.rule, p.missing, list(p.notes), skipped))
+        at += len(fs)
+    return out
 
 
-def gather(files: list, load_kw: dict, *, workers=None, scheduler=None, progress=None) -> list[Done]:
-    """``rank_task`` for every file: here, or on Dask when ``workers`` or ``scheduler`` is given."""
+def ranks_of(res: RunResults) -> Report:
+    """The ``ranks`` Report of a run's results."""
+    return ranks_report(res.works(), res, res.skipped)
+
+
+def analyse_run(paths, **kw) -> Report:
+    """The ``ranks`` Report of a run (a folder of rank traces, or paths); ``kw`` as ``run_results``'."""
+    return ranks_of(run_results([paths], **kw)[0])
+
+
+def gather(files: list, load_kw: dict, sel=None, work=True, *, workers=None, scheduler=None, progress=None):
+    """``rank_task`` for every file, in file order: here, or on Dask when ``workers`` or ``scheduler``
+    is given (the only difference between the two)."""
     tick = progress or (lambda done, total: None)
     if workers is None and scheduler is None:
         out = []
         for f in files:
-            out.append(rank_task(f, load_kw))
+            out.append(rank_task(f, load_kw, sel, work))
             tick(len(out), len(files))
         return out
     with dask_client(workers, scheduler) as client:
-        return on_dask(client, files, load_kw, tick)
+        return on_dask(client, files, load_kw, sel, work, tick)
 
 
-def on_dask(client, files: list, load_kw: dict, tick: Callable) -> list[Done]:
+def on_dask(client, files: list, load_kw: dict, sel, work: bool, tick: Callable) -> list[Loaded]:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    futures = client.map(
-        rank_task, files, load_kw=load_kw, pure=False, key=[f"rank-{i}" for i in range(len(files))]
-    )
-    names = {f.key: path for f, path in zip(futures, files, strict=True)}
-    out = []
-    for fut in as_completed(futures):
+    keys = [f"rank-{i}" for i in range(len(files))]
+    futures = client.map(rank_task, files, load_kw=load_kw, sel=sel, work=work, pure=False, key=keys)
+    index = {f.key: i for i, f in enumerate(futures)}
+    out: list = [None] * len(files)
+    for n, fut in enumerate(as_completed(futures), 1):
         try:
-            out.append(fut.result())
+            out[index[fut.key]] = fut.result()  # back in file order: the report equals the serial one
         except KilledWorker:
             raise TraceviewError(
-                f"{names[fut.key]}: every Dask worker that loaded it died (out of memory?)"
+                f"{files[index[fut.key]]}: every Dask worker that loaded it died (out of memory?)"
             ) from None
-        tick(len(out), len(files))
+        tick(n, len(files))
     return out
 
 

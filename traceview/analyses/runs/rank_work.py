@@ -15,10 +15,12 @@ import pandas as pd
 
 from ...run import rank_info
 from ..measure.exposed import exposed
-from ..measure.gpu_breakdown import breakdown, categories, gpu_class
+from ..measure.gpu_breakdown import breakdown, categories, category_time, gpu_class
 from ..measure.overlap import overlap
+from ..measure.registry import parts
+from ..measure.registry import per_step as metrics_of
 from ..measure.stream_idle import launch_times, stream_idle
-from ..select.region import region
+from ..select.region import Selection, region
 
 
 @dataclass
@@ -93,3 +95,63 @@ def rank_work(trace) -> RankWork:
         notes,
         exposed_totals(trace),
     )
+
+
+@dataclass
+class RankResult:
+    """What one rank task sends back for every run command (``traceview.scale``): small tables only."""
+
+    path: str
+    device_name: str | None
+    work: RankWork | None  # the distributed analyses (ranks, compare --run, diff RUN_A/ RUN_B/)
+    metrics: dict  # the registry's metrics of the selection (summary --run's row), hidden ratio parts too
+    categories: pd.DataFrame  # category, count, time_ns of the selection, in the order first seen
+    selection: str  # the selection, in words
+    per: str  # what the per-step figures are per
+    warnings: list = field(default_factory=list)  # the trace's, from loading it
+    notes: list = field(default_factory=list)  # the selection's
+
+
+def rank_result(trace, sel: Selection | None = None, *, work: bool = True) -> RankResult:
+    """The rank's RankWork (``work``: whole trace) and its selection's registry row and category table:
+    one function for a rank loaded on a worker, here, or in a loaded ``Run``. A selection that matches
+    nothing raises (TraceviewError), whatever ``skip_bad`` says."""
+    reg = region(trace, sel)
+    acts = reg.activities
+    cats = category_time(acts.iloc[:0])
+    if len(acts) and "category" in acts:
+        seen = pd.unique(acts["category"].astype(str).to_numpy())  # the run's table keeps first-seen ties
+        cats = category_time(acts).set_index("category").loc[seen].reset_index()
+    return RankResult(
+        trace.path,
+        trace.device_name,
+        rank_work(trace) if work else None,
+        {**metrics_of(reg), **parts(reg)},  # parts: what a ratio of sums adds up over the ranks
+        cats,
+        reg.selection.describe(),
+        reg.per_word,
+        list(trace.warnings),
+        list(reg.notes),
+    )
+
+
+@dataclass
+class RunResults:
+    """A run's RankResults by rank, and which file is which rank: what every run command is built from."""
+
+    ranks: dict  # rank -> RankResult, by rank
+    world_size: int
+    rule: str
+    missing: object  # RankRanges
+    notes: list  # the plan's
+    skipped: list = field(default_factory=list)  # "skipped PATH: why"
+
+    def works(self) -> dict:
+        """rank -> RankWork."""
+        return {r: x.work for r, x in self.ranks.items()}
+
+
+def of_run(run, sel: Selection | None = None, *, work: bool = True) -> RunResults:
+    """A loaded ``Run``'s results, by the same ``rank_result`` a rank task runs."""
+    ranks = {r: rank_result(t, sel, work=work) for r, t in run.traces.items()}
+    return RunResults(ranks, run.world_size, run.rule, run.missing, list(run.notes))

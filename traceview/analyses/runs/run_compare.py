@@ -20,9 +20,7 @@ from ...errors import TraceviewError
 from ...report import Report
 from ...run import rank_list
 from ..measure.registry import shown_in
-from ..select.region import Selection
 from ..wording.words import human, listing, ratio, times
-from .rank_work import rank_work
 from .ranks import ranks_report
 from .run_diff import METRICS as DIST
 from .run_diff import overall as dist_overall
@@ -61,20 +59,20 @@ def baseline_index(labels: list[str], baseline) -> int:
 
 def matched_runs(runs: list) -> tuple[list, list, list[str]]:
     """The runs narrowed to the ranks they all have, those ranks, and a note per rank left out."""
-    ranks = sorted(set.intersection(*(set(run.traces) for _, run in runs)))
+    ranks = sorted(set.intersection(*(set(res.ranks) for _, res in runs)))
     notes = [
-        f"rank(s) {rank_list(sorted(set(run.traces) - set(ranks)))} only in some runs, not compared "
+        f"rank(s) {rank_list(sorted(set(res.ranks) - set(ranks)))} only in some runs, not compared "
         f"({label} has them)"
-        for label, run in runs
-        if set(run.traces) - set(ranks)
+        for label, res in runs
+        if set(res.ranks) - set(ranks)
     ]
     if not ranks:
         raise TraceviewError(
             "the runs share no rank: "
-            + "; ".join(f"{label}: ranks {rank_list(sorted(run.traces))}" for label, run in runs)
+            + "; ".join(f"{label}: ranks {rank_list(sorted(res.ranks))}" for label, res in runs)
         )
     narrowed = [
-        (label, dataclasses.replace(run, traces={r: run.traces[r] for r in ranks})) for label, run in runs
+        (label, dataclasses.replace(res, ranks={r: res.ranks[r] for r in ranks})) for label, res in runs
     ]
     return narrowed, ranks, notes
 
@@ -125,17 +123,19 @@ def rank_rows(labels, summaries, dists, base: int) -> pd.DataFrame:
     return table[["rank", "run", *[c for c in table.columns if c not in ("rank", "run")]]]
 
 
-def run_compare(runs: list, baseline=None, sel: Selection | None = None) -> Report:
-    """Compare runs: ``runs`` is a list of (label, ``Run``) (``traceview.run.load_run``)."""
+def run_compare(runs: list, baseline=None) -> Report:
+    """Compare runs: ``runs`` is a list of (label, ``RunResults``) of one selection, each rank's with its
+    RankWork (``traceview.scale.run_results``, or ``of_run`` of a loaded ``Run``)."""
     if not runs:
         raise TraceviewError("compare --run needs at least one run")
     labels = [label for label, _ in runs]
     base = baseline_index(labels, baseline)
     dists = [
-        ranks_report({r: rank_work(t) for r, t in run.traces.items()}, run) for _, run in runs
+        ranks_report(res.works(), dataclasses.replace(res, notes=res.notes + res.skipped)) for _, res in runs
     ]  # every rank
     runs, ranks, notes = matched_runs(runs)
-    summaries = [run_summary(run, sel, label) for label, run in runs]
+    summaries = [run_summary(res, label) for label, res in runs]
+    sel = summaries[0].info["selection"]
     table = compare_table(labels, summaries, dists, ranks, base)
     tables = {"compare": table, "ranks": rank_rows(labels, summaries, dists, base)}
     notes += list(
@@ -144,7 +144,7 @@ def run_compare(runs: list, baseline=None, sel: Selection | None = None) -> Repo
     notes.append(
         "overall (table compare): counts and times summed over the compared ranks; per step: the whole "
         "job's work in one step. span_ns … wait_caused_ns and overlap_pct: 'traceview ranks' over each "
-        "whole trace" + ("" if sel is None or sel.describe() == "all" else " (not narrowed by the selection)")
+        "whole trace" + ("" if sel == "all" else " (not narrowed by the selection)")
     )
     info = {
         "runs": len(runs),

@@ -21,9 +21,9 @@ from ...run import rank_list
 from ...units import human_ns
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import overall as registry_overall
-from ..measure.registry import parts, per_step, shown_in
-from ..select.region import Selection, region
+from ..measure.registry import shown_in
 from ..trace.summary import with_share
+from .rank_work import RunResults
 
 
 def columns() -> list[str]:
@@ -31,21 +31,18 @@ def columns() -> list[str]:
     return ["rank", "file", "device", *(x.name for x in shown_in("run_summary"))]
 
 
-def rank_metrics(run, sel: Selection | None = None) -> tuple[pd.DataFrame, dict]:
-    """Per rank: its region's shared metrics (``rank`` an int), and rank -> Region."""
-    regions = {r: region(t, sel) for r, t in run.traces.items()}
-    rows = []
-    for r, reg in regions.items():
-        rows.append(
-            {
-                "rank": r,
-                "file": os.path.basename(reg.trace.path),
-                "device": reg.trace.device_name or "-",
-                **per_step(reg),
-                **parts(reg),  # what a ratio of sums adds up over the ranks
-            }
-        )
-    return pd.DataFrame(rows), regions
+def rank_metrics(res: RunResults) -> pd.DataFrame:
+    """Per rank: its selection's shared metrics (``rank`` an int), from its RankResult."""
+    rows = [
+        {
+            "rank": r,
+            "file": os.path.basename(x.path),
+            "device": x.device_name or "-",
+            **x.metrics,
+        }
+        for r, x in res.ranks.items()
+    ]
+    return pd.DataFrame(rows)
 
 
 def overall(per_rank: pd.DataFrame) -> dict:
@@ -64,41 +61,45 @@ def rank_table(per_rank: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([*rows.to_dict("records"), overall(per_rank)])[columns()]
 
 
-def run_categories(regions: dict) -> pd.DataFrame:
-    """GPU time by kernel category over the ranks' regions together (count, total_ns, pct_time)."""
-    acts = [r.activities[["category", "dur_ns"]] for r in regions.values() if "category" in r.activities]
-    both = pd.concat(acts, ignore_index=True) if acts else pd.DataFrame({"category": [], "dur_ns": []})
-    return with_share(category_time(both).rename(columns={"time_ns": "total_ns"}))
+def run_categories(res: RunResults) -> pd.DataFrame:
+    """GPU time by kernel category over the ranks' selections together (count, total_ns, pct_time): the
+    ranks' tables summed, categories in the order first seen, largest first (as ``category_time``)."""
+    parts = [x.categories for x in res.ranks.values()]
+    both = pd.concat(parts, ignore_index=True) if parts else category_time(pd.DataFrame({"dur_ns": []}))
+    summed = both.groupby("category", sort=False)[["count", "time_ns"]].sum().reset_index()
+    summed = summed.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return with_share(summed.rename(columns={"time_ns": "total_ns"}))
 
 
-def run_summary(run, sel: Selection | None = None, label: str | None = None) -> Report:
-    """The summary of a ``Run`` (``traceview.run.load_run``): table ``ranks``, table ``by_category``."""
-    per_rank, regions = rank_metrics(run, sel)
+def run_summary(res: RunResults, label: str | None = None) -> Report:
+    """The summary of a run's RankResults (``traceview.scale.run_results``, or ``of_run`` of a loaded
+    ``Run``): table ``ranks``, table ``by_category``."""
+    per_rank = rank_metrics(res)
     table = rank_table(per_rank)
-    first = next(iter(regions.values()))
+    first = next(iter(res.ranks.values()))
     total = table.iloc[-1]
     info = {
         "run": label,
-        "ranks": len(run.traces),
-        "world_size": run.world_size,
-        "rank_rule": run.rule,
-        "missing_ranks": rank_list(run.missing) or "none",
-        "selection": first.selection.describe(),
-        "per": first.per_word,
+        "ranks": len(res.ranks),
+        "world_size": res.world_size,
+        "rank_rule": res.rule,
+        "missing_ranks": rank_list(res.missing) or "none",
+        "selection": first.selection,
+        "per": first.per,
         "gpu_activities": int(total["gpu_activities"]),
         "gpu_time_ns": int(total["gpu_time_ns"]),
     }  # the table's per-step columns say so in their names
-    notes = [w for t in run.traces.values() for w in t.warnings] + list(run.notes)
-    notes += [n for reg in regions.values() for n in reg.notes]
+    notes = [w for x in res.ranks.values() for w in x.warnings] + res.notes + res.skipped
+    notes += [n for x in res.ranks.values() for n in x.notes]
     notes.append(
         "overall: counts and times summed over the ranks (per step: the whole job's work in one step); "
         "the distributed analyses (GPU idle, overlap, stragglers) are in 'traceview ranks'"
     )
     return Report(
         kind="run_summary",
-        title=f"Summary of a run of {len(run.traces)} rank(s)" + (f" ({label})" if label else ""),
-        tables={"ranks": table, "by_category": run_categories(regions)},
-        findings=findings(per_rank, run),
+        title=f"Summary of a run of {len(res.ranks)} rank(s)" + (f" ({label})" if label else ""),
+        tables={"ranks": table, "by_category": run_categories(res)},
+        findings=findings(per_rank, res),
         info=info,
         notes=notes,
     )

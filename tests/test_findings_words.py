@@ -126,3 +126,21 @@ def test_compare_run_tie_names_no_run_twice(tmp_path):
     assert res.exit_code == 0, res.output
     first = json.loads(res.output)["findings"][0]
     assert first.startswith("every run takes the same GPU time per step over its ranks ("), first
+
+
+def test_precision_sentence_cites_info(tmp_path):
+    """bf16 tensor-core GEMMs in A, fp32 sgemm in B: the sentence's precisions and shares are info's."""
+    a = _stepped(tmp_path / "a.json.gz", [(synth.GEMM_TC, 10.0)])
+    b = _stepped(tmp_path / "b.json.gz", [(synth.GEMM_SIMT, 10.0)])
+    doc = _run(["diff", a, b], tmp_path)
+    info = doc["info"]
+    assert (info["a_precision"], info["b_precision"]) == ("bf16", "fp32")
+    assert (info["a_precision_pct"], info["b_precision_pct"]) == (100.0, 100.0)
+    line = next(f for f in doc["findings"] if f["text"].startswith("most GPU time runs in"))
+    assert line["text"] == "most GPU time runs in fp32 in B (100%) but in bf16 in A (100%)"
+    assert [e["column"] for e in line["evidence"]] == [
+        "a_precision",
+        "a_precision_pct",
+        "b_precision",
+        "b_precision_pct",
+    ]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ...link import ARROW
 from ...model import memory_rules
+from ..wording.words import Cite, size
 
 NO_OP = "(no op)"  # an event outside every CPU op (e.g. the profiler's own bookkeeping)
 RECORDED, RUNNING_SUM = "recorded", "running sum"
@@ -197,11 +198,8 @@ def per_step(s: pd.DataFrame) -> pd.DataFrame:
 
 
 def size_words(n: int) -> str:
-    """Bytes for a sentence: ``64.0 MiB``, ``12.5 KiB``, ``8 B`` (binary units, as torch prints)."""
-    for scale, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{int(n)} B"
+    """Bytes for a sentence (``words.size``, which a finding's evidence reads them by)."""
+    return size(n)
 
 
 # ------------------------------------------------------------------ for summary, compare and diff
@@ -238,12 +236,25 @@ def peak_difference(a, b, la: str, lb: str) -> tuple[pd.DataFrame, list[str]]:
                 "made_by_diff_bytes": op_delta,
             }
         )
-        if delta:
+        if delta:  # cites diff's memory table and the labels in its info
+            c, key = Cite(), {"device": r.device}
             side = "above" if delta > 0 else "below"
-            why = (
-                f": most of it in tensors made by {op} ({_signed(op_delta)} alive at the peak)" if op else ""
+            who = c("info", {}, "b_label", lb, "text")
+            dev, by = (
+                c("memory", key, "device", r.device, "text"),
+                c("memory", key, "peak_diff_bytes", delta, "bytes"),
             )
-            words.append(f"{lb}'s {r.device} peak is {size_words(abs(delta))} {side} {la}'s{why}")
+            why = ""
+            if op:
+                made, grew = (
+                    c("memory", key, "made_by", op, "text"),
+                    c("memory", key, "made_by_diff_bytes", op_delta, "bytes"),
+                )
+                sign = "+" if op_delta >= 0 else "-"
+                why = f": most of it in tensors made by {made} ({sign}{grew} alive at the peak)"
+            words.append(
+                c.finding(f"{who}'s {dev} peak is {by} {side} {c('info', {}, 'a_label', la, 'text')}'s{why}")
+            )
     return pd.DataFrame(rows, columns=_DIFF_COLUMNS), words
 
 

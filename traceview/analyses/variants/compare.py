@@ -97,7 +97,8 @@ def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
                 }
             )
         if t is not traces[base]:
-            words += memory.peak_difference(traces[base], t, labels[base], label)[1]
+            # diff's sentence cites diff's memory table: here a sentence without evidence
+            words += [str(w) for w in memory.peak_difference(traces[base], t, labels[base], label)[1]]
     table = pd.DataFrame(rows, columns=["trace", "device", "peak_allocated_bytes", "peak_made_by"])
     at_base = table[table["trace"] == labels[base]].set_index("device")["peak_allocated_bytes"]
     table["vs_baseline_bytes"] = (table["peak_allocated_bytes"] - table["device"].map(at_base)).astype(

@@ -32,7 +32,7 @@ from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
-from .diff_findings import diff_findings, exposed_findings
+from .diff_findings import diff_findings, exposed_findings, precision
 
 
 @dataclass
@@ -194,6 +194,9 @@ def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
         }
     )
     if kernels is not None:
+        for side, r in (("a", A), ("b", B)):  # what the precision sentence cites
+            p = precision(r)
+            info[f"{side}_precision"], info[f"{side}_precision_pct"] = p if p else (None, float("nan"))
         info["only_in_a_total"] = len(kernels.only_a)
         info["only_in_b_total"] = len(kernels.only_b)
     return info

@@ -232,14 +232,21 @@ def _gemm_words(g: dict, side: str, c: Cite) -> str:
     return f"{pct} of GEMM time on tensor cores ({family})"
 
 
-def _precision_findings(A: Region, B: Region) -> list[str]:
-    pa, pb = _precision(A), _precision(B)
+def _precision_findings(A: Region, B: Region) -> list[Finding]:
+    """Cites diff's info (``a_precision``, ``a_precision_pct``, B's alike)."""
+    pa, pb = precision(A), precision(B)
     if pa and pb and pa[0] != pb[0]:
-        return [f"most GPU time runs in {pb[0]} in B ({pb[1]:.0f}%) but in {pa[0]} in A ({pa[1]:.0f}%)"]
+        c = Cite()
+        ((na, sa), (nb, sb)) = (
+            (c("info", {}, f"{s}_precision", p[0], "text"), c("info", {}, f"{s}_precision_pct", p[1], "pct"))
+            for s, p in (("a", pa), ("b", pb))
+        )
+        return [c.finding(f"most GPU time runs in {nb} in B ({sb}) but in {na} in A ({sa})")]
     return []
 
 
-def _precision(side: Region):
+def precision(side: Region) -> tuple[str, float] | None:
+    """The precision with the most GPU time and its share of the side's GPU time (percent)."""
     k = side.activities
     if not len(k) or "precision" not in k.columns:
         return None

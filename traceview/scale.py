@@ -184,6 +184,10 @@ def connect_timeout() -> float:
     """Seconds to wait for the scheduler: ``TRACEVIEW_DASK_TIMEOUT``, else Dask's connect timeout."""
     raw = os.environ.get(TIMEOUT_ENV, "").strip()
     if not raw:
+        try:
+            import distributed  # noqa: F401  (importing it adds its defaults to dask.config)
+        except ImportError:
+            raise TraceviewError("--workers/--scheduler need Dask: pip install 'traceview[dask]'") from None
         import dask.config
         from dask.utils import parse_timedelta
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from .common import (
+    dask_options,
     devices_option,
     emit,
+    executor,
     format_option,
     friendly,
     load_many,
@@ -30,8 +32,9 @@ from .group import main
     "--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list."
 )
 @run_option
+@dask_options
 @friendly
-def summary(traces, out, sel, options, recursive, top, run):
+def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels.
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
@@ -41,12 +44,10 @@ def summary(traces, out, sel, options, recursive, top, run):
 
     if run:
         not_applied("summary --run shows the shared metrics of every rank, not a list of kernels", "top")
-        return emit(
-            api.summary_run(
-                traces[0] if len(traces) == 1 else list(traces), recursive=recursive, sel=sel, options=options
-            ),
-            out,
-        )
+        paths = traces[0] if len(traces) == 1 else list(traces)
+        dask = executor(workers, scheduler)
+        return emit(api.summary_run(paths, recursive=recursive, sel=sel, options=options, **dask), out)
+    not_applied("--workers and --scheduler spread a run's ranks: give --run", "workers", "scheduler")
     loaded = load_many(traces, options, recursive)
     hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
     if hint:
@@ -94,7 +95,7 @@ def summary(traces, out, sel, options, recursive, top, run):
 @devices_option
 @friendly
 def kernels(trace, out, sel, options, unclassified, plot, ops, by, library):
-    """Per kernel name, as nsys stats' cuda_gpu_kern_sum: Time %, Total, Instances, Avg, Med, Min, Max."""
+    """Per kernel name, as nsys stats' cuda_gpu_kern_sum: share, total, count, avg, median, min, max (ns)."""
     from .. import api
 
     if unclassified:

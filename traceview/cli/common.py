@@ -151,6 +151,49 @@ recursive_option = click.option(
 )
 
 
+def _check_scheduler(_ctx, _param, value):
+    """A malformed address is a usage error, told before any trace is read or connection tried."""
+    from ..scale import AddressError, check_address, connect_timeout
+
+    if value is None:
+        return None
+    try:
+        connect_timeout()
+    except TraceviewError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        return check_address(value)
+    except AddressError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def dask_options(f):
+    """``--workers N`` / ``--scheduler ADDRESS``: a run's rank files on Dask (ranks, summary --run,
+    compare --run, diff RUN_A/ RUN_B/; one pipeline, traceview/scale.py); ``executor`` checks them."""
+    f = click.option(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        callback=_check_scheduler,
+        help="Use an existing Dask cluster (tcp://host:port); its workers must see the files at these "
+        "paths. Connecting waits at most TRACEVIEW_DASK_TIMEOUT seconds (default: Dask's, 30).",
+    )(f)
+    return click.option(
+        "--workers",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Spread the ranks over a local Dask cluster of N worker processes.",
+    )(f)
+
+
+def executor(workers, scheduler) -> dict:
+    """The keywords of the API's run functions for ``dask_options``: one of the two, or neither."""
+    if workers is not None and scheduler is not None:
+        raise click.UsageError("give --workers or --scheduler, not both")
+    return {"workers": workers, "scheduler": scheduler}
+
+
 @dataclass(frozen=True)
 class Output:
     """Where and how a command's reports go, from ``--format``, ``--wide`` and ``-o/--output``."""

@@ -8,8 +8,10 @@ import click
 
 from ..api import Selection
 from .common import (
+    dask_options,
     devices_option,
     emit,
+    executor,
     format_option,
     friendly,
     load_many,
@@ -71,8 +73,9 @@ def _write_plot(traces, plot, *, labels, sels) -> None:
 @top_option
 @plot_option
 @devices_option
+@dask_options
 @friendly
-def diff(a, b, out, sel, annotation_b, options, top, plot):
+def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
     """What changed from trace A to trace B, per step: kernels and GPU time, categories,
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
     attention backend. CPU-only traces compare CPU ops per step. Two folders are two runs
@@ -91,7 +94,9 @@ def diff(a, b, out, sel, annotation_b, options, top, plot):
             "top",
             "plot",
         )
-        return emit(api.diff(a, b, options=options), out)
+        return emit(api.diff_runs(a, b, options=options, **executor(workers, scheduler)), out)
+
+    not_applied("--workers and --scheduler spread two runs' ranks: give two folders", "workers", "scheduler")
 
     _check_plot(plot)
     ta, tb = load_one(a, options), load_one(b, options)
@@ -122,15 +127,20 @@ def diff(a, b, out, sel, annotation_b, options, top, plot):
 @plot_option
 @devices_option
 @run_option
+@dask_options
 @friendly
-def compare(traces, baseline, out, sel, options, recursive, plot, run):
+def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, scheduler):
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
     the baseline, tensor-core share of GEMM time, attention backend, top categories. With --run,
     each path is one run (a folder of rank traces): runs compared overall and rank by rank."""
     from .. import api
 
     if run:
-        return emit(compare_runs(traces, baseline, sel, plot, recursive=recursive, options=options), out)
+        dask = executor(workers, scheduler)
+        return emit(
+            compare_runs(traces, baseline, sel, plot, recursive=recursive, options=options, **dask), out
+        )
+    not_applied("--workers and --scheduler spread a run's ranks: give --run", "workers", "scheduler")
     _check_plot(plot)
     loaded = load_many(traces, options, recursive)
     report = api.compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
@@ -139,7 +149,7 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run):
     emit(report, out)
 
 
-def compare_runs(paths, baseline, sel, plot, *, recursive, options):
+def compare_runs(paths, baseline, sel, plot, *, recursive, options, workers, scheduler):
     """``compare --run``: every path must be a folder (one run each)."""
     from ..api import compare_runs as compare_many
     from ..errors import TraceviewError
@@ -149,7 +159,15 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, options):
     for p in paths:
         if not os.path.isdir(p):
             raise TraceviewError(f"{p}: not a folder; compare --run takes one folder of rank traces per run")
-    return compare_many(list(paths), baseline=baseline, recursive=recursive, sel=sel, options=options)
+    return compare_many(
+        list(paths),
+        baseline=baseline,
+        recursive=recursive,
+        sel=sel,
+        options=options,
+        workers=workers,
+        scheduler=scheduler,
+    )
 
 
 @main.command()

@@ -29,7 +29,7 @@ from ... import schema
 from ...errors import TraceviewError
 from ..select.region import Region
 from ..wording.words import Cite
-from .work import has_shapes, trace_work
+from .work import has_shapes, memo, trace_work
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "completeness.toml"
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
@@ -107,7 +107,12 @@ def by_api(trace) -> pd.DataFrame:
 def completeness(trace) -> dict:
     """The completeness figures of one trace file (see docs/metrics.md), and ``warning``: one line
     when the kernel launches without GPU activity or the activities without launch reach
-    ``warn_pct``, else None."""
+    ``warn_pct``, else None. Worked out once per loaded trace (summary, diff and compare each ask
+    for the table and the warning)."""
+    return dict(memo(trace, "completeness", _completeness))
+
+
+def _completeness(trace) -> dict:
     apis, k = by_api(trace), trace.kernels
     kern = apis[apis["kind"] == "kernel"]
     n_launch, n_lost = int(kern["launches"].sum()), int(kern["without_gpu"].sum())
@@ -157,9 +162,7 @@ def completeness_table(sides) -> pd.DataFrame:
     """``sides``: (label, trace) pairs. One row each: the completeness figures (no warning text)."""
     rows = []
     for label, t in sides:
-        c = completeness(t)
-        c.pop("warning")
-        rows.append({"trace": label, **c})
+        rows.append({"trace": label, **{k: v for k, v in completeness(t).items() if k != "warning"}})
     return pd.DataFrame(rows)
 
 

@@ -73,6 +73,7 @@ def test_an_incomplete_trace_is_flagged_with_the_right_count(lossy):
     assert c["kernel_launches"] == want["launches"] == 156
     assert c["launches_without_gpu"] == lost
     assert c["launches_without_gpu_pct"] == pytest.approx(100.0 * lost / want["launches"])
+    assert c["without_gpu_by_api"] == ", ".join(f"{a} {n:,}" for a, n in sorted(want["lost"].items()))
     by_api = r["launches"].set_index("api")["without_gpu"]
     assert {a: int(by_api[a]) for a in want["lost"]} == want["lost"]
     warning = r.notes[0]
@@ -105,9 +106,9 @@ def test_graph_replays_are_counted_and_named():
     k = tv.kernels(t)
     rows = k["kernels"]
     replay = rows[rows["launched_by"] == "(graph replay: cudaGraphLaunch)"]
-    assert replay["Instances"].sum() == n
+    assert replay["count"].sum() == n
     # what still reads "(no CPU op)" is among the 41 activities that no graph launched
-    assert rows.loc[rows["launched_by"] == "(no CPU op)", "Instances"].sum() <= len(want["gpu"]) - n
+    assert rows.loc[rows["launched_by"] == "(no CPU op)", "count"].sum() <= len(want["gpu"]) - n
     assert any(
         "356 GPU activities are CUDA-graph replays" in x and "efficiency columns" in x for x in k.notes
     )

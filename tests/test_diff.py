@@ -369,6 +369,7 @@ DIFF_TABLES = {
         "activities_without_launch_pct",
         "graph_replays",
         "graph_replay_pct_of_gpu_time",
+        "without_gpu_by_api",
     ],
     "workload": ["trace", "device", "flops_per_step", "bytes_per_step", "op_shapes", "gemm_m"],
     "overview": ["metric", "a", "b", "delta", "ratio"],

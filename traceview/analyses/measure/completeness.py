@@ -129,6 +129,10 @@ def _completeness(trace) -> dict:
         "activities_without_launch_pct": _pct(no_launch, len(k)),
         "graph_replays": int(graph.sum()),
         "graph_replay_pct_of_gpu_time": _pct(int(dur[graph].sum()), int(dur.sum())),
+        # by launch API, kernel and copy calls alike (table launches has the counts by API)
+        "without_gpu_by_api": ", ".join(
+            f"{a} {n:,}" for a, n in zip(apis["api"], apis["without_gpu"], strict=True) if n
+        ),
     }
     out["warning"] = _warning(trace.label, out, kern)
     return out

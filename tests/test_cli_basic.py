@@ -40,13 +40,13 @@ def test_kernels_json_matches_the_dataframe():
     assert doc["schema"] == "traceview.report" and doc["kind"] == "kernels"
     rows = doc["tables"]["kernels"]
     k = tv.load(H100, cache=False).kernels
-    assert sum(r["Instances"] for r in rows) == len(k)
-    assert sum(r["Total Time (ns)"] for r in rows) == int(k["dur_ns"].sum())
+    assert sum(r["count"] for r in rows) == len(k)
+    assert sum(r["total_ns"] for r in rows) == int(k["dur_ns"].sum())
     top = rows[0]
-    same = k[k["name"] == top["Name"]]["dur_ns"]
-    assert top["Total Time (ns)"] == int(same.sum()) and top["Max (ns)"] == int(same.max())
-    assert top["Med (ns)"] == float(same.median())
-    assert abs(sum(r["Time (%)"] for r in rows) - 100.0) < 1e-6
+    same = k[k["name"] == top["name"]]["dur_ns"]
+    assert top["total_ns"] == int(same.sum()) and top["max_ns"] == int(same.max())
+    assert top["median_ns"] == float(same.median())
+    assert abs(sum(r["pct_time"] for r in rows) - 100.0) < 1e-6
 
 
 @needs_corpus
@@ -54,17 +54,17 @@ def test_kernels_csv_and_markdown():
     out = run("kernels", H100, "--format", "csv", "--no-cache").output
     rows = list(csv.DictReader(io.StringIO(out)))
     assert rows and {
-        "Time (%)",
-        "Total Time (ns)",
-        "Instances",
-        "Avg (ns)",
-        "Med (ns)",
-        "Min (ns)",
-        "Max (ns)",
-        "Name",
+        "pct_time",
+        "total_ns",
+        "count",
+        "avg_ns",
+        "median_ns",
+        "min_ns",
+        "max_ns",
+        "name",
     } <= set(rows[0])
     md = run("kernels", H100, "--format", "markdown", "--no-cache").output
-    assert "| Time (%) | Total Time (ns) | Instances |" in md
+    assert "| pct_time | total_ns | count |" in md
 
 
 @needs_corpus
@@ -143,11 +143,11 @@ def test_table_fits_columns_and_wide_prints_whole_names():
 def test_kernels_show_readable_name_and_launching_chain():
     doc = json.loads(run("kernels", H100, "--format", "json").output)
     rows = doc["tables"]["kernels"]
-    flash = next(r for r in rows if "flash_fwd_kernel" in r["Name"])
+    flash = next(r for r in rows if "flash_fwd_kernel" in r["name"])
     assert flash["kernel"] == "pytorch_flash::flash_fwd_kernel [bfloat16_t]"  # the dtype stays (issue 21)
     assert flash["launched_by"].startswith("aten::scaled_dot_product_attention")
     assert isinstance(flash["other_chains"], int)
-    assert all(isinstance(r["Total Time (ns)"], int) and isinstance(r["Instances"], int) for r in rows)
+    assert all(isinstance(r["total_ns"], int) and isinstance(r["count"], int) for r in rows)
 
 
 def test_every_command_writes_html():

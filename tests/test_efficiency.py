@@ -263,7 +263,7 @@ def test_corpus_every_row_is_rated_on_one_time_base(path):
         shown = ~np.isnan(pct)
         assert np.allclose(pct[shown], 100.0 * tflops[shown] / peak[shown], rtol=1e-12), name
     k = rep["kernels"]
-    helper = k["Name"].str.contains(
+    helper = k["name"].str.contains(
         r"splitKreduce_kernel|reduce_1Block_kernel<[^(]*cublas|^Memset", regex=True
     )
     assert k.loc[helper, ["flops", "tflops", "peak_tflops", "pct_of_peak_tflops"]].isna().all().all()
@@ -421,7 +421,7 @@ def test_h100_flash_forward_rated_on_executed_flops(causal, tmp_path):
         989.4
     )  # H100 SXM dense bf16, the tensor path of the flash kernel
     assert row["pct_of_peak_tflops"] == pytest.approx(100 * row["tflops"] / row["peak_tflops"], rel=1e-12)
-    kernel = next(k for k in json.loads(res.output)["tables"]["kernels"] if "flash_fwd" in k["Name"])
+    kernel = next(k for k in json.loads(res.output)["tables"]["kernels"] if "flash_fwd" in k["name"])
     assert kernel["tflops"] == pytest.approx(row["tflops"], rel=1e-9)  # one kernel per op: same rate
 
 
@@ -453,5 +453,5 @@ def test_bound_is_latency_when_both_shares_are_low():
     low = (k["pct_of_peak_tflops"].fillna(0.0) < 20) & (k["pct_of_peak_gbps"] < 20)
     assert ((k["bound"] == "latency") == low).all()
     assert low.any() and not low.all()
-    big = k[k["Name"].str.contains("s16816gemm_bf16_256x128")]
+    big = k[k["name"].str.contains("s16816gemm_bf16_256x128")]
     assert len(big) == 1 and big["bound"].iloc[0] in ("memory", "compute")

@@ -25,7 +25,7 @@ from traceview.render.fit import ELLIPSIS, middle, terminal_width
 FILES = corpus_files()
 needs_corpus = pytest.mark.skipif(not FILES, reason=SKIP_REASON)
 WIDTH = 80
-KERNEL_COLUMNS = {"Name", "kernel", "example"}
+KERNEL_COLUMNS = {"name", "kernel", "example"}
 
 
 @pytest.fixture(scope="module")

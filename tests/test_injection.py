@@ -204,7 +204,7 @@ def _csv(text: str) -> list[dict]:
 def test_csv_cells_never_start_a_formula(traces):
     _, a, b = traces
     rows = _csv(_run("kernels", a, "--format", "csv").stdout)
-    names = [r["Name"] for r in rows]
+    names = [r["name"] for r in rows]
     for payload in FORMULAS:
         assert "'" + visible(payload) in names, (payload, names)  # neutralised, still readable
     for row in rows:
@@ -280,7 +280,7 @@ def test_markdown_links_are_not_live(tmp_path):
 def test_json_keeps_the_exact_text(traces):
     _, a, _ = traces
     doc = json.loads(_run("kernels", a, "--format", "json").stdout)
-    assert set(KERNELS) <= {r["Name"] for r in doc["tables"]["kernels"]}
+    assert set(KERNELS) <= {r["name"] for r in doc["tables"]["kernels"]}
     assert OP in {r["launched_by"] for r in doc["tables"]["kernels"]}
     summary = json.loads(_run("summary", a, "--format", "json").stdout)
     assert summary["info"]["device"] == DEVICE and summary["info"]["label"] == VARIANT

@@ -126,7 +126,7 @@ def test_zero_duration_kernels_have_no_rate(tmp_path, extra):
         assert not any(c.strip().lower() in ("inf", "-inf", "infinity") for c in cells), result.output
     if "json" in extra:
         doc = json.loads(result.output)
-        gemm = [r for r in doc["tables"]["kernels"] if r["Name"] == GEMM]
+        gemm = [r for r in doc["tables"]["kernels"] if r["name"] == GEMM]
         assert gemm and gemm[0]["tflops"] is None and gemm[0]["gbps"] is None
         assert gemm[0]["flops"] > 0  # the work is known; only the rate over zero time is not
         assert any("took 0 ns" in n for n in doc["notes"])

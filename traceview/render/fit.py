@@ -19,7 +19,6 @@ NAME_FLOOR = 30
 TEXT_FLOOR = 12
 #: columns that hold names (kernels, ops, chains, traces): shortened no further than NAME_FLOOR
 NAME_COLUMNS = {
-    "Name",
     "name",
     "kernel",
     "example",

@@ -515,7 +515,7 @@ def name_efficiency(r: Region) -> pd.DataFrame:
     return out[list(NAME_COLUMNS)]
 
 
-def with_efficiency(table: pd.DataFrame, r: Region, key: str = "Name") -> pd.DataFrame:
+def with_efficiency(table: pd.DataFrame, r: Region, key: str = "name") -> pd.DataFrame:
     """``table`` (one row per kernel name in column ``key``) with the ``NAME_COLUMNS`` added."""
     eff = name_efficiency(r).reindex(table[key].astype(str).to_numpy())
     return table.assign(**{c: eff[c].to_numpy() for c in NAME_COLUMNS})

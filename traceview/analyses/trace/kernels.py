@@ -13,24 +13,27 @@ from ..measure.groups import launch_chains
 from ..select.region import Selection, region
 from ..wording.names import readable_kernel_name
 
+#: nsys stats cuda_gpu_kern_sum's columns (Time (%), Total Time (ns), Instances, Avg, Med, Min, Max,
+#: StdDev (ns), Name) under snake_case names; count, total_ns and pct_time as summary's top_kernels
 NSYS_COLUMNS = [
-    "Time (%)",
-    "Total Time (ns)",
-    "Instances",
-    "Avg (ns)",
-    "Med (ns)",
-    "Min (ns)",
-    "Max (ns)",
-    "StdDev (ns)",
-    "Name",
+    "pct_time",
+    "total_ns",
+    "count",
+    "avg_ns",
+    "median_ns",
+    "min_ns",
+    "max_ns",
+    "stddev_ns",
+    "name",
 ]
 
 
 def kernel_stats(trace, sel: Selection | None = None, ops: bool = False) -> Report:
-    """Per distinct name: Time %, Total, Instances, Avg, Med, Min, Max, StdDev (ns), plus a
-    readable name (``kernel``), category and the launching op chain (the most common one and
-    how many other chains launched the same name). ``ops``: also table ``ops``, one row per op
-    name and shapes with its work and efficiency per step (:func:`.efficiency.op_table`)."""
+    """Per distinct name (``name``): share, total, count, mean, median, min, max and standard
+    deviation of the durations (ns), plus a readable name (``kernel``), category and the launching
+    op chain (the most common one and how many other chains launched the same name). ``ops``: also
+    table ``ops``, one row per op name and shapes with its work and efficiency per step
+    (:func:`.efficiency.op_table`)."""
     r = region(trace, sel)
     table = with_efficiency(name_stats(r.activities), r)
     tables = {"kernels": _with_chains(table, r)}
@@ -58,25 +61,25 @@ def name_stats(k: pd.DataFrame) -> pd.DataFrame:
     g = k.groupby("name", observed=True)["dur_ns"]
     out = pd.DataFrame(
         {
-            "Total Time (ns)": g.sum(),
-            "Instances": g.size(),
-            "Avg (ns)": g.mean(),
-            "Med (ns)": g.median(),
-            "Min (ns)": g.min(),
-            "Max (ns)": g.max(),
-            "StdDev (ns)": g.std(ddof=1).fillna(0.0),
+            "total_ns": g.sum(),
+            "count": g.size(),
+            "avg_ns": g.mean(),
+            "median_ns": g.median(),
+            "min_ns": g.min(),
+            "max_ns": g.max(),
+            "stddev_ns": g.std(ddof=1).fillna(0.0),
         }
     )
-    total = out["Total Time (ns)"].sum()
-    out.insert(0, "Time (%)", 100.0 * out["Total Time (ns)"] / total if total else 0.0)
-    out = out.reset_index().rename(columns={"name": "Name"})[NSYS_COLUMNS]
-    out.insert(0, "kernel", [readable_kernel_name(str(n)) for n in out["Name"]])
+    total = out["total_ns"].sum()
+    out.insert(0, "pct_time", 100.0 * out["total_ns"] / total if total else 0.0)
+    out = out.reset_index()[NSYS_COLUMNS]
+    out.insert(0, "kernel", [readable_kernel_name(str(n)) for n in out["name"]])
     if "category" in k.columns:
         cats = k.drop_duplicates("name").set_index("name")
         for col in ("category", "tensor_core", "attention_backend"):
             if col in cats.columns:
-                out[col] = cats[col].reindex(out["Name"].astype(str)).to_numpy()
-    return out.sort_values("Total Time (ns)", ascending=False, kind="stable").reset_index(drop=True)
+                out[col] = cats[col].reindex(out["name"].astype(str)).to_numpy()
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _with_chains(table: pd.DataFrame, r) -> pd.DataFrame:
@@ -84,12 +87,12 @@ def _with_chains(table: pd.DataFrame, r) -> pd.DataFrame:
     k = r.activities
     if not len(k):
         return table.assign(launched_by=pd.Series(dtype=object), other_chains=pd.Series(dtype="int64"))
-    pairs = pd.DataFrame({"Name": k["name"].astype(str).to_numpy(), "chain": launch_chains(r)})
-    n = pairs.groupby(["Name", "chain"], sort=False).size().reset_index(name="n")
-    n = n.sort_values(["Name", "n"], ascending=[True, False], kind="stable")
-    top = n.drop_duplicates("Name").set_index("Name")["chain"]
-    others = n.groupby("Name").size() - 1
-    names = table["Name"].astype(str)
+    pairs = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "chain": launch_chains(r)})
+    n = pairs.groupby(["name", "chain"], sort=False).size().reset_index(name="n")
+    n = n.sort_values(["name", "n"], ascending=[True, False], kind="stable")
+    top = n.drop_duplicates("name").set_index("name")["chain"]
+    others = n.groupby("name").size() - 1
+    names = table["name"].astype(str)
     return table.assign(
         launched_by=top.reindex(names).to_numpy(),
         other_chains=others.reindex(names).fillna(0).astype(np.int64).to_numpy(),

@@ -104,9 +104,16 @@ def exposed(r: Region) -> Exposed:
     return Exposed(steps, causes)
 
 
+def cause_column(cause: str) -> str:
+    """A cause's column in the report's ``steps`` table: snake_case with its unit, as every column
+    (``compute: gemm`` -> ``compute_gemm_ns``; ``communication hidden`` -> info's
+    ``communication_hidden_ns``); the causes themselves stay words in table ``exposed``."""
+    return re.sub(r"[^a-z0-9]+", "_", cause.lower()).strip("_") + "_ns"
+
+
 def exposed_report(trace, sel: Selection | None = None) -> Report:
     """``tv.exposed``: table ``exposed`` (cause, ns over the selected windows, per step, % of the
-    wall time) and table ``steps`` (one row per window, one column per cause)."""
+    wall time) and table ``steps`` (one row per window, one column per cause: :func:`cause_column`)."""
     r = region(trace, sel)
     e = exposed(r)
     t = e.totals()
@@ -138,7 +145,10 @@ def exposed_report(trace, sel: Selection | None = None) -> Report:
     return Report(
         kind="exposed",
         title=f"Exposed time: {trace.label} (per {r.per_word})",
-        tables={"exposed": table, "steps": e.steps},
+        tables={
+            "exposed": table,
+            "steps": e.steps.rename(columns={c: cause_column(c) for c in [*e.causes, HIDDEN]}),
+        },
         findings=findings,
         info=info,
         notes=list(trace.warnings) + r.notes,

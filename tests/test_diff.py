@@ -508,7 +508,10 @@ def test_json_on_cpu_traces_has_cpu_tables_only():
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert set(doc["tables"]) == {"workload", "overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b"}
+    # the samples are recorded with profile_memory and with_stack (issue 19): memory and copy_sources too
+    assert set(doc["tables"]) == {
+        *("workload", "overview", "cpu_ops", "cpu_only_in_a", "cpu_only_in_b", "memory", "copy_sources")
+    }
 
 
 # ------------------------------------------------------------------ CLI

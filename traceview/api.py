@@ -122,7 +122,7 @@ def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) ->
     return x if isinstance(x, Run) else _load_run(x, skip_bad=skip_bad, recursive=recursive, **opts.kwargs())
 
 
-def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool, **kw) -> list:
+def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool, **kw: Any) -> list:
     """Each run's RankResults (a folder, paths or a loaded ``Run``): every rank file of every run by
     ``scale.run_results``, one load each, serially or on Dask (``kw``); a ``Run`` by the same
     per-rank function on its loaded traces."""

@@ -182,7 +182,9 @@ def idle(trace, ta, rank=None, consecutive_kernel_delay: int = 30) -> Report:
     table["pct_of_stream_idle"] = 100.0 * table.pop("idle_time_ratio").astype(float)
     tables = {"idle_by_stream": table}
     if stats is not None and len(stats):
-        tables["idle_intervals_us"] = stats.reset_index().rename(columns={"index": "idle_category"})
+        # describe()'s quartile columns (25%, 50%, 75%) under snake_case names, as every column
+        quartiles = {"index": "idle_category", "25%": "p25", "50%": "p50", "75%": "p75"}
+        tables["idle_intervals_us"] = stats.reset_index().rename(columns=quartiles)
     totals = table.groupby("idle_category")["idle_time_us"].sum()
     all_idle = float(totals.sum())
     findings = []

@@ -419,6 +419,13 @@ DIFF_TABLES = {
         "attention_tflops",
         "attention_pct_of_peak",
         "attention_runs_on",
+        "rated_device",
+        "gemm_precision",
+        "gemm_peak_tflops",
+        "gemm_path_peak_tflops",
+        "attention_precision",
+        "attention_peak_tflops",
+        "attention_path_peak_tflops",
     ],
     "cpu_ops": [
         "op",

@@ -37,6 +37,7 @@ import pandas as pd
 from ...devices import trace_device
 from ...model import list_codes
 from ..select.region import Region
+from ..wording.words import Cite, share
 from .completeness import graph_replays
 from .work import counted_owner, has_shapes, memo, trace_work
 from .work import rules as work_rules
@@ -578,60 +579,97 @@ def efficiency_table(sides) -> pd.DataFrame:
                     f"{word}_runs_on": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip(),
                 }
             )
-        rows.append(row)
+        rows.append(row | peak_columns(r))
     return pd.DataFrame(rows)
 
 
+def peak_columns(r: Region) -> dict:
+    """What the efficiency sentences cite beside the rates (issue 18 item 3): the device the
+    percents are of (``rated_device``, the device table's name) and per category the precision as
+    the sentence words it, the peak its percent is of (time-weighted over its kernels' paths:
+    ``100 * tflops / pct_of_peak``) and its main path's peak."""
+    e = {cat: category_efficiency(r, cat) for cat in ("gemm", "attention")}
+    device = next((x["device"] for x in e.values() if x.get("device") is not None), None)
+    out = {"rated_device": device.name if device is not None else "-"}
+    for cat, x in e.items():
+        pct = x["pct_of_peak"]
+        out[f"{cat}_precision"] = _precision_words(x["path"], x["precision"]) if x["precision"] else "-"
+        out[f"{cat}_peak_tflops"] = 100.0 * x["tflops"] / pct if pct and not np.isnan(pct) else float("nan")
+        out[f"{cat}_path_peak_tflops"] = x["peak_tflops"]
+    return out
+
+
+def _precision_words(path: str, precision: str) -> str:
+    return "fp32 (TF32)" if path == "tensor" and precision == "fp32" else precision
+
+
 def _pct(v: float) -> str:
-    return f"{v:.2g}%" if v < 10 else f"{v:.0f}%"
+    return share(v)
 
 
-def _side_words(label: str, e: dict, what: str) -> str:
+def _side_words(c: Cite, side: tuple, cat: str, e: dict, what: str) -> str:
+    label, table, key = side
     where = PATH_WORDS.get(e["path"], "an unknown path")
+    pct = f"{cat}_pct_of_peak"
     parts = (  # the peak named with its device and value: each side is rated against its own
-        [f"{_pct(e['pct_of_peak'])} of {_rated_peak(e)}"] if not np.isnan(e["pct_of_peak"]) else []
+        [f"{c(table, key, pct, e['pct_of_peak'], 'share')} of {_rated_peak(c, side, cat, e)}"]
+        if not np.isnan(e["pct_of_peak"])
+        else []
     )
     if e.get("causal"):
         parts.append("causal attention rated on the FLOPs its kernels execute, half of torch's count")
-    return f"{label}'s {what} reach {e['tflops']:.3g} TFLOP/s on {where}" + (
-        f" ({'; '.join(parts)})" if parts else ""
-    )
+    name = c(table, key, "trace", label, "text") if key["trace"] == label else label  # a label is cited
+    rate = c(table, key, f"{cat}_tflops", e["tflops"], "tflops")
+    return f"{name}'s {what} reach {rate} TFLOP/s on {where}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def _rated_peak(e: dict) -> str:
+def _rated_peak(c: Cite, side: tuple, cat: str, e: dict) -> str:
     """The peak a category's percent is of: its main path's, or (kernels on several paths or
     precisions) the time-weighted peak that 100 * tflops / pct_of_peak gives back."""
+    _, table, key = side
     weighted = 100.0 * e["tflops"] / e["pct_of_peak"]
+    prec = c(table, key, f"{cat}_precision", _precision_words(e["path"], e["precision"]), "text")
+    device = c(table, key, "rated_device", e["device"].name, "text") if e.get("device") is not None else None
     if np.isclose(weighted, e["peak_tflops"], rtol=5e-3):
-        return _peak_words(e, e["path"], e["precision"], e["peak_tflops"])
-    device = f"the {e['device'].name}'s" if e.get("device") is not None else "the"
-    prec = "fp32 (TF32)" if e["path"] == "tensor" and e["precision"] == "fp32" else e["precision"]
+        peak = c(table, key, f"{cat}_path_peak_tflops", e["peak_tflops"], "peak")
+        return (
+            f"the {prec} {PEAK_WORDS[e['path']]} peak{f' of the {device}' if device else ''} ({peak} TFLOP/s)"
+        )
+    whose = f"the {device}'s" if device else "the"
     return (
-        f"{device} time-weighted peak for their paths, {weighted:.4g} TFLOP/s (mostly {prec} "
-        f"{PATH_WORDS.get(e['path'], 'an unknown path')}, {e['peak_tflops']:.4g})"
+        f"{whose} time-weighted peak for their paths, "
+        f"{c(table, key, f'{cat}_peak_tflops', weighted, 'peak')} TFLOP/s "
+        f"(mostly {prec} {PATH_WORDS.get(e['path'], 'an unknown path')}, "
+        f"{c(table, key, f'{cat}_path_peak_tflops', e['peak_tflops'], 'peak')})"
     )
 
 
 def _peak_words(e: dict, path: str, precision: str, peak: float) -> str:
     """``the bf16 tensor-core peak of the H100 SXM (989.4 TFLOP/s)``: which peak, whose, how high."""
-    prec = "fp32 (TF32)" if path == "tensor" and precision == "fp32" else precision
+    prec = _precision_words(path, precision)
     device = f" of the {e['device'].name}" if e.get("device") is not None else ""
     return f"the {prec} {PEAK_WORDS[path]} peak{device} ({peak:.4g} TFLOP/s)"
 
 
-def efficiency_findings(sides) -> list[str]:
+def efficiency_findings(sides, table: str = "efficiency", keys=None) -> list[str]:
     """Sentences on GEMM and attention efficiency per side (``sides``: (label, Region) pairs); when
     one side's GEMMs run on CUDA cores and another's on tensor cores, the CUDA-core rate against
-    the tensor-core peak of the same precision."""
+    the tensor-core peak of the same precision. Each figure cites ``table``'s row whose ``trace``
+    is the side's key (``keys``, default the labels): diff's efficiency table, compare's rows."""
+    keys = keys or [label for label, _ in sides]
     f = []
     for cat, what in (("gemm", "GEMMs"), ("attention", "fused attention kernels")):
-        stats = [(label, category_efficiency(r, cat)) for label, r in sides]
-        stats = [(label, e) for label, e in stats if not np.isnan(e["tflops"])]
+        stats = [
+            ((label, table, {"trace": k}), category_efficiency(r, cat))
+            for (label, r), k in zip(sides, keys, strict=True)
+        ]
+        stats = [(side, e) for side, e in stats if not np.isnan(e["tflops"])]
         if not stats:
             continue
-        f.append("; ".join(_side_words(label, e, what) for label, e in stats))
+        c = Cite()
+        f.append(c.finding("; ".join(_side_words(c, side, cat, e, what) for side, e in stats)))
         if cat == "gemm":
-            f += _cuda_vs_tensor(stats)
+            f += _cuda_vs_tensor([(side[0], e) for side, e in stats])
     return f
 
 

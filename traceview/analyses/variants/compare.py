@@ -18,9 +18,9 @@ from ...report import Finding, Report
 from ...run import one_job
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_finding, workload_table
-from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes
-from ..measure.groups import breakdown, category_times, trace_labels
-from ..measure.registry import per_step, shown_in
+from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes, peak_columns
+from ..measure.groups import category_times, stacked_bar, trace_labels
+from ..measure.registry import metrics_of, shown_in
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite, listing, ratio
 
@@ -38,7 +38,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     sides = [region(t, sel) for t in traces]
     labels = trace_labels(traces)
     gpu = any(s.has_gpu for s in sides)
-    rows = [per_step(s) for s in sides]
+    rows = [metrics_of(s) for s in sides]
     table = pd.DataFrame(
         [_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows, strict=True)]
     )
@@ -119,6 +119,7 @@ def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
         row["gemm_family"] = next(iter(metrics.gemm_families(s)), "-")
         row["top_categories"] = _top_categories(s)
         row.update(efficiency(s))  # GEMM and attention TFLOP/s and percent of peak
+        row.update(peak_columns(s))  # the device and peaks the efficiency sentence cites
     else:
         row["top_ops"] = _top_ops(s)
     return row
@@ -148,10 +149,10 @@ def _category_table(labels, sides) -> pd.DataFrame:
 
 
 def _op_table(labels, sides) -> pd.DataFrame:
-    """Per trace and CPU op (CPU-only traces): self time per step, as :func:`.region.breakdown` groups it."""
+    """Per trace and CPU op (CPU-only traces): self time per step, as :func:`.groups.stacked_bar` has it."""
     rows = []
     for label, s in zip(labels, sides, strict=True):
-        _, series = breakdown(s)
+        _, series = stacked_bar(s)
         for group, ns in series.items():
             rows.append({"trace": label, "op": str(group), "self_time_ns": float(ns)})
     return pd.DataFrame(rows, columns=["trace", "op", "self_time_ns"])
@@ -190,7 +191,7 @@ def _top_categories(side, n: int = 3) -> str:
 
 
 def _top_ops(side, n: int = 3) -> str:
-    _, s = breakdown(side, top=n)
+    _, s = stacked_bar(side, top=n)
     total = s.sum()
     if not total:
         return "-"
@@ -215,7 +216,9 @@ def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[
         f.append(c.finding(f"the traces come from different devices ({named}): times include the hardware"))
     if gpu:
         return (
-            f + _gpu_findings(t, labels, bl, per) + efficiency_findings(list(zip(labels, sides, strict=True)))
+            f
+            + _gpu_findings(t, labels, bl, per)
+            + efficiency_findings(list(zip(labels, sides, strict=True)), "compare")
         )
     return f + _cpu_findings(t, labels, bl, per)
 

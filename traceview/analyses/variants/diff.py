@@ -26,7 +26,7 @@ from ..measure.completeness import comparable_findings, completeness_table, work
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
-from ..measure.registry import numeric, per_step
+from ..measure.registry import metrics_of, numeric
 from ..measure.sources import has_stacks
 from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
@@ -64,7 +64,9 @@ def diff(
     chains_a, chains_b = _chain_only(A, B)
     tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, None)  # capped at the end
     first, same_work = comparable_findings([("A", la, A), ("B", lb, B)])
-    findings = diff_findings(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, same_work=same_work)
+    findings = diff_findings(
+        A, B, kernels, aa, ab, ops_t, chains_a, chains_b, same_work=same_work, labels=(la, lb)
+    )
     info = _info(a, b, A, B, la, lb, kernels)
     info["per_step_tables"] = ["workload"] + [n for n in tables if n != "overview"]
     # comparability first (issue 18): each side's completeness (whole file) and work, before any delta
@@ -159,7 +161,7 @@ def _cap_keeping_cited(tables: dict, findings, top: int | None) -> dict:
 
 
 def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     info = {
         "a": a.path,
         "b": b.path,
@@ -223,7 +225,7 @@ def _cap(df: pd.DataFrame, top: int | None) -> pd.DataFrame:
 
 def _overview(A: Region, B: Region) -> pd.DataFrame:
     """One row per metric the registry shows in the diff overview, by its one name."""
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     names = numeric(A.has_gpu or B.has_gpu)
     a = [float(ma[n]) for n in names]
     b = [float(mb[n]) for n in names]

@@ -11,7 +11,7 @@ from ...report import Finding
 from ..measure.efficiency import efficiency_findings
 from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores
-from ..measure.registry import per_step
+from ..measure.registry import metrics_of
 from ..select.region import Region
 from ..wording.names import short_kernel_name, tile
 from ..wording.words import Cite, human, listing, ratio
@@ -27,6 +27,7 @@ def diff_findings(
     chains_a: pd.DataFrame,
     chains_b: pd.DataFrame,
     same_work: bool = True,
+    labels: tuple[str, str] = ("A", "B"),
 ) -> list[str]:
     """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity);
     ``same_work``: False when the two sides ran different shapes or work (then a change of GEMM
@@ -45,7 +46,7 @@ def diff_findings(
         )
     gpu = A.has_gpu or B.has_gpu
     if gpu:
-        f += _gpu_findings(A, B, kernels, same_work)
+        f += _gpu_findings(A, B, kernels, same_work, labels)
         f += _attention_findings(aa, ab, A.per_word)
         f += _host_op_findings(ops_t)
         if not (A.has_gpu and B.has_gpu):
@@ -63,7 +64,7 @@ def diff_findings(
 # ------------------------------------------------------------------ GPU
 
 
-def _gpu_findings(A: Region, B: Region, kernels, same_work: bool = True) -> list[str]:
+def _gpu_findings(A: Region, B: Region, kernels, same_work: bool, labels: tuple[str, str]) -> list[str]:
     unit = A.per_word
     f = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
@@ -71,13 +72,13 @@ def _gpu_findings(A: Region, B: Region, kernels, same_work: bool = True) -> list
     f += _tile_findings(kernels.both, unit)
     f += _gemm_findings(kernels.ga, kernels.gb, same_work)
     f += _precision_findings(A, B)
-    f += efficiency_findings([("A", A), ("B", B)])
+    f += efficiency_findings([("A", A), ("B", B)], "efficiency", keys=list(labels))  # rows by label
     f += _launch_findings(A, B, unit)
     return f
 
 
 def _kernel_count_finding(A: Region, B: Region, unit: str) -> Finding:
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     na, nb = ma["kernels_per_step"], mb["kernels_per_step"]
     ta, tb = ma["gpu_time_per_step_ns"], mb["gpu_time_per_step_ns"]
     c = Cite()
@@ -123,7 +124,7 @@ def _what(category: str) -> str:
 
 def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) -> list[str]:
     """The (at most three) categories whose GPU time moved by more than 5% of the larger side's."""
-    most = max(per_step(A)["gpu_time_per_step_ns"], per_step(B)["gpu_time_per_step_ns"], 1)
+    most = max(metrics_of(A)["gpu_time_per_step_ns"], metrics_of(B)["gpu_time_per_step_ns"], 1)
     movers = by_cat[np.abs(by_cat["delta_time_ns"]) > 0.05 * most].copy()
     if not len(movers):
         return []
@@ -260,7 +261,7 @@ def precision(side: Region) -> tuple[str, float] | None:
 
 def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
     """Kernel launches per step, when they differ by more than 20%."""
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     la, lb = ma["kernel_launches_per_step"], mb["kernel_launches_per_step"]
     if not (la and lb):
         return []
@@ -350,7 +351,7 @@ def _attention_findings(aa: dict, ab: dict, unit: str) -> list[Finding]:
 def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
     f = []
     unit = A.per_word
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     na, nb = ma["cpu_ops_per_step"], mb["cpu_ops_per_step"]
     ca, cb = ma["cpu_time_per_step_ns"], mb["cpu_time_per_step_ns"]
     c = Cite()
@@ -428,7 +429,7 @@ def _first_seen(side: Region) -> dict:
 
 def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:
     """Nothing differs: the shared metrics, the per-kernel and per-op tables."""
-    ma, mb = per_step(A), per_step(B)
+    ma, mb = metrics_of(A), metrics_of(B)
     same_metrics = all(ma[k] == mb[k] or (ma[k] != ma[k] and mb[k] != mb[k]) for k in ma)
     if not same_metrics or len(chains_a) or len(chains_b):
         return False

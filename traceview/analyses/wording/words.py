@@ -79,7 +79,15 @@ READS: dict[str, Callable[[Any], str]] = {
     "text": str,
     "name": lambda v: shortened(str(v)),
     "bytes": lambda v: size(abs(v)),
+    "share": lambda v: share(v),
+    "tflops": lambda v: f"{v:.3g}",
+    "peak": lambda v: f"{v:.4g}",
 }
+
+
+def share(v: float) -> str:
+    """A percent of peak in a sentence: two significant digits under 10% (``0.16%``), whole above."""
+    return f"{v:.2g}%" if v < 10 else f"{v:.0f}%"
 
 
 def size(n: float) -> str:

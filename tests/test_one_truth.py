@@ -1,7 +1,7 @@
 """One number, one meaning: summary, compare and diff agree on every shared metric.
 
 For every corpus trace and every sample trace, for the whole trace and for one
-step: the metrics of ``analyses.metrics.per_step`` have the same value in
+step: the metrics of ``registry.metrics_of`` have the same value in
 ``summary``'s info, in ``compare``'s row, and on both sides of a trace diffed with
 itself (whose deltas are all zero and whose findings say the traces are the same).
 An independent count (stdlib json + Decimal, test_corpus_exact) checks the

@@ -133,11 +133,11 @@ def test_gpu_time_by_category_agrees_everywhere(tmp_path):
 
 
 def test_the_rank_figures_are_those_their_functions_compute():
-    """ranks' breakdown columns and the run diff's summed figures come from RANK_METRICS, whose
-    breakdown group is what gpu_breakdown.breakdown computes."""
-    from traceview.analyses.measure.gpu_breakdown import breakdown
+    """ranks' GPU-state columns and the run diff's summed figures come from RANK_METRICS, whose
+    gpu_states group is what gpu_breakdown.gpu_states computes."""
+    from traceview.analyses.measure.gpu_breakdown import gpu_states
     from traceview.analyses.runs import ranks, run_diff
 
-    computed = set(breakdown(tv.load(SAMPLES / "naive.json.gz", cache=False).kernels)) - {"busy_ns"}
-    assert set(ranks.BREAKDOWN) == computed == set(registry.rank_metrics("ranks", group="breakdown"))
-    assert [*ranks.BREAKDOWN, "wait_caused_ns"] == run_diff.METRICS
+    computed = set(gpu_states(tv.load(SAMPLES / "naive.json.gz", cache=False).kernels)) - {"busy_ns"}
+    assert set(ranks.GPU_STATES) == computed == set(registry.rank_metrics("ranks", group="gpu_states"))
+    assert [*ranks.GPU_STATES, "wait_caused_ns"] == run_diff.METRICS

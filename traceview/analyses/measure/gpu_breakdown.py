@@ -40,7 +40,7 @@ def gpu_class(acts: pd.DataFrame) -> np.ndarray:
     )
 
 
-def breakdown(acts: pd.DataFrame) -> dict:
+def gpu_states(acts: pd.DataFrame) -> dict:
     """span, busy and the four exclusive states of these activities, in ns."""
     cls = gpu_class(acts)
     comp, comm, every = (

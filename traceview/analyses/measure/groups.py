@@ -23,13 +23,13 @@ NO_OP = "(no CPU op)"
 __all__ = [
     "ARROW",
     "NO_OP",
-    "breakdown",
     "by_kernel",
     "category_times",
     "chain_table",
     "kernel_keys",
     "launch_chains",
     "op_table",
+    "stacked_bar",
     "trace_labels",
 ]
 
@@ -137,7 +137,7 @@ def chain_table(r: Region) -> pd.DataFrame:
     )
 
 
-def breakdown(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
+def stacked_bar(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
     """What a stacked bar of this region shows: GPU time per category per step, or (CPU-only)
     CPU self time per step (an op's time minus its child ops') by op name, the ``top`` largest
     and the rest as "other ops". Self times add up to the time spent in ops, without double counting."""

@@ -170,7 +170,7 @@ def per_op(s: pd.DataFrame) -> pd.DataFrame:
     return g.sort_values(["device", "allocated_bytes"], ascending=[True, False]).reset_index(drop=True)
 
 
-def per_step(s: pd.DataFrame) -> pd.DataFrame:
+def step_memory(s: pd.DataFrame) -> pd.DataFrame:
     """Per device and step: the peak, bytes allocated, bytes retained (allocated in the step and
     not freed in it; without ``Addr`` the step's net bytes), and ``growing``: retained in this step
     and in the step before it."""

@@ -109,7 +109,7 @@ def shown_in(output: str, gpu: bool = True) -> list[Metric]:
     return [x for x in METRICS if output in x.outputs and (gpu or not x.gpu)]
 
 
-def per_step(r: Region) -> dict:
+def metrics_of(r: Region) -> dict:
     """Every metric of the region, by its one name (counts and times per region where the name says);
     each is computed once per region (kept in ``r.measured``), however many outputs ask."""
     for x in METRICS:
@@ -119,7 +119,7 @@ def per_step(r: Region) -> dict:
 
 
 def shown(values: dict, output: str, gpu: bool = True) -> dict:
-    """``values`` (of ``per_step``) narrowed to the metrics ``output`` shows, in their order."""
+    """``values`` (of ``metrics_of``) narrowed to the metrics ``output`` shows, in their order."""
     return {x.name: values[x.name] for x in shown_in(output, gpu)}
 
 
@@ -136,7 +136,7 @@ class RankMetric:
     """A figure of one rank's whole trace (``traceview ranks``), computed where the rank is loaded."""
 
     name: str
-    group: str  # the function that computes it: breakdown (gpu_breakdown), overlap, stragglers
+    group: str  # the function that computes it: gpu_states (gpu_breakdown), overlap, stragglers
     unit: str
     combine: str  # over a run's ranks (diff RUN_A/ RUN_B/, compare --run), one of COMBINE
     outputs: tuple[str, ...]  # of RANK_OUTPUTS
@@ -146,14 +146,14 @@ class RankMetric:
 RANK_OUTPUTS = ("ranks", "run_diff", "run_compare")
 DIST = RANK_OUTPUTS
 RANK_METRICS: list[RankMetric] = [
-    RankMetric("span_ns", "breakdown", "ns", "sum", DIST,
+    RankMetric("span_ns", "gpu_states", "ns", "sum", DIST,
                "the rank's first GPU activity start to its last activity end, ns (whole trace)"),
-    RankMetric("computation_ns", "breakdown", "ns", "sum", DIST,
+    RankMetric("computation_ns", "gpu_states", "ns", "sum", DIST,
                "time in the span some computation kernel runs (neither communication nor memcpy/memset)"),
-    RankMetric("communication_ns", "breakdown", "ns", "sum", DIST,
+    RankMetric("communication_ns", "gpu_states", "ns", "sum", DIST,
                "time no computation runs but a communication kernel (NCCL/RCCL) does"),
-    RankMetric("memory_ns", "breakdown", "ns", "sum", DIST, "time only memcpys/memsets run"),
-    RankMetric("idle_ns", "breakdown", "ns", "sum", DIST,
+    RankMetric("memory_ns", "gpu_states", "ns", "sum", DIST, "time only memcpys/memsets run"),
+    RankMetric("idle_ns", "gpu_states", "ns", "sum", DIST,
                "time in the span nothing runs (the four add up to `span_ns`; overlapping streams count "
                "once)"),
     RankMetric("wait_caused_ns", "stragglers", "ns", "sum", DIST,

@@ -15,10 +15,9 @@ import pandas as pd
 
 from ...run import rank_info
 from ..measure.exposed import exposed
-from ..measure.gpu_breakdown import breakdown, categories, category_time, gpu_class
+from ..measure.gpu_breakdown import categories, category_time, gpu_class, gpu_states
 from ..measure.overlap import overlap
-from ..measure.registry import parts
-from ..measure.registry import per_step as metrics_of
+from ..measure.registry import metrics_of, parts
 from ..measure.stream_idle import launch_times, stream_idle
 from ..select.region import Selection, region
 
@@ -39,10 +38,10 @@ class RankWork:
 
 def gpu_metrics(acts: pd.DataFrame) -> dict:
     """The GPU breakdown and the overlap of a set of activities."""
-    return {**breakdown(acts), **overlap(acts)}
+    return {**gpu_states(acts), **overlap(acts)}
 
 
-def per_step(trace) -> pd.DataFrame:
+def step_gpu_metrics(trace) -> pd.DataFrame:
     """One row per ProfilerStep: step, cpu_step_ns, then ``gpu_metrics`` of the activities launched in it."""
     acts = trace.kernels
     step_of = acts["step"].fillna(-1).to_numpy(dtype=np.int64) if len(acts) else np.empty(0, np.int64)
@@ -88,7 +87,7 @@ def rank_work(trace) -> RankWork:
         rank_info(trace.meta),
         trace.device_name,
         gpu_metrics(acts),
-        per_step(trace),
+        step_gpu_metrics(trace),
         categories(acts),
         stream_idle(acts, launch_times(trace, acts)),
         collectives(acts),

@@ -19,7 +19,7 @@ from ..measure.registry import rank_metrics
 from . import clocks
 from . import stragglers as st
 
-BREAKDOWN = rank_metrics("ranks", group="breakdown")  # the registry's, in its order
+GPU_STATES = rank_metrics("ranks", group="gpu_states")  # the registry's, in its order
 
 
 def stacked(works: dict, attr: str) -> pd.DataFrame:
@@ -54,7 +54,7 @@ def rank_table(works: dict, arrivals: pd.DataFrame, fitted: pd.DataFrame) -> pd.
             "rank",
             "file",
             "steps",
-            *BREAKDOWN,
+            *GPU_STATES,
             "idle_pct",
             "communication_busy_ns",
             "overlapped_ns",

@@ -1,7 +1,7 @@
 """``summary --run``: the shared metrics of every rank of a run, and the run's totals.
 
 One row per rank (the same metrics, by the same functions, as ``summary`` of that
-rank's trace alone: ``metrics.per_step`` of its region), then an ``overall`` row for
+rank's trace alone: ``registry.metrics_of`` of its region), then an ``overall`` row for
 the run (docs/metrics.md, "Runs"): ``gpu_activities`` and ``gpu_time_ns`` summed over
 the ranks; every per-step count and time summed over the ranks (the whole job's work
 in one step); ``tensor_core_pct`` over the ranks' GEMM time together;

@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...report import Report
-from ..measure.groups import breakdown as region_breakdown
-from ..measure.groups import trace_labels
+from ..measure.groups import stacked_bar, trace_labels
 from ..select.region import region
 
 MAX_OPS = 10
@@ -26,7 +25,7 @@ def breakdown(traces, sels=None, labels=None) -> Report:
     labels = labels or trace_labels(traces)
     gpu = any(r.has_gpu for r in regions)
     series = [
-        region_breakdown(r, top=None)[1] if r.has_gpu or not gpu else pd.Series(dtype=float) for r in regions
+        stacked_bar(r, top=None)[1] if r.has_gpu or not gpu else pd.Series(dtype=float) for r in regions
     ]
     frame = pd.DataFrame(series, index=labels).fillna(0.0)
     if not gpu and len(frame.columns) > MAX_OPS:

@@ -36,7 +36,7 @@ def memory(trace, sel: Selection | None = None, timeline: bool = False) -> Repor
         "devices": devices,
         "alive_at_peak": _alive(s, sel),
         "ops": mem.per_op(s),
-        "steps": mem.per_step(s),
+        "steps": mem.step_memory(s),
     }
     if timeline:
         t0 = int(s["ts_ns"].min()) if len(s) else 0

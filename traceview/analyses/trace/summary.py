@@ -8,8 +8,7 @@ from ...report import Report
 from ..measure import memory
 from ..measure.completeness import by_api, completeness, completeness_table, workload_table
 from ..measure.gpu_breakdown import category_time
-from ..measure.registry import per_step as metrics_of
-from ..measure.registry import shown
+from ..measure.registry import metrics_of, shown
 from ..select.region import Selection, region
 from ..wording.names import kernel_label
 

@@ -85,6 +85,8 @@ def summary(
     run: bool = False,
     recursive: bool = False,
     skip_bad: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -102,7 +104,7 @@ def summary(
     """Device, GPU time, counts per step, time per kind and category, the ``top`` kernels.
 
     ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`
-    (``top`` does not apply there).
+    (``top`` does not apply there; ``workers``/``scheduler`` only there).
     """
     from .analyses.trace.summary import summary as _summary
     from .run import Run
@@ -111,8 +113,15 @@ def summary(
     if run or isinstance(trace, Run):
         if top != 10:
             raise TypeError("top= lists a trace's kernels; a run's summary has none (run=True)")
-        return summary_run(trace, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts)
+        kw = {"workers": workers, "scheduler": scheduler}
+        return summary_run(trace, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts, **kw)
+    _on_dask_needs_runs(workers, scheduler)
     return _summary(_trace(trace, opts), s, top=top)
+
+
+def _on_dask_needs_runs(workers: int | None, scheduler: str | None) -> None:
+    if workers is not None or scheduler is not None:
+        raise TypeError("workers= and scheduler= spread a run's rank files over Dask: give run=True or runs")
 
 
 def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) -> Run:
@@ -284,6 +293,8 @@ def diff(
     *,
     annotation_b: str | None = None,
     top: int | None = 20,
+    workers: int | None = None,
+    scheduler: str | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -302,7 +313,8 @@ def diff(
 
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
     per-kernel/per-op tables (None: every row). Two folders are two runs (rank traces of one job
-    each), compared rank by rank: :func:`diff_runs`, where selections and ``top`` do not apply.
+    each), compared rank by rank: :func:`diff_runs`, where selections and ``top`` do not apply
+    (``workers``/``scheduler`` apply there only).
     """
     from .analyses.variants.diff import diff as _diff
 
@@ -313,7 +325,8 @@ def diff(
             raise TypeError(
                 "two folders are two runs, compared whole: a selection, annotation_b or top does not apply"
             )
-        return diff_runs(*paths, options=opts)
+        return diff_runs(*paths, options=opts, workers=workers, scheduler=scheduler)
+    _on_dask_needs_runs(workers, scheduler)
     return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
 
 
@@ -332,6 +345,8 @@ def compare(
     recursive: bool = False,
     run: bool = False,
     skip_bad: bool = False,
+    workers: int | None = None,
+    scheduler: str | None = None,
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -358,8 +373,16 @@ def compare(
     if run:
         runs = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
         return compare_runs(
-            runs, baseline=baseline, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts
+            runs,
+            baseline=baseline,
+            skip_bad=skip_bad,
+            recursive=recursive,
+            sel=s,
+            options=opts,
+            workers=workers,
+            scheduler=scheduler,
         )
+    _on_dask_needs_runs(workers, scheduler)
     loaded, skipped = load_traces(traces, opts, recursive=recursive)
     report = _compare(loaded, baseline=baseline, sel=s)
     report.notes += [f"skipped (not a profiler trace): {p}" for p in skipped]

@@ -10,7 +10,7 @@ from .link import link, link_memory
 from .model import Trace, build_events, gpu_activity_table, step_table
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
-from .sources import calls, op_stacks, sources
+from .sources import op_stacks, user_frames
 
 
 def load(
@@ -90,8 +90,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     )
     warnings += [f"{path}: {n}" for n in link_notes]
     ops["stack"] = op_stacks(built.events, ops, ops.pop("call_stack").array)
-    ops["source"] = sources(ops["stack"])
-    ops["call"] = calls(ops["stack"])
+    ops["source"], ops["call"] = user_frames(ops["stack"])
     memory = link_memory(built.memory, ops, steps)
     activities = annotate(activities, rules=rules)
     stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}

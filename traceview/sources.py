@@ -161,28 +161,49 @@ def sources(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) ->
     """Per row, the innermost frame of its stack that is the user's own code, as
     ``file.py:42 forward``; missing where the stack has none (or there is no stack).
     ``library``: the user's own library patterns, beside ``rules/sources.toml``'s."""
-    is_library = library_test(tuple(library))
-    cat = stack.array if isinstance(stack, pd.Series) else stack
-    return categorical(per_category(cat, lambda t: _user_frame(str(t), is_library)[0], None))
+    return user_frames(stack, library)[0]
 
 
 def calls(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) -> pd.Categorical:
     """Per row, what the user's frame called on the way to the op (``masked_fill``): the frame
     just inside it, where the stack records one. python_function frames carry the line a
     function starts on, not the line running, so this names the call the line made."""
-    is_library = library_test(tuple(library))
+    return user_frames(stack, library)[1]
+
+
+def user_frames(stack, library: tuple[str, ...] = ()) -> tuple[pd.Categorical, pd.Categorical]:
+    """:func:`sources` and :func:`calls` in one pass: each distinct stack is read once, each
+    distinct frame parsed and judged once (stacks share most of their frames)."""
     cat = stack.array if isinstance(stack, pd.Series) else stack
-    return categorical(per_category(cat, lambda t: _user_frame(str(t), is_library)[1], None))
+    user = _user_line_of(tuple(library))
+    pairs = [_user_frame(str(t), user) for t in cat.categories]
+    return tuple(  # type: ignore[return-value]
+        categorical(per_category(cat, dict(zip(cat.categories, col, strict=True)).get, None))
+        for col in (zip(*pairs, strict=True) if pairs else ((), ()))
+    )
 
 
-def _user_frame(text: str, is_library) -> tuple[str | None, str | None]:
+def _user_frame(text: str, user) -> tuple[str | None, str | None]:
     """(``file.py:42 forward``, the callee's name) of the innermost user frame of a stack text."""
     frames = text.split(SEP)
     for i, frame in enumerate(frames):
-        m = _FRAME.match(frame)
-        if m and not is_library(m["file"]):
-            return f"{m['file']}:{m['line']} {m['func']}", _callee(frames[i - 1]) if i else None
+        line = user(frame)
+        if line is not None:
+            return line, _callee(frames[i - 1]) if i else None
     return None, None
+
+
+def _user_line_of(library: tuple[str, ...]):
+    """``line(frame)``: ``file.py:42 forward`` for a file frame of the user's code, else None;
+    remembered per frame text."""
+    is_library = library_test(library)
+
+    @functools.cache
+    def line(frame: str) -> str | None:
+        m = _FRAME.match(frame)
+        return f"{m['file']}:{m['line']} {m['func']}" if m and not is_library(m["file"]) else None
+
+    return line
 
 
 def _callee(frame: str) -> str:
@@ -202,6 +223,7 @@ def library_test(extra: tuple[str, ...] = ()):
     files = tuple(rules.files) + tuple(p for p in extra if not p.endswith("/"))
     markers = tuple(rules.markers)
 
+    @functools.cache  # per distinct file: a trace names a few hundred
     def is_library(path: str) -> bool:
         p = path.replace("\\", "/")
         slashed = "/" + p

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...sources import calls, sources
+from ...sources import user_frames
 from .work import trace_work
 
 NO_SOURCE = "(no source line)"
@@ -48,8 +48,9 @@ def op_sources(trace, library: tuple[str, ...] = ()) -> pd.DataFrame:
     ops = trace.ops
     if "stack" not in ops.columns:
         return pd.DataFrame({"source": np.full(len(ops), NO_SOURCE, dtype=object), "call": ""})
-    src = ops["source"].array if not library else sources(ops["stack"], tuple(library))
-    call = ops["call"].array if not library else calls(ops["stack"], tuple(library))
+    src, call = (
+        (ops["source"].array, ops["call"].array) if not library else user_frames(ops["stack"], library)
+    )
     return pd.DataFrame({"source": _filled(src, NO_SOURCE), "call": _filled(call, "")})
 
 

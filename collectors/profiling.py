@@ -11,11 +11,22 @@ annotation) so the per-step wall times are honest.
 The manifest entry has the file, sha256, size, steps, warmup, step wall
 times, and the op counts of ``prof.key_averages()`` over the recorded steps
 (``op_counts``: CPU ops, ``annotation_counts``: user annotations incl.
-``ProfilerStep*``, ``other_counts``: anything else, e.g. CUDA runtime calls),
+``ProfilerStep*``, ``python_counts``: the Python functions ``with_stack`` records,
+``instant_counts``: instant events (``[memory]``, from ``profile_memory``),
+``other_counts``: anything else, e.g. CUDA runtime calls),
 plus ``trace_op_counts``: the CPU ops of the raw profiler events, i.e. exactly
 the ``cpu_op`` events in the trace file.  The two differ where
 ``key_averages()`` folds an op into a same-named parent whose only child it is
 (torch's ``EventList._remove_dup_nodes``).
+
+Every variant is recorded with ``profile_memory=True`` (the ``[memory]`` events) and
+``with_stack=True`` (the ``python_function`` events), and its entry gains ``memory``: what torch
+measured live, to check the trace against. ``peak_allocated_bytes`` is
+``torch.cuda.max_memory_allocated()`` over the recorded steps on CUDA; torch has no such
+counter for the CPU allocator, so there it is null and ``peak_source`` says so. ``ops`` is
+torch's own per-op memory from ``key_averages()`` over the recorded steps (op name ->
+``count``, ``self_bytes`` and ``bytes``: the self and inclusive memory usage torch reports
+for the variant's device, the net of allocations and frees inside the op).
 
 Only the collectors import this module; it imports torch lazily so that
 ``import collectors`` stays torch-free.
@@ -61,7 +72,7 @@ def profile_variant(
     fd, tmp_json = tempfile.mkstemp(prefix=f".{name}.", suffix=".json", dir=out_dir)
     os.close(fd)
     try:
-        prof, step_wall_s = _run_schedule(
+        prof, step_wall_s, peak = _run_schedule(
             step, name=name, metadata=metadata, device=device, wait=wait, warmup=warmup, steps=steps
         )
         metadata_via, n_annotations = _export_trace(prof, tmp_json, metadata, name)
@@ -82,13 +93,14 @@ def profile_variant(
         "annotations_in_trace": n_annotations,
         "metadata_via": metadata_via,
         **_op_counts(prof),
+        "memory": {**peak, "ops": _op_memory(prof, device)},
     }
 
 
 def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
     """Run ``wait + warmup + steps`` iterations under the profiler.
 
-    Returns the (finished) profiler and the wall time of each recorded step.
+    Returns the (finished) profiler, the wall time of each recorded step and the live peak.
     """
     import torch
     from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
@@ -103,6 +115,8 @@ def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
     prof = profile(
         activities=activities,
         record_shapes=True,
+        profile_memory=True,
+        with_stack=True,
         schedule=schedule(wait=wait, warmup=warmup, active=steps, repeat=1),
     )
     with prof:
@@ -112,6 +126,8 @@ def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
             if not metadata_added and prof.current_action != ProfilerAction.NONE:
                 prof.add_metadata_json(METADATA_KEY, meta_json)
                 metadata_added = True
+            if i == first_active and device == "cuda":
+                torch.cuda.reset_peak_memory_stats()  # the peak of the recorded steps only
             t0 = time.perf_counter()
             with torch.no_grad(), record_function(name):
                 step()
@@ -120,7 +136,27 @@ def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
             if i >= first_active:
                 step_wall_s.append(t1 - t0)
             prof.step()
-    return prof, step_wall_s
+    if device == "cuda":
+        peak = {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
+                "peak_source": "torch.cuda.max_memory_allocated() over the recorded steps"}  # fmt: skip
+    else:
+        peak = {"peak_allocated_bytes": None, "peak_source": f"none: torch keeps no peak for {device}"}
+    return prof, step_wall_s, peak
+
+
+def _op_memory(prof, device: str) -> dict[str, dict[str, int]]:
+    """torch's own per-op memory from key_averages(): count, self and inclusive bytes on ``device``
+    (torch names the CUDA figures ``*_device_memory_usage``, older versions ``*_cuda_memory_usage``)."""
+    out: dict[str, dict[str, int]] = {}
+    for row in prof.key_averages():
+        if device == "cuda":
+            own = getattr(row, "self_device_memory_usage", getattr(row, "self_cuda_memory_usage", 0))
+            total = getattr(row, "device_memory_usage", getattr(row, "cuda_memory_usage", 0))
+        else:
+            own, total = row.self_cpu_memory_usage, row.cpu_memory_usage
+        if own or total:
+            out[row.key] = {"count": int(row.count), "self_bytes": int(own), "bytes": int(total)}
+    return dict(sorted(out.items()))
 
 
 def _export_trace(prof, tmp_json: str, metadata: dict[str, Any], name: str) -> tuple[str, int]:
@@ -153,11 +189,18 @@ def _op_counts(prof) -> dict[str, dict[str, int]]:
     op_counts: dict[str, int] = {}
     annotation_counts: dict[str, int] = {}
     other_counts: dict[str, int] = {}
+    python_counts: dict[str, int] = {}
+    instant_counts: dict[str, int] = {}
     for row in prof.key_averages():
+        kind = kinds.get(row.key, "cpu_op")
         if row.is_user_annotation:
             annotation_counts[row.key] = int(row.count)
-        elif kinds.get(row.key, "cpu_op") == "cpu_op":
+        elif kind == "cpu_op":
             op_counts[row.key] = int(row.count)
+        elif kind == "python_function":  # with_stack=True: one row per Python function called
+            python_counts[row.key] = int(row.count)
+        elif kind == "cpu_instant_event":  # profile_memory=True: the [memory] events
+            instant_counts[row.key] = int(row.count)
         else:
             other_counts[row.key] = int(row.count)
     return {
@@ -165,6 +208,8 @@ def _op_counts(prof) -> dict[str, dict[str, int]]:
         "trace_op_counts": dict(sorted(trace_op_counts.items())),
         "annotation_counts": dict(sorted(annotation_counts.items())),
         "other_counts": dict(sorted(other_counts.items())),
+        "python_counts": dict(sorted(python_counts.items())),
+        "instant_counts": dict(sorted(instant_counts.items())),
     }
 
 

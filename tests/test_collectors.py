@@ -555,3 +555,18 @@ def test_collector_usage_errors_name_the_command():
     assert "traceview collect attention: error: argument --variants" in result.output
     result = CliRunner().invoke(main, ["collect", "nope"])
     assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_sample_traces_memory_per_op_equals_what_torch_measured_live(tv):
+    """issue 19: the manifest holds torch's own per-op memory (key_averages' self memory usage, the
+    net of an op's own allocations and frees); traceview's net_bytes per op name, read from the
+    trace's [memory] events, equals it for every op either one reports. CPU: no live peak."""
+    manifest = _sample_manifest()
+    for name, entry in manifest["collected"].items():
+        live = entry["memory"]
+        assert live["peak_allocated_bytes"] is None and live["peak_source"].startswith("none")
+        torch_self = {op: v["self_bytes"] for op, v in live["ops"].items() if op.startswith("aten::")}
+        ops = tv.memory(SAMPLES / entry["file"], cache=False).tables["ops"]
+        ours = ops[ops["op"] != "(no op)"].groupby("op")["net_bytes"].sum()
+        ours = {str(op): int(v) for op, v in ours.items() if v}
+        assert ours == {op: v for op, v in torch_self.items() if v}, name

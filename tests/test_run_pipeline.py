@@ -148,3 +148,14 @@ def test_scheduler_timeout_in_a_fresh_process_reads_dask_default():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DASK_", "TRACEVIEW_DASK"))}
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0 and float(res.stdout) > 0, res.stderr
+
+
+def test_api_dask_keywords_need_a_run(runs):
+    one = str(next(runs[0].iterdir()))
+    for call in (
+        lambda: tv.summary(one, workers=2),
+        lambda: tv.compare([one, one], scheduler="tcp://127.0.0.1:9"),
+        lambda: tv.diff(one, one, workers=2),
+    ):
+        with pytest.raises(TypeError, match="spread a run's rank files"):
+            call()

@@ -217,9 +217,10 @@ def peaks(trace) -> pd.DataFrame:
     return trace.derived["memory_peaks"]
 
 
-def peak_difference(a, b, la: str, lb: str) -> tuple[pd.DataFrame, list[str]]:
+def peak_difference(a, b, la: str, lb: str, in_compare: bool = False) -> tuple[pd.DataFrame, list[str]]:
     """Per device both traces have: A's and B's peak, B - A, and the op whose tensors alive at the
-    peak grew most from A to B (``made_by``); with a sentence per device whose peak differs."""
+    peak grew most from A to B (``made_by``); with a sentence per device whose peak differs, citing
+    diff's memory table (``in_compare``: compare's, a row per trace and device)."""
     pa, pb = peaks(a), peaks(b)
     m = pa.merge(pb, on="device", suffixes=("_a", "_b"))
     rows, words = [], []
@@ -236,26 +237,35 @@ def peak_difference(a, b, la: str, lb: str) -> tuple[pd.DataFrame, list[str]]:
                 "made_by_diff_bytes": op_delta,
             }
         )
-        if delta:  # cites diff's memory table and the labels in its info
-            c, key = Cite(), {"device": r.device}
-            side = "above" if delta > 0 else "below"
-            who = c("info", {}, "b_label", lb, "text")
-            dev, by = (
-                c("memory", key, "device", r.device, "text"),
-                c("memory", key, "peak_diff_bytes", delta, "bytes"),
-            )
-            why = ""
-            if op:
-                made, grew = (
-                    c("memory", key, "made_by", op, "text"),
-                    c("memory", key, "made_by_diff_bytes", op_delta, "bytes"),
-                )
-                sign = "+" if op_delta >= 0 else "-"
-                why = f": most of it in tensors made by {made} ({sign}{grew} alive at the peak)"
-            words.append(
-                c.finding(f"{who}'s {dev} peak is {by} {side} {c('info', {}, 'a_label', la, 'text')}'s{why}")
-            )
+        if delta:
+            words.append(_peak_sentence((la, lb), r.device, delta, (op, op_delta), in_compare))
     return pd.DataFrame(rows, columns=_DIFF_COLUMNS), words
+
+
+def _peak_sentence(labels, device: str, delta: int, grew, in_compare: bool):
+    """``B's cuda:0 peak is 64.0 MiB above A's: most of it in tensors made by aten::clone (+64.0 MiB
+    alive at the peak)``, each figure cited: diff's memory row by device and the labels in info, or
+    compare's row by trace and device (the change against the baseline in ``vs_baseline_bytes``)."""
+    (la, lb), (op, op_delta), c = labels, grew, Cite()
+    key = {"trace": lb, "device": device} if in_compare else {"device": device}
+    who = c("memory", key, "trace", lb, "text") if in_compare else c("info", {}, "b_label", lb, "text")
+    dev = c("memory", key, "device", device, "text")
+    by = c("memory", key, "vs_baseline_bytes" if in_compare else "peak_diff_bytes", delta, "bytes")
+    why = ""
+    if op:
+        made, more = (
+            c("memory", key, "made_by", op, "text"),
+            c("memory", key, "made_by_diff_bytes", op_delta, "bytes"),
+        )
+        sign = "+" if op_delta >= 0 else "-"
+        why = f": most of it in tensors made by {made} ({sign}{more} alive at the peak)"
+    base = (
+        c("memory", {"trace": la, "device": device}, "trace", la, "text")
+        if in_compare
+        else c("info", {}, "a_label", la, "text")
+    )
+    side = "above" if delta > 0 else "below"
+    return c.finding(f"{who}'s {dev} peak is {by} {side} {base}'s{why}")
 
 
 _DIFF_COLUMNS = ["device", "peak_a_bytes", "peak_b_bytes", "peak_diff_bytes", "made_by", "made_by_diff_bytes"]

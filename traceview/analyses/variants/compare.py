@@ -83,9 +83,10 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
 
 
 def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
-    """Each trace's peak allocated per device beside the baseline's, and the diff's sentence for
-    each trace whose peak differs from the baseline's."""
-    rows, words = [], []
+    """Each trace's peak allocated per device beside the baseline's, the op whose tensors alive at
+    the peak changed most with it (``made_by``), and the diff's sentence for each trace whose peak
+    differs from the baseline's (citing this table)."""
+    rows, words, grew = [], [], {}
     for t, label in zip(traces, labels, strict=True):
         for r in memory.peaks(t).itertuples(index=False):
             rows.append(
@@ -97,13 +98,17 @@ def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
                 }
             )
         if t is not traces[base]:
-            # diff's sentence cites diff's memory table: here a sentence without evidence
-            words += [str(w) for w in memory.peak_difference(traces[base], t, labels[base], label)[1]]
+            table, said = memory.peak_difference(traces[base], t, labels[base], label, in_compare=True)
+            words += said
+            grew.update({(label, d.device): (d.made_by, d.made_by_diff_bytes) for d in table.itertuples()})
     table = pd.DataFrame(rows, columns=["trace", "device", "peak_allocated_bytes", "peak_made_by"])
     at_base = table[table["trace"] == labels[base]].set_index("device")["peak_allocated_bytes"]
     table["vs_baseline_bytes"] = (table["peak_allocated_bytes"] - table["device"].map(at_base)).astype(
         "Int64"
     )
+    pairs = [grew.get(k, (None, None)) for k in zip(table["trace"], table["device"], strict=True)]
+    table["made_by"] = [p[0] for p in pairs]
+    table["made_by_diff_bytes"] = pd.array([p[1] for p in pairs], dtype="Int64")
     return table, words
 
 

@@ -113,8 +113,15 @@ def summary(
     if run or isinstance(trace, Run):
         if top != 10:
             raise TypeError("top= lists a trace's kernels; a run's summary has none (run=True)")
-        kw = {"workers": workers, "scheduler": scheduler}
-        return summary_run(trace, skip_bad=skip_bad, recursive=recursive, sel=s, options=opts, **kw)
+        return summary_run(
+            trace,
+            skip_bad=skip_bad,
+            recursive=recursive,
+            sel=s,
+            options=opts,
+            workers=workers,
+            scheduler=scheduler,
+        )
     _on_dask_needs_runs(workers, scheduler)
     return _summary(_trace(trace, opts), s, top=top)
 

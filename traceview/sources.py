@@ -23,6 +23,7 @@ import functools
 import json
 import re
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -174,7 +175,8 @@ def calls(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) -> p
 def user_frames(stack, library: tuple[str, ...] = ()) -> tuple[pd.Categorical, pd.Categorical]:
     """:func:`sources` and :func:`calls` in one pass: each distinct stack is read once, each
     distinct frame parsed and judged once (stacks share most of their frames)."""
-    cat = stack.array if isinstance(stack, pd.Series) else stack
+    # a categorical column's array is its Categorical (pandas-stubs types .array as ExtensionArray)
+    cat = cast(pd.Categorical, stack.array) if isinstance(stack, pd.Series) else stack
     user = _user_line_of(tuple(library))
     pairs = [_user_frame(str(t), user) for t in cat.categories]
     return tuple(  # type: ignore[return-value]

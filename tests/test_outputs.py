@@ -186,4 +186,7 @@ def test_a_report_set_renders_through_render():
     assert undated(render(rs, "html")) == undated(render_report_set(rs, "traceview report: 2 traces"))
     doc = json.loads(render(rs, "json"))
     assert [r["kind"] for r in doc["reports"]][:2] == ["compare", "glance"]
-    assert len(doc["reports"]) == 3 + len(rs.diffs) + sum(tl is not None for _, tl, _ in rs.timelines)
+    # the samples are recorded with stacks (issue 19): each trace's top source lines too
+    assert len(rs.sources) == 2 and "collectors/attention.py:106 _naive" in render(rs, "html")
+    n = 3 + len(rs.diffs) + len(rs.sources) + sum(tl is not None for _, tl, _ in rs.timelines)
+    assert len(doc["reports"]) == n

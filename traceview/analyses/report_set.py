@@ -1,6 +1,7 @@
 """What ``traceview report`` shows, as Reports: the comparison (findings and table), each
 trace's diff from the baseline in words, GPU time by category per trace, tensor-core share
-and attention backend per trace, and one step's timeline per trace."""
+and attention backend per trace, the lines of the user's code with the most GPU time per trace
+recorded with stacks, and one step's timeline per trace."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from dataclasses import dataclass, field
 
 from ..errors import TraceviewError
 from ..report import Report
+from .measure.sources import has_stacks
 from .select.region import Selection
 from .trace.breakdown import breakdown
+from .trace.source_lines import source_stats
 from .trace.timeline import timeline
 from .variants.compare import compare
 from .variants.diff import diff
@@ -23,6 +26,11 @@ class ReportSet:
     diffs: list = field(default_factory=list)  # each trace vs the baseline
     # (label, its timeline or None, why not)
     timelines: list[tuple[str, Report | None, str]] = field(default_factory=list)
+    sources: list = field(default_factory=list)  # per trace with stacks: its top source lines
+
+
+#: how many source lines the report shows per trace (kernels --by source lists them all)
+TOP_SOURCES = 10
 
 
 def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet:
@@ -49,4 +57,17 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
             lines.append((label, timeline(t, sel), ""))
         except TraceviewError as exc:
             lines.append((label, None, str(exc)))
-    return ReportSet(cmp, glance, breakdown(traces, sels=[sel] * len(traces), labels=labels), diffs, lines)
+    sources = [_top_sources(t, sel) for t in traces if has_stacks(t)]
+    parts = breakdown(traces, sels=[sel] * len(traces), labels=labels)
+    return ReportSet(cmp, glance, parts, diffs, lines, sources)
+
+
+def _top_sources(trace, sel) -> Report:
+    r = source_stats(trace, sel)
+    rows = r.tables["sources"]
+    if len(rows) > TOP_SOURCES:
+        r.notes.append(
+            f"the {TOP_SOURCES} lines with the most GPU time of {len(rows)}: kernels --by source lists all"
+        )
+        r.tables["sources"] = rows.head(TOP_SOURCES)
+    return r

@@ -77,6 +77,7 @@ def _set_reports(rs: ReportSet) -> list:
         rs.glance,
         rs.breakdown,
         *rs.diffs,
+        *rs.sources,
         *(tl for _, tl, _ in rs.timelines if tl is not None),
     ]
 

@@ -115,7 +115,8 @@ def figure_html(svg: str, caption: str) -> str:
 
 
 def render_report_set(rs, title: str) -> str:
-    """``traceview report``: the comparison, the diffs in words, figures, one timeline per trace."""
+    """``traceview report``: the comparison, the diffs in words, figures, the top source lines of
+    each trace with stacks, one timeline per trace."""
     from .plot import breakdown_figure, svg_text, timeline_figure
 
     out = [f"<h1>{esc(title)}</h1>", report_html(rs.compare)]
@@ -132,6 +133,8 @@ def render_report_set(rs, title: str) -> str:
             + "".join(f"<li>{esc(f)}</li>" for f in d.findings)
             + "</ul></section>"
         )
+    for src in rs.sources:  # the lines of the user's code that ran the most GPU time (traces with stacks)
+        out.append(report_html(src, info=False))
     out.append("<h2>One step per trace</h2>")
     for label, tl, why in rs.timelines:
         if tl is None:

@@ -241,6 +241,8 @@ def kernels(
     *,
     ops: bool = False,
     unclassified: bool = False,
+    by: str = "name",
+    library: tuple[str, ...] = (),
     step: int | None = None,
     annotation: str | None = None,
     device: int | None = None,
@@ -258,10 +260,22 @@ def kernels(
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
     ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
     ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
+    ``by="source"``: table ``sources`` instead, per line of the user's code (``kernels --by source``;
+    ``library``: more file or folder/ patterns that are not the user's code, beside rules/sources.toml).
     ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
     from .analyses.trace.kernels import kernel_stats, unclassified_report
 
     s, opts = _parts(locals())
+    if by not in ("name", "source"):
+        raise TypeError(f"by= is 'name' or 'source', not {by!r}")
+    if by == "source":
+        if ops or unclassified:
+            raise TypeError("by='source' is its own table: give it without ops= or unclassified=")
+        from .analyses.trace.source_lines import source_stats
+
+        return source_stats(_trace(trace, opts), s, tuple(library))
+    if library:
+        raise TypeError("library= applies to by='source' only")
     if unclassified:
         if ops:
             raise TypeError("ops= and unclassified= are two different tables: give one")

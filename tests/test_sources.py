@@ -13,6 +13,7 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import tomllib
 from click.testing import CliRunner
@@ -20,6 +21,7 @@ from corpus import CORPUS, SKIP_REASON
 from synth import write
 
 import traceview as tv
+from traceview.analyses.wording.words import reads
 from traceview.cli import main
 
 STACK_TRACES = [  # small corpus traces with python_function events (every one is recounted the same way)
@@ -213,6 +215,11 @@ def test_sample_diff_names_the_copying_line_and_its_bytes():
         "the copy in A (aten::masked_fill → aten::clone) comes from collectors/attention.py:106 _naive "
         "(its call to masked_fill): 32.0 KiB allocated per step there"
     ) in words
+    (finding,) = [f for f in report.findings if str(f).startswith("the copy in A")]
+    for e in finding.evidence:  # every figure it states is the cell it cites, as words.reads writes it
+        table = report.tables[e["table"]]
+        row = table[(table[list(e["row"])] == pd.Series(e["row"])).all(axis=1)]
+        assert len(row) == 1 and reads(row[e["column"]].iloc[0], e["reads"]) in str(finding)
     src = (Path(__file__).parents[1] / "collectors" / "attention.py").read_text().splitlines()
     assert src[105].lstrip().startswith("def _naive(") and "masked_fill(mask" in "\n".join(src[105:115])
 

@@ -644,13 +644,6 @@ def _rated_peak(c: Cite, side: tuple, cat: str, e: dict) -> str:
     )
 
 
-def _peak_words(e: dict, path: str, precision: str, peak: float) -> str:
-    """``the bf16 tensor-core peak of the H100 SXM (989.4 TFLOP/s)``: which peak, whose, how high."""
-    prec = _precision_words(path, precision)
-    device = f" of the {e['device'].name}" if e.get("device") is not None else ""
-    return f"the {prec} {PEAK_WORDS[path]} peak{device} ({peak:.4g} TFLOP/s)"
-
-
 def efficiency_findings(sides, table: str = "efficiency", keys=None) -> list[str]:
     """Sentences on GEMM and attention efficiency per side (``sides``: (label, Region) pairs); when
     one side's GEMMs run on CUDA cores and another's on tensor cores, the CUDA-core rate against
@@ -669,23 +662,39 @@ def efficiency_findings(sides, table: str = "efficiency", keys=None) -> list[str
         c = Cite()
         f.append(c.finding("; ".join(_side_words(c, side, cat, e, what) for side, e in stats)))
         if cat == "gemm":
-            f += _cuda_vs_tensor([(side[0], e) for side, e in stats])
+            f += _cuda_vs_tensor(stats)
     return f
 
 
 def _cuda_vs_tensor(stats) -> list[str]:
-    tensor = [(lbl, e) for lbl, e in stats if e["path"] == "tensor" and not np.isnan(e["pct_of_peak"])]
-    cuda = [(lbl, e) for lbl, e in stats if e["path"] == "vector" and e["device"] is not None]
+    """``stats``: ((label, table, key), efficiency) per side. Cited: each side's rate, percent,
+    device and precision; not yet the CUDA-core side's device's tensor-core peak and its share
+    of it, which no table holds."""
+    tensor = [(sd, e) for sd, e in stats if e["path"] == "tensor" and not np.isnan(e["pct_of_peak"])]
+    cuda = [(sd, e) for sd, e in stats if e["path"] == "vector" and e["device"] is not None]
     out = []
-    for lbl, e in cuda:
-        for t_lbl, t in tensor[:1]:
+    for (lbl, table, key), e in cuda:
+        for t_side, t in tensor[:1]:
             peak = e["device"].peak_tflops("tensor", t["precision"])
             if peak:
+                c = Cite()
+                name = c(table, key, "trace", lbl, "text") if key["trace"] == lbl else lbl
+                t_name = (
+                    c(*t_side[1:], "trace", t_side[0], "text")
+                    if t_side[2]["trace"] == t_side[0]
+                    else t_side[0]
+                )
+                rate = c(table, key, "gemm_tflops", e["tflops"], "tflops")
+                device = c(table, key, "rated_device", e["device"].name, "text")
+                prec = c(*t_side[1:], "gemm_precision", _precision_words("tensor", t["precision"]), "text")
+                reach = c(*t_side[1:], "gemm_pct_of_peak", t["pct_of_peak"], "share")
                 out.append(  # two devices, two peaks: each named with its own
-                    f"{lbl}'s GEMMs run on CUDA cores at {e['tflops']:.3g} TFLOP/s: "
-                    f"{_pct(100.0 * e['tflops'] / peak)} of "
-                    f"{_peak_words(e, 'tensor', t['precision'], peak)}; {t_lbl}'s GEMMs reach "
-                    f"{_pct(t['pct_of_peak'])} of {_rated_peak(t)}"
+                    c.finding(
+                        f"{name}'s GEMMs run on CUDA cores at {rate} TFLOP/s: "
+                        f"{_pct(100.0 * e['tflops'] / peak)} of the {prec} {PEAK_WORDS['tensor']} peak "
+                        f"of the {device} ({peak:.4g} TFLOP/s); "
+                        f"{t_name}'s GEMMs reach {reach} of {_rated_peak(c, t_side, 'gemm', t)}"
+                    )
                 )
     return out
 

@@ -337,14 +337,14 @@ def to_hta_many(
     elif renumber:
         chosen = list(range(len(items)))
     else:
-        chosen = [trace_rank(m) for _, m in items]
-        missing = [p for p, r in zip(paths, chosen, strict=True) if r is None]
+        found = [trace_rank(m) for _, m in items]
+        missing = [p for p, r in zip(paths, found, strict=True) if r is None]
         if missing and len(items) > 1:
             raise TraceviewError(
                 f"{missing[0]}: no distributedInfo.rank in the trace ({len(missing)} of "
                 f"{len(items)} traces lack one); pass ranks=[...] or renumber=True"
             )
-        chosen = [0 if r is None else r for r in chosen]
+        chosen = [0 if r is None else r for r in found]
     by_rank: dict[int, list[str]] = {}
     for r, p in zip(chosen, paths, strict=True):
         by_rank.setdefault(r, []).append(p)

@@ -268,10 +268,11 @@ def _annotated_item(raw, values) -> bytes | None:
     is not an object, so there is nowhere to put them). Other values are copied as written."""
     event = _OBJECT.decode(raw)
     args_raw = event.get("args")
+    args: dict[str, object]  # the values as written, then ours (text) beside them
     if args_raw is None or bytes(args_raw) == b"null":
         args = {}
     elif bytes(args_raw)[:1] == b"{":
-        args = _OBJECT.decode(args_raw)
+        args = dict(_OBJECT.decode(args_raw))
     else:
         return None
     for key, value in zip(
@@ -279,8 +280,7 @@ def _annotated_item(raw, values) -> bytes | None:
     ):
         if key != "source" or value is not None:  # a line of the user's code, only where one is known
             args[PREFIX + key] = value
-    event["args"] = args
-    return _ENCODE.encode(event)
+    return _ENCODE.encode({**event, "args": args})
 
 
 def _note_times(plan: _Plan, row: int, event) -> None:

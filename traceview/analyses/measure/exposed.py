@@ -85,10 +85,10 @@ def exposed(r: Region) -> Exposed:
     """The split of every window of region ``r``."""
     trace, sel = r.trace, r.selection
     acts = _matching_activities(trace, Selection(device=sel.device, stream=sel.stream, kind=sel.kind))
-    devices = acts["device"].dropna().unique() if len(acts) else []
-    if len(devices) > 1:  # said, not hidden: the split is then of the devices' union
+    devices = int(acts["device"].nunique()) if len(acts) else 0  # NA is no device
+    if devices > 1:  # said, not hidden: the split is then of the devices' union
         r.notes.append(
-            f"{trace.label}: exposed time counts the GPU activities of {len(devices)} devices as one GPU "
+            f"{trace.label}: exposed time counts the GPU activities of {devices} devices as one GPU "
             "(an instant is busy when any runs); --device N splits one"
         )
     layers, hidden_pair = gpu_layers(acts)

@@ -98,6 +98,6 @@ def categories(acts: pd.DataFrame) -> pd.DataFrame:
     by = (
         {"category": category_labels(acts), "class": gpu_class(acts)}
         if len(acts)
-        else {"category": [], "class": []}
+        else {"category": np.empty(0, dtype=object), "class": np.empty(0, dtype=object)}
     )
     return category_time(acts, by).rename(columns={"count": "kernels"})

@@ -102,9 +102,9 @@ def region(trace, sel: Selection | None = None) -> Region:
     acts = _matching_activities(trace, sel)
     ops = trace.ops
     if sel.step is not None:
-        r = _one_step(trace, sel, acts, ops)
+        r = _one_step(trace, sel, sel.step, acts, ops)
     elif sel.annotation is not None:
-        r = _annotated(trace, sel, acts, ops)
+        r = _annotated(trace, sel, sel.annotation, acts, ops)
     elif len(trace.steps):
         r = _every_step(trace, sel, acts, ops)
     else:
@@ -211,9 +211,9 @@ def _in_step(frame: pd.DataFrame, step: int) -> pd.DataFrame:
     return frame[(frame["step"] == step).fillna(False).to_numpy()]
 
 
-def _one_step(trace, sel: Selection, acts, ops) -> Region:
-    span = trace.steps[trace.steps["step"] == sel.step].iloc[0]
-    acts, ops = _in_step(acts, sel.step), _in_step(ops, sel.step)
+def _one_step(trace, sel: Selection, step: int, acts, ops) -> Region:
+    span = trace.steps[trace.steps["step"] == step].iloc[0]
+    acts, ops = _in_step(acts, step), _in_step(ops, step)
     wall = int(span["dur_ns"])
     if sel.annotation is not None:
         spans = annotation_spans(trace, sel.annotation)
@@ -223,8 +223,8 @@ def _one_step(trace, sel: Selection, acts, ops) -> Region:
     return Region(trace, sel, acts, ops, 1, "step", wall)
 
 
-def _annotated(trace, sel: Selection, acts, ops) -> Region:
-    spans = annotation_spans(trace, sel.annotation)
+def _annotated(trace, sel: Selection, name: str, acts, ops) -> Region:
+    spans = annotation_spans(trace, name)
     ops = ops[inside(ops["ts_ns"].to_numpy(), spans)]
     return Region(trace, sel, acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 

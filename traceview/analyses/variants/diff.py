@@ -255,7 +255,7 @@ def _by_category(A: Region, B: Region) -> pd.DataFrame:
             "ratio_time": [ratio(x, y) for x, y in zip(m["a_time_ns"], m["b_time_ns"], strict=True)],
         }
     )
-    order = np.maximum(out["a_time_ns"], out["b_time_ns"]).to_numpy()
+    order = np.maximum(out["a_time_ns"].to_numpy(), out["b_time_ns"].to_numpy())
     return out.iloc[np.argsort(-order, kind="stable")].reset_index(drop=True)
 
 

@@ -105,8 +105,8 @@ def _norm(text: str, depth: int = 0) -> str:
                 if args:
                     out.append("<" + ", ".join(args) + ">")
             elif c == "{":
-                word = re.match(r"\s*(\w*)", inner).group(1)
-                out.append("{" + word + "}")
+                word = re.match(r"\s*(\w*)", inner)  # always matches (both parts may be empty)
+                out.append("{" + (word.group(1) if word else "") + "}")
             # "(": a parameter list (or operator()): dropped
             i = j + 1
             continue
@@ -120,7 +120,9 @@ def _norm(text: str, depth: int = 0) -> str:
 
 
 def _split_args(inner: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for c in inner:
         if c in _OPEN:
             depth += 1

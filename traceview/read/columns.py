@@ -119,7 +119,9 @@ def _memory_columns(part: ChunkPart, events: list, ph: np.ndarray, ts_all: np.nd
 def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
     """Factorized strings and arrays (durations, integer args) of the X events."""
     codes = {name: _codes(xs, name) for name in X_STRINGS}
-    arrays = {"dur_ns": times_ns(list(map(attrgetter("dur"), xs)), texts, "dur")}
+    arrays: dict[str, np.ndarray | IntColumn] = {
+        "dur_ns": times_ns(list(map(attrgetter("dur"), xs)), texts, "dur")
+    }
     args = list(map(attrgetter("args"), xs))
     if None in args:
         args = [a if a is not None else NO_ARGS for a in args]
@@ -127,9 +129,9 @@ def _x_columns(xs: list, texts: NumberTexts) -> tuple[dict, dict]:
         values = list(map(attrgetter(name), args))
         arrays["arg_" + name] = int_values(values, ints_or_none=name in TYPED_INT_ARGS)
     for name in TEXT_ARGS:
-        texts = Factorizer(empty_is_missing=True)
-        texts.add(list(map(bytes, map(attrgetter(name), args))))
-        codes["arg_" + name] = texts.finish()
+        words = Factorizer(empty_is_missing=True)  # not ``texts``, the number texts read above
+        words.add(list(map(bytes, map(attrgetter(name), args))))
+        codes["arg_" + name] = words.finish()
     return codes, arrays
 
 
@@ -185,7 +187,7 @@ class ColumnBuilder:
 
 def join_parts(parts: dict) -> dict:
     """Each key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one."""
-    out = {}
+    out: dict[str, np.ndarray | IntColumn] = {}
     for key, got in parts.items():
         if key.startswith("arg_"):
             out[key] = IntColumn.concat(got)

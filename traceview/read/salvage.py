@@ -25,8 +25,7 @@ import numpy as np
 from ..errors import TraceReadError
 from .scan import COMMA as _COMMA
 from .scan import KEY as _KEY
-from .scan import SKIP_WS as _SKIP_WS
-from .scan import find_key, structure
+from .scan import find_key, skip_ws, structure
 from .source import StreamCut
 from .unfit import may_hold_unfit, without_unfit_events
 
@@ -71,7 +70,7 @@ def _note(path: str, problem: str, kind: str, kept: int, lost: int, avg: float |
             f"{path}: salvaged a damaged trace ({problem}): all {kept} events are complete; "
             f"dropped the last {lost} bytes (trailing metadata after the traceEvents array)"
         )
-    est = max(1, round(lost / avg)) if lost else 0
+    est = max(1, round(lost / avg)) if lost and avg else 0  # "events" always has its average
     return (
         f"{path}: salvaged a damaged trace ({problem}): kept {kept} complete events; "
         f"dropped the last {lost} bytes (about {est} event{'s' if est != 1 else ''} "
@@ -101,7 +100,7 @@ def _close(raw: bytes, path: str, problem: str):
     """(closed document, events kept, bytes of ``raw`` kept, bytes per event, kind): kind is
     "events" (cut inside the array), "metadata" (cut after it) or "junk" (a whole document, then junk)."""
     buf = np.frombuffer(raw, dtype=np.uint8)
-    start = _SKIP_WS.match(raw).end()
+    start = skip_ws(raw)
     first = raw[start : start + 1]
     quotes, brackets, depth = structure(buf)
     whole = np.flatnonzero(depth == 0)
@@ -117,7 +116,7 @@ def _close(raw: bytes, path: str, problem: str):
     if key is None:
         raise TraceReadError(path, f"cannot salvage: {problem}, before the traceEvents array started")
     colon = raw.index(b":", key + len(_KEY))
-    open_at = _SKIP_WS.match(raw, colon + 1).end()
+    open_at = skip_ws(raw, colon + 1)
     if raw[open_at : open_at + 1] != b"[":
         raise TraceReadError(path, f"cannot salvage: traceEvents is not an array ({problem})")
     i_open = int(np.searchsorted(brackets, open_at))

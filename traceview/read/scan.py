@@ -15,6 +15,15 @@ import numpy as np
 
 QUOTE, BACKSLASH, COMMA = 34, 92, 44
 SKIP_WS = re.compile(rb"[ \t\r\n]*")
+
+
+def skip_ws(raw: bytes, at: int = 0) -> int:
+    """The first position at or after ``at`` that is not JSON whitespace (SKIP_WS matches anywhere,
+    possibly empty: the fallback is never taken)."""
+    m = SKIP_WS.match(raw, at)
+    return m.end() if m else at
+
+
 KEY = b'"traceEvents"'
 
 
@@ -58,7 +67,7 @@ def find_key(raw: bytes, quotes, brackets, depth) -> int | None:
         if at < 0:
             return None
         i = int(np.searchsorted(quotes, at))
-        after = SKIP_WS.match(raw, at + len(KEY)).end()
+        after = skip_ws(raw, at + len(KEY))
         if (
             i < len(quotes)
             and quotes[i] == at
@@ -74,14 +83,14 @@ def find_key(raw: bytes, quotes, brackets, depth) -> int | None:
 def events_array(raw: bytes, quotes, brackets, depth) -> tuple[int, int] | None:
     """(position of the ``[`` that opens the events array, its depth after opening): a bare
     array is the document itself, else the array under the top-level ``traceEvents`` key."""
-    start = SKIP_WS.match(raw).end()
+    start = skip_ws(raw)
     first = raw[start : start + 1]
     if first == b"[":
         return start, 1
     key = find_key(raw, quotes, brackets, depth) if first == b"{" else None
     if key is None:
         return None
-    open_at = SKIP_WS.match(raw, raw.index(b":", key + len(KEY)) + 1).end()
+    open_at = skip_ws(raw, raw.index(b":", key + len(KEY)) + 1)
     return (open_at, 2) if raw[open_at : open_at + 1] == b"[" else None
 
 

@@ -14,7 +14,7 @@ import numbers
 import pandas as pd
 
 from .. import units
-from ..analyses.wording.words import num, times
+from ..analyses.wording.words import num, pct1, times
 from .safe import visible
 
 
@@ -64,7 +64,7 @@ def cell(column: str, value) -> str:
     if is_ns(column):  # int64 ns above 2**53 would lose digits through a float
         return f"{int(value):,}" if is_integer(value) else f"{float(value):,.0f}"
     if is_pct(column):
-        return f"{float(value):.1f}"
+        return pct1(value)
     if is_ratio(column):
         return ratio_text(float(value))
     return number(value)

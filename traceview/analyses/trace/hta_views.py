@@ -13,7 +13,7 @@ import pandas as pd
 
 from ...interop import hta as bridge
 from ...report import Report
-from ..wording.words import num
+from ..wording.words import num, pct1
 
 SPLIT_COLUMNS = ["group", "count", "total_ns", "pct_of_computation"]
 
@@ -99,7 +99,7 @@ def computation_split(trace, ta, rank=None) -> pd.DataFrame:
 def _split_findings(split: pd.DataFrame, top: int = 4) -> list[str]:
     if not len(split):
         return []
-    parts = [f"{r.group} {r.pct_of_computation:.1f}%" for r in split.head(top).itertuples()]
+    parts = [f"{r.group} {pct1(r.pct_of_computation)}%" for r in split.head(top).itertuples()]
     return ["HTA's COMPUTATION time by traceview category (sum of kernel durations): " + ", ".join(parts)]
 
 
@@ -134,10 +134,12 @@ def temporal(trace, ta, rank=None) -> Report:
     split = computation_split(trace, ta, rank)
     info = _info(trace, ta, rank, "temporal")
     info["gpu_span_us"] = total
+    # the sentence states the table's cells (HTA's own *_pctg columns round differently: 6.45 vs 6.44996)
+    pcts = dict(zip(breakdown["bucket"], breakdown["pct_of_span"].map(pct1), strict=True))
     findings = [
-        f"GPU idle {row['idle_time_pctg']:.1f}% of the {total:,.0f} µs span from first to last GPU activity; "
-        f"computation {row['compute_time_pctg']:.1f}%, non-computation (memory, communication, sync) "
-        f"{row['non_compute_time_pctg']:.1f}%",
+        f"GPU idle {pcts['idle']}% of the {total:,.0f} µs span from first to last GPU activity; "
+        f"computation {pcts['computation']}%, non-computation (memory, communication, sync) "
+        f"{pcts['non-computation']}%",
         *_split_findings(split),
     ]
     g = bridge.gpu_events(ta, rank)
@@ -238,6 +240,15 @@ def kernels(trace, ta, rank=None, num_kernels: int = 10) -> Report:
     )
 
 
+def _left_out(trace, df: pd.DataFrame) -> dict[str, int]:
+    """GPU activities HTA's launch statistics leave out, by the call that launched them: HTA matches
+    only the runtime API's launch calls, so driver-API launches (``cuLaunchKernel``) drop out."""
+    k = trace.kernels
+    out = k[~k["correlation"].isin(df["correlation"].astype("int64"))]
+    names = out["launch_name"].astype("string").fillna("no linked launch call")
+    return {str(n): int(c) for n, c in names.value_counts().items()}
+
+
 def launch(
     trace, ta, rank=None, runtime_cutoff: int = 50, launch_delay_cutoff: int = 100, top: int = 10
 ) -> Report:
@@ -281,9 +292,17 @@ def launch(
         f"{num(slow_rt)} launch calls took over {runtime_cutoff} µs; {num(slow_launch)} activities "
         f"started over {launch_delay_cutoff} µs after their launch returned",
     ]
+    left = _left_out(trace, df)
+    if left:
+        findings.append(
+            f"{num(sum(left.values()))} of {num(len(trace.kernels))} GPU activities are not in HTA's launch "
+            "statistics (HTA counts only cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync and "
+            "cudaMemsetAsync launches): " + ", ".join(f"{num(c)} launched by {k}" for k, c in left.items())
+        )
     info = _info(trace, ta, rank, "launch")
     info.update(
         {
+            "gpu_activities": len(trace.kernels),
             "launches": n,
             "gpu_shorter_than_launch": short,
             "runtime_outliers": slow_rt,

@@ -69,6 +69,12 @@ def pct(x: float) -> str:
     return f"{x:.0f}%"
 
 
+def pct1(x: Any) -> str:
+    """A percent to one decimal (``6.4``), as a ``pct`` table cell shows it (``render.cells``) and a
+    sentence that repeats the cell states it: one rounding for both, so they never differ."""
+    return f"{float(x):.1f}"
+
+
 #: how a cited figure reads (``Cite``): the sentence states the figure's magnitude this way and says
 #: its direction in words ("fewer", "-"), so a script re-derives it from the cell with ``reads``
 READS: dict[str, Callable[[Any], str]] = {

@@ -1,5 +1,6 @@
 """CSV: a one-table report as that table; otherwise every table with a leading ``table``
-column, the report's facts (``info``) first as rows of table ``info`` (key, value).
+column, the report's facts (``info``) first as rows of table ``info`` (key, value); diff's and
+compare's sentences last, as rows of table ``findings`` (text).
 Several reports (``summary A B``) are one CSV with one header: each report's rows as
 above, after a leading ``report`` column holding its label (the trace's label, else its
 path, else its title; a label met twice gets `` (N)``, its position), the columns the
@@ -14,6 +15,7 @@ import io
 
 import pandas as pd
 
+from ..report import FINDING_OBJECTS
 from .raw import raw_report
 from .safe import csv_frame
 
@@ -53,6 +55,8 @@ def _frame(report, table: str | None = None) -> pd.DataFrame:
         }
     )
     frames = [info] + [df.assign(table=name)[["table", *df.columns]] for name, df in report.tables.items()]
+    if report.kind in FINDING_OBJECTS and report.findings:  # the sentences, as JSON has them
+        frames.append(pd.DataFrame({"table": "findings", "text": [str(f) for f in report.findings]}))
     return pd.concat(frames, ignore_index=True)
 
 

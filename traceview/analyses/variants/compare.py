@@ -252,8 +252,8 @@ def _extremes(c: Cite, t: pd.DataFrame, column: str, how: str, ratio_column: str
     def figure(rows) -> str:
         one = rows[0]
         text = c("compare", {"trace": one}, column, v[one], how)
-        if ratio_column is None or np.isnan(t.loc[one, ratio_column]):
-            return text
+        if ratio_column is None or one == bl or np.isnan(t.loc[one, ratio_column]):
+            return text  # the baseline against itself (1.00x) says nothing
         r = c("compare", {"trace": one}, ratio_column, t.loc[one, ratio_column], "ratio")
         return f"{text}, {r} {_t(c, bl)}"
 

@@ -32,7 +32,7 @@ from ..select.region import Region, Selection, region
 from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
-from .diff_findings import diff_findings, exposed_findings, precision
+from .diff_findings import diff_findings, exposed_findings, families_text, precision
 
 
 @dataclass
@@ -318,7 +318,7 @@ def _gemm_table(A: Region, B: Region, ga: dict, gb: dict) -> pd.DataFrame:
                 "gemm_pct": g["gemm_pct"],
                 "tensor_core_pct": g["tensor_core_pct"],
                 "dominant_family": g["dominant_family"] or "-",
-                "families": _families_text(g["families"]),
+                "families": families_text(g["families"]),
             }
         )
     return pd.DataFrame(rows)
@@ -385,7 +385,3 @@ def _chain_only(A: Region, B: Region):
         return o.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
     return only(ca, cb), only(cb, ca)
-
-
-def _families_text(families: dict, n: int = 3) -> str:
-    return ", ".join(f"{f} {p:.0f}%" for f, p in list(families.items())[:n]) or "-"

@@ -14,7 +14,7 @@ from ..measure.metrics import on_tensor_cores
 from ..measure.registry import metrics_of
 from ..select.region import Region
 from ..wording.names import short_kernel_name, tile
-from ..wording.words import Cite, human, listing, ratio
+from ..wording.words import TO, Cite, human, listing, ratio
 
 
 def diff_findings(
@@ -133,7 +133,7 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     parts = [
         f"{e('by_category', {'category': c}, 'category', c, 'text')} {'+' if d > 0 else '-'}"
         f"{e('by_category', {'category': c}, 'delta_time_ns', d, 'ns')} "
-        f"({e('by_category', {'category': c}, 'a_count', ca, 'count')} -> "
+        f"({e('by_category', {'category': c}, 'a_count', ca, 'count')} {TO} "
         f"{e('by_category', {'category': c}, 'b_count', cb, 'count')} {_what(c)})"
         for c, d, ca, cb in zip(
             movers["category"], movers["delta_time_ns"], movers["a_count"], movers["b_count"], strict=False
@@ -178,10 +178,14 @@ def _tile_findings(both: pd.DataFrame, unit: str, n: int = 3) -> list[Finding]:
     f = []
     for row in changed.itertuples(index=False):
         c, key = Cite(), {"match_key": row.match_key}
+        name = c("by_kernel", key, "kernel", row.kernel, "text")  # cited first: it holds the tiles too
+        # each side's tile read off its own example name, as the name column shows them
+        ka, kb = (c("by_kernel", key, f"{s}_example", getattr(row, f"{s}_example"), "tile") for s in "ab")
         f.append(
             c.finding(
-                f"{c('by_kernel', key, 'kernel', row.kernel, 'name')}: the same kernel family with another "
-                f"tile configuration in B, {c('by_kernel', key, 'a_time_ns', row.a_time_ns, 'ns')} -> "
+                f"{name}: the same kernel "
+                f"family with another tile configuration, {ka} {TO} {kb}; "
+                f"{c('by_kernel', key, 'a_time_ns', row.a_time_ns, 'ns')} {TO} "
                 f"{c('by_kernel', key, 'b_time_ns', row.b_time_ns, 'ns')} per {unit}"
             )
         )
@@ -210,17 +214,27 @@ def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[Finding]:
         where = ("tensor cores", "CUDA cores") if on_tensor_cores(tca) else ("CUDA cores", "tensor cores")
         text = (
             f"GEMMs moved from {where[0]} ({na}) to {where[1]} ({nb}): tensor-core share of GEMM time "
-            f"{pa} -> {pb}"
+            f"{pa} {TO} {pb}"
         )
-    elif fa != fb:
+    elif fa != fb and (fa not in gb["families"] or fb not in ga["families"]):
+        # a family came or went; the same families in other proportions is no change of family
         where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
+        sa, sb = (
+            c("gemm_path", {"side": s}, "families", families_text(g["families"]), "text")
+            for s, g in (("A", ga), ("B", gb))
+        )
         text = (
             f"GEMMs run on {where} on both sides ({pa} vs {pb} of GEMM time); "
-            f"the main GEMM family changed from {na} to {nb}"
+            f"the main GEMM family changed from {na} to {nb} (A: {sa}; B: {sb})"
         )
     else:
         return []
     return [c.finding(text)]
+
+
+def families_text(families: dict, n: int = 3) -> str:
+    """The gemm_path table's ``families`` cell: the ``n`` largest with their share of GEMM time."""
+    return ", ".join(f"{f} {p:.0f}%" for f, p in list(families.items())[:n]) or "-"
 
 
 def _gemm_words(g: dict, side: str, c: Cite) -> str:

@@ -13,6 +13,11 @@ import numpy as np
 
 from ...report import Finding
 from ...units import human_ns
+from .names import tile
+
+#: the one arrow of a change in sentences (``64x64 → 128x64``, ``4.426 ms → 7.894 ms``), as chains
+#: join their ops; the text, csv and markdown renderers write it as it is (UTF-8)
+TO = "→"
 
 
 def ratio(a: float, b: float) -> float:
@@ -88,6 +93,7 @@ READS: dict[str, Callable[[Any], str]] = {
     "share": lambda v: share(v),
     "tflops": lambda v: f"{v:.3g}",
     "peak": lambda v: f"{v:.4g}",
+    "tile": lambda v: tile(str(v)) or "-",  # a kernel name cell read as its tile (``128x64``)
 }
 
 

@@ -227,9 +227,10 @@ def _put(tmp: Path, entry: Path) -> None:
         return
     except OSError:  # an entry is there (a folder is only renamed over an empty one)
         pass
-    old = entry.with_name(f"{entry.name}.tmp-old{secrets.token_hex(4)}")
+    aside = entry.with_name(f"{entry.name}.tmp-old{secrets.token_hex(4)}")
+    old: Path | None = aside
     try:
-        os.replace(entry, old)
+        os.replace(entry, aside)
     except FileNotFoundError:  # another process moved it meanwhile
         old = None
     try:
@@ -593,7 +594,7 @@ def _describe(frame: pd.DataFrame) -> dict:
     """What Parquet may not bring back by itself: the exact dtype of each column."""
     out = {}
     for col, dtype in frame.dtypes.items():
-        d = {"dtype": str(dtype)}
+        d: dict[str, object] = {"dtype": str(dtype)}
         if isinstance(dtype, pd.CategoricalDtype):
             d["categories_dtype"] = str(dtype.categories.dtype)
             d["categories"] = dtype.categories.tolist()
@@ -623,7 +624,15 @@ def _read(d: _Folder, info: dict, path) -> object:
             raise _Damaged(f"{name}.arrow: {type(exc).__name__}") from None
     try:
         return Trace(
-            path=os.fspath(path), meta=info["meta"], warnings=info["warnings"], stats=info["stats"], **frames
+            path=os.fspath(path),
+            events=frames["events"],
+            kernels=frames["kernels"],
+            ops=frames["ops"],
+            steps=frames["steps"],
+            meta=info["meta"],
+            warnings=info["warnings"],
+            stats=info["stats"],
+            memory=frames["memory"],
         )
     except Exception as exc:
         raise _Damaged(f"entry.json: {type(exc).__name__}") from None

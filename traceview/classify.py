@@ -367,7 +367,7 @@ def name_tokens(name: str) -> list:
 def _candidates(text: str) -> set:
     """Tokens, plus runs of case-change pieces joined back (``SoftMax`` -> soft, max, softmax),
     so a table word may be written as one word whichever way a name capitalises it."""
-    out = set()
+    out: set[str] = set()
     for chunk in _CHUNK.findall(text):
         pieces = [p.lower() for p in _PIECE.findall(chunk)]
         for i in range(len(pieces)):
@@ -382,7 +382,8 @@ def name_guess(name: str, words: WordTable | None = None) -> tuple | None:
     types); within each, the earliest entry of the word table wins."""
     words = default_rules().words if words is None else words
     clean = _ANON.sub("", name)
-    for text in (_HEAD.match(clean).group(1), clean):
+    head = _HEAD.match(clean)  # always matches (it may match nothing)
+    for text in (head.group(1) if head else clean, clean):
         hits = [words.lookup[w] for w in _candidates(text) if w in words.lookup]
         if hits:
             i, _, word = min(hits)
@@ -447,7 +448,7 @@ def classify(name: str, rules: RuleSet | None = None) -> KernelClass:
     val = {k: (None if v is _PINNED else v) for k, (v, _) in got.items()}
     rule = got["category"][1] if "category" in got else None
     return KernelClass(
-        category=val.get("category", "other"),
+        category=str(val.get("category", "other")),  # a text: the category is never pinned to none
         tensor_core=val.get("tensor_core"),
         attention_backend=val.get("attention_backend"),
         library=val.get("library"),

@@ -27,6 +27,7 @@ import pandas as pd
 
 from ... import schema
 from ...errors import TraceviewError
+from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
 from .work import has_shapes, memo, trace_work
@@ -244,17 +245,17 @@ def _m_text(ms: dict, n: int = 3) -> str:
 # ------------------------------------------------------------------ the first findings of a diff
 
 
-def comparable_findings(sides) -> tuple[list[str], bool]:
+def comparable_findings(sides) -> tuple[list[Finding], bool]:
     """``sides``: two (name, label, Region) triples, A then B (``name`` as the sentence says it,
     ``label`` the row of tables completeness and workload). The sentences that must come before any
     delta: each incomplete side, then how the two workloads differ; and whether they ran the same
     work (True also when it cannot be told: no shapes recorded)."""
     words = workload_finding(*sides)
     first = incomplete_findings([(label, r.trace) for _, label, r in sides])
-    return first + [words] * bool(words), not words
+    return first + ([words] if words else []), not words
 
 
-def incomplete_findings(sides) -> list[str]:
+def incomplete_findings(sides) -> list[Finding]:
     """``sides``: (label, trace) pairs. Each incomplete trace's warning as a finding citing the
     completeness table's cells."""
     out = []
@@ -289,12 +290,16 @@ def incomplete_findings(sides) -> list[str]:
     return out
 
 
-def workload_finding(a, b) -> str | None:
+def workload_finding(a, b) -> Finding | None:
     """``a``, ``b``: (name, label, Region). How their work differs, citing table workload's cells;
     None when it does not (or cannot be told)."""
     c = Cite()
     words = _workload_words(c, (a[0], a[1], workload(a[2])), (b[0], b[1], workload(b[2])), a[2].per_word)
-    return words and c.finding(words + ": the differences below are differences of workload, not regressions")
+    return (
+        c.finding(words + ": the differences below are differences of workload, not regressions")
+        if words
+        else None
+    )
 
 
 def _workload_words(c: Cite, a, b, unit: str) -> str | None:

@@ -240,6 +240,22 @@ def _numel(shape) -> int:
     return math.prod(shape)
 
 
+def _elem_size(args: _Args, i: int) -> int:
+    """Bytes per element of input ``i`` (ValueError when its type is unknown)."""
+    size = args.size(i)
+    if size is None:
+        raise ValueError(f"input {i} has no known type")
+    return size
+
+
+def _tensor_bytes(args: _Args, i: int) -> int:
+    """Bytes of input ``i``: its elements times its element size (ValueError when either is unknown)."""
+    shape = args.shape(i)
+    if shape is None:
+        raise ValueError(f"input {i} has no shape")
+    return _numel(shape) * _elem_size(args, i)
+
+
 def _matrix(args: _Args, a: int, b: int, extra: tuple = ()) -> tuple:
     """(flops, bytes) of a @ b with optional extra tensors read (bias)."""
     sa, sb = args.shape(a), args.shape(b)
@@ -248,9 +264,9 @@ def _matrix(args: _Args, a: int, b: int, extra: tuple = ()) -> tuple:
     if k != k2 or (batch_a and batch_b and len(batch_a) != len(batch_b)):
         raise ValueError("inner dimensions differ")
     batch = _numel(batch_a or batch_b)
-    read = _numel(sa) * args.size(a) + _numel(sb) * args.size(b)
-    read += sum(_numel(args.shape(i)) * args.size(i) for i in extra if args.shape(i) is not None)
-    return 2 * batch * m * k * n, read + batch * m * n * args.size(a)
+    read = _tensor_bytes(args, a) + _tensor_bytes(args, b)
+    read += sum(_tensor_bytes(args, i) for i in extra if args.shape(i) is not None)
+    return 2 * batch * m * k * n, read + batch * m * n * _elem_size(args, a)
 
 
 def _mm(name, args):

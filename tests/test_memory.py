@@ -136,6 +136,14 @@ def test_a_trace_without_memory_events_says_so_once(tmp_path):
     assert CliRunner().invoke(main, ["memory", path, "--kind", "kernel"]).exit_code == 2
 
 
+def test_help_lists_only_the_selection_options_memory_applies():
+    """memory narrows by --step and --device only: its --help offers no option it would refuse."""
+    helptext = CliRunner().invoke(main, ["memory", "--help"]).output
+    assert "--step" in helptext and "--device" in helptext
+    for refused in ("--stream", "--kind", "--annotation"):
+        assert refused not in helptext
+
+
 def _trace(memory: list) -> dict:
     steps = [
         {

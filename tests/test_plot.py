@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -96,8 +97,10 @@ def test_cli_plot_errors_are_one_line(story_dir, tmp_path):
     assert res.exit_code == 1 and "must end in .png, .svg or .html" in res.stderr
     res = runner.invoke(main, ["timeline", a, "--plot", str(tmp_path / "t.png"), "--step", "77"])
     assert res.exit_code == 1 and "has no step 77" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    res = runner.invoke(main, ["timeline", a])
-    assert res.exit_code == 2  # --plot is required: a usage error
+    before = set(tmp_path.iterdir())
+    res = runner.invoke(main, ["timeline", a, "--format", "json", "--no-cache"])
+    assert res.exit_code == 0, res.output  # no --plot: the table alone, no picture
+    assert json.loads(res.stdout)["tables"]["timeline"] and set(tmp_path.iterdir()) == before
 
 
 def test_without_matplotlib_plot_says_install(story_dir, tmp_path, monkeypatch):

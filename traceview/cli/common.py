@@ -99,9 +99,15 @@ def load_options(f):
     return f
 
 
-def select_options(f):
+SELECT = ("step", "annotation", "device", "stream", "kind")
+
+
+def select_options(f=None, *, only: tuple[str, ...] = SELECT):
     """``--step``, ``--annotation``, ``--device``, ``--stream``, ``--kind``, given to the command as
-    one ``sel: Selection``."""
+    one ``sel: Selection``. ``@select_options(only=("step", "device"))``: a command that cannot apply
+    the others offers (and its --help lists) only these."""
+    if f is None:
+        return lambda g: select_options(g, only=only)
     opts = [
         click.option("--step", type=int, default=None, help="Only this ProfilerStep#N."),
         click.option(
@@ -116,9 +122,10 @@ def select_options(f):
             help="Only this kind of GPU activity (default: kernels, memcpys and memsets).",
         ),
     ]
-    f = _inject(f, "sel", ("step", "annotation", "device", "stream", "kind"), Selection)
-    for opt in reversed(opts):
-        f = opt(f)
+    f = _inject(f, "sel", only, Selection)
+    for name, opt in reversed(list(zip(SELECT, opts, strict=True))):
+        if name in only:
+            f = opt(f)
     return f
 
 

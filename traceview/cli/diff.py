@@ -176,27 +176,29 @@ def compare_runs(paths, baseline, sel, plot, *, recursive, options, workers, sch
     "--plot",
     "plot",
     type=click.Path(dir_okay=False),
-    required=True,
+    default=None,
     metavar="FILE",
-    help="Picture to write (.png, .svg or .html).",
+    help="Also draw the step into FILE (.png, .svg or .html); without it, only the table.",
 )
 @format_option
 @select_options
 @load_options
 @friendly
 def timeline(trace, plot, out, sel, options):
-    """Draw one step (--step; default the first) on a time axis: GPU activities in a lane per
-    stream, coloured by kernel category (CPU-only traces: CPU ops in a lane per thread).
-    Prints the step's activities (start, duration, lane, category) in --format."""
+    """One step (--step; default the first) on a time axis: GPU activities in a lane per
+    stream, coloured by kernel category (CPU-only traces: CPU ops in a lane per thread), drawn
+    with --plot. Prints the step's activities (start, duration, lane, category) in --format."""
     from .. import api
-    from ..render.plot import plot_timeline
 
     _check_plot(plot)
     report = api.timeline(load_one(trace, options), sel=sel)
-    busy = (
-        f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
-        if "gpu_busy_pct" in report.info
-        else ""
-    )
-    click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
+    if plot is not None:  # the table alone needs no matplotlib
+        from ..render.plot import plot_timeline
+
+        busy = (
+            f" (GPU busy {report.info['gpu_busy_pct']:.0f}% of the step's span)"
+            if "gpu_busy_pct" in report.info
+            else ""
+        )
+        click.echo(f"wrote {plot_timeline(report, plot)}{busy}", err=True)
     emit(report, out)  # the help promises the table in every format, table included

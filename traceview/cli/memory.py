@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit, format_option, friendly, load_one, load_options, not_applied, select_options
+from .common import emit, format_option, friendly, load_one, load_options, select_options
 from .group import main
 
 
@@ -20,7 +20,7 @@ from .group import main
     "into FILE (.png, .svg or .html).",
 )
 @format_option
-@select_options
+@select_options(only=("step", "device"))
 @load_options
 @friendly
 def memory(trace, plot, out, sel, options):
@@ -31,7 +31,6 @@ def memory(trace, plot, out, sel, options):
     --device (a GPU index) narrow the events."""
     from .. import api
 
-    not_applied("memory selects by --step and --device only", "annotation", "stream", "kind")
     if plot is not None:
         from ..render.plot import check_path, pyplot
 

@@ -311,3 +311,29 @@ def test_cli_exposed_is_the_api_report(tmp_path):
     assert sum(r["ns"] for r in doc["tables"]["exposed"]) == doc["info"]["wall_ns"] == 84_111_731
     bad = CliRunner().invoke(main, ["exposed", str(CORPUS / TOKEN1), "--step", "3"])
     assert bad.exit_code == 1 and "has no ProfilerStep#N spans" in bad.output
+
+
+@needs_corpus
+def test_work_left_out_by_kind_is_its_own_cause_not_idle():
+    """--kind memcpy on the H100 bert trace: the kernels it leaves out used to count as
+    ``idle: host launch-bound`` (2,100,782 ns vs 1,957,356 without --kind); they are now
+    ``other work (not selected)`` and every idle row is the unfiltered one."""
+    path = CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.gz"
+
+    def causes(*args):
+        res = CliRunner().invoke(main, ["exposed", str(path), "--format", "json", "--no-cache", *args])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        return {r["cause"]: r["ns"] for r in doc["tables"]["exposed"]}, doc["info"]["wall_ns"]
+
+    every, wall = causes()
+    memcpy, wall_memcpy = causes("--kind", "memcpy")
+    assert wall_memcpy == wall and sum(memcpy.values()) == wall  # exact sums still hold
+    for cause in [c for c in every if c.startswith("idle")]:
+        assert memcpy[cause] == every[cause], cause
+    # independent recount: the trace's kernels (one stream, no copy under them) summed from the JSON
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    kernel_ns = sum(Decimal(str(e["dur"])) * 1000 for e in events if e.get("cat") == "kernel")
+    assert memcpy["other work (not selected)"] == int(kernel_ns) == 307_197
+    assert "other work (not selected)" not in every  # no selection left out: no such row

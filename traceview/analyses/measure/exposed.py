@@ -8,6 +8,8 @@ at that instant (the priority; ``rules/exposed.toml`` orders the computation cat
    before ..., so a small kernel beside a GEMM is hidden behind it);
 2. ``communication exposed``: a communication kernel runs and no computation does;
 3. ``memcpy exposed``, then ``memset exposed``: only copies or sets run;
+3b. with ``--stream`` or ``--kind``: ``other work (not selected)``: only GPU activities that the
+   selection left out run (other streams or kinds of the selected device), so idle means idle;
 4. the GPU is idle and the host is in a synchronisation (``idle: host sync``), in the data
    loader (``idle: data loader``), or in any other CPU op or runtime call, so the GPU waits
    for work to be launched (``idle: host launch-bound``);
@@ -43,6 +45,7 @@ RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "exposed.toml"
 COMM, MEMCPY, MEMSET = "communication exposed", "memcpy exposed", "memset exposed"
 SYNC, LOADER, LAUNCH, OTHER = "idle: host sync", "idle: data loader", "idle: host launch-bound", "idle: other"
 HIDDEN = "communication hidden"
+UNSELECTED = "other work (not selected)"
 HOST_ROLES = ("cpu_op", "runtime")  # annotations span whole steps: they say nothing about the host
 
 
@@ -92,6 +95,10 @@ def exposed(r: Region) -> Exposed:
             "(an instant is busy when any runs); --device N splits one"
         )
     layers, hidden_pair = gpu_layers(acts)
+    if sel.stream is not None or sel.kind is not None:
+        # the device's work that --stream/--kind left out still runs: it is not idle time
+        rest = _matching_activities(trace, Selection(device=sel.device))
+        layers.append((UNSELECTED, iv.spans(rest)))
     layers += host_layers(trace.events)
     causes = [c for c, _ in layers] + [OTHER]
     rows = []
@@ -135,7 +142,7 @@ def exposed_report(trace, sel: Selection | None = None) -> Report:
         [
             f"of {human_ns(wall)} wall time, "
             + "; ".join(
-                f"{c} {human_ns(v)} ({p:.1f} %)"
+                f"{c} {human_ns(v)} ({p:.1f}%)"
                 for c, v, p in zip(top["cause"], top["ns"], top["pct_of_wall"], strict=True)
             )
         ]

@@ -55,7 +55,7 @@ def kernels_only(trace) -> float:
 def test_the_attention_story_table(story):
     r = tv.compare(story)
     assert r.kind == "compare" and r.info["baseline"] == "naive" and r.info["gpu"] is True
-    t = r["compare"].set_index("trace")
+    t = r["compare"].set_index("label")
     assert t.index.tolist() == STORY
     for trace, v in zip(story, STORY, strict=True):
         kernels, gpu_ns = independent(trace)
@@ -98,7 +98,7 @@ def test_the_attention_story_table(story):
 def test_baseline_by_label_path_index_or_trace(story, story_dir):
     for baseline in ("sdpa_math", 2, story[2], str(story_dir / "sdpa_math.json.gz")):
         r = tv.compare(story, baseline=baseline)
-        t = r["compare"].set_index("trace")
+        t = r["compare"].set_index("label")
         assert r.info["baseline"] == "sdpa_math"
         assert t.loc["sdpa_math", "ratio_gpu_time"] == 1.0
         assert t.loc["naive", "ratio_kernels"] == pytest.approx(5 / 17)
@@ -110,15 +110,15 @@ def test_baseline_by_label_path_index_or_trace(story, story_dir):
 
 def test_paths_and_folders_are_accepted(story_dir):
     r = tv.compare(story_dir, cache=False)
-    assert sorted(r["compare"]["trace"]) == sorted(STORY)
+    assert sorted(r["compare"]["label"]) == sorted(STORY)
     r = tv.compare([story_dir / "naive.json.gz", story_dir / "sdpa_flash.json.gz"], cache=False)
-    assert r["compare"]["trace"].tolist() == ["naive", "sdpa_flash"]
+    assert r["compare"]["label"].tolist() == ["naive", "sdpa_flash"]
 
 
 def test_cpu_sample_traces_compare_cpu_ops():
     r = tv.compare(SAMPLES)
     assert r.info["gpu"] is False
-    t = r["compare"].set_index("trace")
+    t = r["compare"].set_index("label")
     assert "kernels_per_step" not in t.columns and "top_ops" in t.columns
     manifest = json.loads((SAMPLES / "manifest.json").read_text())["collected"]
     assert sorted(t.index) == sorted(manifest)
@@ -151,7 +151,7 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["kind"] == "compare" and doc["info"]["baseline"] == "sdpa_flash"
-    rows = {row["trace"]: row for row in doc["tables"]["compare"]}
+    rows = {row["label"]: row for row in doc["tables"]["compare"]}
     assert rows["sdpa_flash"]["ratio_gpu_time"] == 1.0
     assert rows["sdpa_efficient"]["ratio_gpu_time"] == pytest.approx(40 / 30)
     assert set(doc["tables"]) == {"completeness", "workload", "compare", "by_category"}
@@ -176,7 +176,7 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     assert res.exit_code == 0, res.output
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     compare_rows = [r for r in rows if r["table"] == "compare"]
-    assert [r["trace"] for r in compare_rows] == ["naive", "naive_inplace"]
+    assert [r["label"] for r in compare_rows] == ["naive", "naive_inplace"]
     assert float(compare_rows[0]["ratio_kernels"]) == pytest.approx(5 / 5)  # the memcpy is not a kernel
     assert (
         float(compare_rows[0]["gpu_activities_per_step"]) == 6
@@ -219,7 +219,7 @@ def test_repeated_labels_get_the_file_name(tmp_path):
     a = synth.make(tmp_path, "naive", steps=3)
     b = synth.make(tmp_path, "naive", steps=5, name="naive_5steps")
     r = tv.compare([a, b], cache=False)
-    assert r["compare"]["trace"].tolist() == ["naive (naive.json.gz)", "naive (naive_5steps.json.gz)"]
+    assert r["compare"]["label"].tolist() == ["naive (naive.json.gz)", "naive (naive_5steps.json.gz)"]
     assert r["compare"]["ratio_gpu_time"].tolist() == [1.0, 1.0]  # per step, 3 vs 5 steps
     d = tv.diff(a, b, cache=False)
     assert (d.info["a_label"], d.info["b_label"]) == ("naive (naive.json.gz)", "naive (naive_5steps.json.gz)")
@@ -233,6 +233,6 @@ def test_same_trace_twice_gets_distinct_labels():
     path = Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz"
     t = tv.load(path, cache=False)
     rep = tv.compare([t, t])
-    labels = rep["compare"]["trace"].tolist()
+    labels = rep["compare"]["label"].tolist()
     assert len(labels) == 2 and len(set(labels)) == 2
     assert rep["compare"]["cpu_ops_per_step"].tolist() == [45.0, 45.0]

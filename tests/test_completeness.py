@@ -190,7 +190,7 @@ def test_cross_device_sentences_name_both_devices_and_both_peaks():
     assert (dev_a, dev_b) == ("A100 PCIe 80GB", "H100 SXM5 80GB")
     assert float(peak_a) == peaks[dev_a]["bf16"] == 312.0 and float(peak_b) == peaks[dev_b]["bf16"] == 989.4
     assert float(pct) == pytest.approx(100 * float(tflops) / float(peak_a), rel=0.02)  # 2 significant digits
-    row = r["compare"].set_index("trace").loc["h100__gaunernst_bert-small-uncased__1016001"]
+    row = r["compare"].set_index("label").loc["h100__gaunernst_bert-small-uncased__1016001"]
     assert float(pct_b) == pytest.approx(row["gemm_pct_of_peak"], rel=0.02)  # the table's figure
 
 

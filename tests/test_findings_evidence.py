@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -14,6 +15,8 @@ from corpus import CORPUS, SKIP_REASON
 
 from traceview.analyses.wording.words import reads
 from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 DIFF_PAIRS = [
     (  # two H100 models with [memory] events: the memory sentence
@@ -26,6 +29,10 @@ DIFF_PAIRS = [
     (
         "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
         "rocm/tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+    ),
+    (  # fp32 GEMMs on an A100's CUDA cores vs bf16 on an H100's tensor cores: the cross-device sentence
+        "switchtransformers/trace.json.gz",
+        "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
     ),
 ]
 COMPARE_SETS = [
@@ -43,6 +50,7 @@ COMPARE_SETS = [
         "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
         "rocm/tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
     ],
+    ["switchtransformers/trace.json.gz", "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz"],
 ]
 needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
 
@@ -114,3 +122,36 @@ def test_top_keeps_every_cited_row(tmp_path):
     assert cited and any(len(doc["tables"][t]) > 1 for t in ("only_in_a", "only_in_b"))
     for e in cited:
         _cell(doc, e)  # exactly one row
+
+
+@needs_corpus
+@pytest.mark.parametrize("command", ["diff", "compare"])
+def test_cuda_core_side_cites_its_own_tensor_peak(command, tmp_path):
+    """The CUDA-core side's tensor-core peak and its share of it are cells of a table, not only words."""
+    pair = [str(CORPUS / p) for p in DIFF_PAIRS[-1]]
+    doc = _json([command, *pair], tmp_path)
+    said = [f for f in doc["findings"] if "run on CUDA cores at" in f["text"]]
+    assert len(said) == 1, doc["findings"]
+    cols = {e["column"] for e in said[0]["evidence"]}
+    assert {"gemm_tensor_peak_tflops", "gemm_pct_of_tensor_peak"} <= cols
+    table = doc["tables"]["efficiency" if command == "diff" else "compare"]
+    cuda = [r for r in table if r["gemm_tensor_peak_tflops"] is not None]
+    assert len(cuda) == 1 and cuda[0]["device"].startswith("NVIDIA A100")
+    assert cuda[0]["gemm_tensor_peak_tflops"] == 312  # the A100's bf16 dense tensor-core peak (datasheet)
+    assert abs(cuda[0]["gemm_pct_of_tensor_peak"] - 100 * cuda[0]["gemm_tflops"] / 312) < 1e-9
+
+
+def test_compare_rows_carry_unique_labels_and_cpu_baseline_count(tmp_path):
+    """Every compare row carries the ``label`` the table shows, unique (no ``trace`` column meaning the
+    same); the CPU-only most/fewest-ops sentence states the baseline's own count, cited."""
+    paths = [str(SAMPLES / n) for n in ("naive.json.gz", "sdpa_math.json.gz", "sdpa_flash.json.gz")]
+    doc = _json(["compare", *paths, "--baseline", paths[1]], tmp_path)
+    rows = doc["tables"]["compare"]
+    labels = [r["label"] for r in rows]
+    assert labels == ["naive", "sdpa_math", "sdpa_flash"] and "trace" not in rows[0]
+    check_all(doc)
+    ops = next(f for f in doc["findings"] if "the most CPU ops" in f["text"])
+    base = next(r for r in rows if r["label"] == "sdpa_math")
+    assert ops["text"].endswith(f"sdpa_math: {reads(base['cpu_ops_per_step'], 'count')})")
+    assert {"table": "compare", "row": {"label": "sdpa_math"}, "column": "cpu_ops_per_step",
+            "reads": "count"} in ops["evidence"]  # fmt: skip

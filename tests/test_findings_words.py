@@ -92,7 +92,7 @@ def test_compare_labels_by_the_folders_that_differ(tmp_path):
         (tmp_path / "runs" / run / "rank0").mkdir(parents=True)
         paths.append(_stepped(tmp_path / "runs" / run / "rank0" / "trace.json.gz", [(synth.GEMM_TC, us)]))
     doc = _run(["compare", *paths], tmp_path)
-    labels = [r["trace"] for r in doc["tables"]["compare"]]
+    labels = [r["label"] for r in doc["tables"]["compare"]]
     assert labels == ["run_a/trace", "run_b/trace", "run_c/trace"]
     env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "80"}
     text = CliRunner().invoke(main, ["compare", *paths], env=env).output

@@ -35,7 +35,8 @@ def traces():
 
 def check(text: str) -> None:
     lines = text.splitlines()
-    wide = [line for line in lines if len(line) > WIDTH]
+    # an info line's path stays whole (copyable; the terminal wraps it): the one line allowed over
+    wide = [line for line in lines if len(line) > WIDTH and not re.fullmatch(r"\w+: \S+", line)]
     assert not wide, f"{len(wide)} lines over {WIDTH}: {wide[0]!r}"
     for i, line in enumerate(lines):
         if i == 0 or not re.fullmatch(r"-+(  -+)*", line):

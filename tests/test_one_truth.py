@@ -121,9 +121,9 @@ def test_compare_folder_skips_files_that_are_not_traces_and_says_which(tmp_path)
     assert "skipped" in res.stderr and "notes.json" in res.stderr and "list.json" in res.stderr
     import json
 
-    assert [r["trace"] for r in json.loads(res.stdout)["tables"]["compare"]] == ["naive", "sdpa_math"]
+    assert [r["label"] for r in json.loads(res.stdout)["tables"]["compare"]] == ["naive", "sdpa_math"]
     res = run("compare", tmp_path, "--recursive", "--format", "json")
-    assert [r["trace"] for r in json.loads(res.stdout)["tables"]["compare"]] == [
+    assert [r["label"] for r in json.loads(res.stdout)["tables"]["compare"]] == [
         "naive",
         "sdpa_math",
         "sdpa_flash",

@@ -39,10 +39,10 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
         raise TraceviewError("report needs at least one trace")
     cmp = compare(traces, baseline=baseline, sel=sel)
     table = cmp["compare"]
-    labels = table["trace"].tolist()
+    labels = table["label"].tolist()
     base = labels.index(cmp.info["baseline"])
     cols = [
-        c for c in ("trace", "device", "tensor_core_pct", "gemm_family", "attention_backend") if c in table
+        c for c in ("label", "device", "tensor_core_pct", "gemm_family", "attention_backend") if c in table
     ]
     glance = Report(
         kind="glance",

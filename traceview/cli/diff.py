@@ -145,7 +145,7 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
     loaded = load_many(traces, options, recursive)
     report = api.compare(loaded, baseline=baseline, sel=sel)  # a path, a label or None
     if plot:
-        _write_plot(loaded, plot, labels=report["compare"]["trace"].tolist(), sels=[sel] * len(loaded))
+        _write_plot(loaded, plot, labels=report["compare"]["label"].tolist(), sels=[sel] * len(loaded))
     emit(report, out)
 
 

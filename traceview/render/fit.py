@@ -10,6 +10,7 @@ that repeats the name column.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -29,9 +30,16 @@ NAME_COLUMNS = {
     "chain",
     "op",
     "trace",
+    "label",
     "short_name",
     "input_dims",
 }
+#: a label this short in these columns (or the key column) is never shortened
+KEEP_WHOLE = 32
+#: short labels: kept whole up to KEEP_WHOLE, so "idle: host-bound" and a rule id read as written
+LABEL_COLUMNS = NAME_COLUMNS | {"rule", "cause", "device", "category", "family", "metric", "status"}
+#: the column each continuation block repeats: the first of these (by position), else the first
+KEY_COLUMNS = NAME_COLUMNS | {"rule", "cause"}
 
 
 def terminal_width() -> int | None:
@@ -59,15 +67,85 @@ def column(values: list[str], width: int) -> list[str]:
     """One column's cells in ``width``: each shortened in the middle, unless that makes different
     values read the same (every rank file ``dlrm_kine….json.gz``); then the text the column's
     values share at both ends gives way first, so the part that tells them apart survives."""
-    short = {v: middle(v, width) for v in values}
+    short = {v: _list_cut(v, width) if _is_list(v) else middle(v, width) for v in values}
     clashes: dict[str, list[str]] = {}
     for v, cut in short.items():
         clashes.setdefault(cut, []).append(v)
-    for group in clashes.values():  # values that read the same (the column's "8 files" does not)
-        if len(group) > 1:
+    if any(len(group) > 1 for group in clashes.values()):  # "8 files" stays: only cut values count
+        short.update(_distinct_parts([v for v in short if len(v) > width], width))
+    for group in clashes.values():  # values that read the same still: the shared ends give way
+        if len(group) > 1 and len({short[v] for v in group}) < len(group):
             head, tail = _shared_ends(group)
             short.update((v, _keep_core(v, width, head, tail)) for v in group)
     return [short[v] for v in values]
+
+
+_TOKEN = re.compile(r"[^._\-\s/]+")
+
+
+def _distinct_parts(values: list[str], width: int) -> dict[str, str]:
+    """Each value as ``…part…``, ``part`` the shortest word of the name that tells them all apart
+    (``…worker0…`` for ``dlrm_kineto__worker0_step_12.1694128201545.pt.trace.json.gz``); {} when
+    no one word does (or it does not fit ``width``)."""
+    words = [_TOKEN.findall(v) for v in values]
+    if len(values) < 2 or len({len(w) for w in words}) != 1:
+        return {}
+    best = None
+    for i in range(len(words[0])):
+        column = [w[i] for w in words]
+        if len(set(column)) == len(values):
+            size = max(map(len, column))
+            best = best if best is not None and best[0] <= size else (size, i)
+    if best is None or best[0] + 2 > width:
+        return {}
+    return {v: _marked(v, w[best[1]]) for v, w in zip(values, words, strict=True)}
+
+
+def _marked(value: str, part: str) -> str:
+    """``part`` with an ellipsis on each side where ``value`` goes on."""
+    return (
+        (ELLIPSIS if not value.startswith(part) else "")
+        + part
+        + (ELLIPSIS if not value.endswith(part) else "")
+    )
+
+
+def _items(text: str) -> list[str]:
+    """``text`` split at its top-level ", " (not inside brackets: ``f<int, float>`` is one item)."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{<") - (ch in ")]}>")
+        if depth == 0 and text.startswith(", ", i):
+            items.append(text[start:i])
+            start = i + 2
+    return [*items, text[start:]]
+
+
+def _is_list(text: str) -> bool:
+    """A list cell: two or more items of one to three words (``sgemm 63%, splitK reduce 37%``); a
+    sentence with a comma is not one (its clauses run longer)."""
+    items = _items(text)
+    return len(items) > 1 and all(0 < len(item.split()) <= 3 for item in items)
+
+
+def _list_cut(text: str, width: int) -> str:
+    """A list cell in ``width``: as many whole items as fit, then ``+N more``; never mid-item
+    (the first item alone is shortened in the middle only where nothing else fits)."""
+    if len(text) <= width:
+        return text
+    items = _items(text)
+    for k in range(len(items) - 1, 0, -1):
+        cut = ", ".join(items[:k]) + f", +{len(items) - k} more"
+        if len(cut) <= width:
+            return cut
+    more = f", +{len(items) - 1} more"
+    return middle(items[0], width - len(more)) + more if width - len(more) >= 8 else middle(text, width)
+
+
+def _list_floor(cells: list[str]) -> int:
+    """The width a list column needs for each cell's first item and its ``+N more``."""
+    lists = [_items(c) for c in cells if _is_list(c)]
+    return max((len(f"{items[0]}, +{len(items) - 1} more") for items in lists), default=0)
 
 
 def fit_rows(rows: list[list[str]], block: list[tuple[int, int]]) -> list[list[str]]:
@@ -109,16 +187,23 @@ def _keep_core(text: str, width: int, head: int, tail: int) -> str:
 def wrap(text: str, width: int | None, first: str = "", rest: str = "") -> list[str]:
     if width is None:
         return [first + text]
+    # a path or name longer than the line stays whole (the terminal wraps it; it can be copied)
     return textwrap.wrap(
-        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_on_hyphens=False,
+        break_long_words=False,
     ) or [first.rstrip()]
 
 
-def _floor(header: str, natural: int, numeric: bool) -> int:
-    if numeric:
+def _floor(header: str, natural: int, numeric: bool, cells: list[str], key: bool = False) -> int:
+    """How narrow a column may get: numbers and short labels (the key's too) not at all."""
+    if numeric or ((key or header in LABEL_COLUMNS) and natural <= KEEP_WHOLE):
         return natural
     want = NAME_FLOOR if header in NAME_COLUMNS else max(TEXT_FLOOR, min(len(header), 20))
-    return min(natural, want)
+    return min(natural, max(want, min(_list_floor(cells), 2 * NAME_FLOOR)))
 
 
 def _cap(widths: list[int], floors: list[int], budget: int) -> list[int]:
@@ -148,12 +233,15 @@ def layout(
     natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     if width is None:
         return [list(enumerate(natural))]
-    floors = [_floor(h, n, num) for h, n, num in zip(header, natural, numeric, strict=True)]
+    key = next((i for i, h in enumerate(header) if h in KEY_COLUMNS), 0)
+    floors = [
+        _floor(h, n, num, [r[i] for r in rows], i == key)
+        for i, (h, n, num) in enumerate(zip(header, natural, numeric, strict=True))
+    ]
     budget = width - edge - gap * (len(header) - 1)
     widths = _cap(natural, floors, budget)
     if sum(widths) <= budget:
         return [list(enumerate(widths))]
-    key = next((i for i, h in enumerate(header) if h in NAME_COLUMNS), 0)
     widths = [min(w, f) for w, f in zip(widths, floors, strict=True)]
     blocks, current = [], [key]
     for i in range(len(header)):

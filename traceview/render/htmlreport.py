@@ -45,7 +45,7 @@ document.querySelectorAll("table.report th").forEach(function (th) {
 });
 document.documentElement.dataset.rendered = "1";
 """
-NAME_COLUMNS = {"name", "kernel", "example", "launched_by", "chain", "op", "trace", "key", "rule"}
+NAME_COLUMNS = {"name", "kernel", "example", "launched_by", "chain", "op", "trace", "label", "key", "rule"}
 
 
 def esc(text) -> str:

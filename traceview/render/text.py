@@ -40,7 +40,10 @@ def _head(report, width) -> list[str]:
     title = wrap(report.title, width)
     out = [*title, "=" * min(max(len(t) for t in title), width or 10**6)]
     for k, v in info_lines(report.info):
-        out += wrap(f"{k}: {v}", width, "", "    ")
+        line = f"{k}: {v}"
+        # a path (or other word) longer than the line stays on its key's line, whole: copyable
+        long_word = width is not None and any(len(w) > width - 4 for w in line.split())
+        out += [line] if long_word else wrap(line, width, "", "    ")
     return out
 
 
@@ -104,7 +107,8 @@ def _render_rich(report, width) -> str:
     )
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for key, value in info_lines(report.info):
-        console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}")
+        # soft_wrap: the terminal wraps a long path, rich would fold it mid-path (not copyable)
+        console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}", soft_wrap=True)
     if report.findings:
         console.print("\n[bold]Findings[/bold]")
         for f in report.findings:

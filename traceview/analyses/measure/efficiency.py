@@ -37,7 +37,7 @@ import pandas as pd
 from ...devices import trace_device
 from ...model import list_codes
 from ..select.region import Region
-from ..wording.words import Cite, share
+from ..wording.words import Cite
 from .completeness import graph_replays
 from .work import counted_owner, has_shapes, memo, trace_work
 from .work import rules as work_rules
@@ -568,7 +568,8 @@ def efficiency_table(sides) -> pd.DataFrame:
     """``sides``: (label, Region) pairs. One row each: GEMM and attention TFLOP/s, percent of
     peak, and the path and precision they mostly ran on."""
     rows = []
-    for label, r in sides:
+    vs_tensor = tensor_peak_columns(sides)
+    for (label, r), vs in zip(sides, vs_tensor, strict=True):
         row = {"trace": label, "device": r.trace.device_name or "-"}
         for cat, word in (("gemm", "gemm"), ("attention", "attention")):
             e = category_efficiency(r, cat)
@@ -579,8 +580,45 @@ def efficiency_table(sides) -> pd.DataFrame:
                     f"{word}_runs_on": f"{PATH_WORDS.get(e['path'], '-')} {e['precision'] or ''}".strip(),
                 }
             )
-        rows.append(row | peak_columns(r))
+        rows.append(row | peak_columns(r) | vs)
     return pd.DataFrame(rows)
+
+
+def tensor_peak_columns(sides) -> list[dict]:
+    """Per side ((label, Region) pairs), when its GEMMs run on CUDA cores and another side's on tensor
+    cores: its own device's tensor-core peak at that side's precision and its GEMM rate's share of it
+    (what the cross-device sentence cites, ``_cuda_vs_tensor``); nan otherwise."""
+    effs = [category_efficiency(r, "gemm") for _, r in sides]
+    ref = _tensor_reference(effs)
+    out = []
+    for e in effs:
+        peak = _tensor_peak_of(e, ref)
+        out.append(
+            {
+                "gemm_tensor_peak_tflops": peak if peak else float("nan"),
+                "gemm_pct_of_tensor_peak": 100.0 * e["tflops"] / peak if peak else float("nan"),
+            }
+        )
+    return out
+
+
+def _tensor_reference(effs: list[dict]) -> dict | None:
+    """The GEMM efficiency a CUDA-core side is set against: the first rated one on tensor cores."""
+    return next(
+        (
+            e
+            for e in effs
+            if not np.isnan(e["tflops"]) and e["path"] == "tensor" and not np.isnan(e["pct_of_peak"])
+        ),
+        None,
+    )
+
+
+def _tensor_peak_of(e: dict, ref: dict | None) -> float | None:
+    """A CUDA-core side's device's tensor-core peak at ``ref``'s precision (None: not such a pair)."""
+    if ref is None or np.isnan(e["tflops"]) or e["path"] != "vector" or e["device"] is None:
+        return None
+    return e["device"].peak_tflops("tensor", ref["precision"]) or None
 
 
 def peak_columns(r: Region) -> dict:
@@ -603,12 +641,8 @@ def _precision_words(path: str, precision: str) -> str:
     return "fp32 (TF32)" if path == "tensor" and precision == "fp32" else precision
 
 
-def _pct(v: float) -> str:
-    return share(v)
-
-
 def _side_words(c: Cite, side: tuple, cat: str, e: dict, what: str) -> str:
-    label, table, key = side
+    _, table, key = side
     where = PATH_WORDS.get(e["path"], "an unknown path")
     pct = f"{cat}_pct_of_peak"
     parts = (  # the peak named with its device and value: each side is rated against its own
@@ -618,9 +652,16 @@ def _side_words(c: Cite, side: tuple, cat: str, e: dict, what: str) -> str:
     )
     if e.get("causal"):
         parts.append("causal attention rated on the FLOPs its kernels execute, half of torch's count")
-    name = c(table, key, "trace", label, "text") if key["trace"] == label else label  # a label is cited
+    name = _name(c, side)
     rate = c(table, key, f"{cat}_tflops", e["tflops"], "tflops")
     return f"{name}'s {what} reach {rate} TFLOP/s on {where}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _name(c: Cite, side: tuple) -> str:
+    """A side's label, cited from its row's key column when that column holds the label."""
+    label, table, key = side
+    ((column, value),) = key.items()
+    return c(table, key, column, label, "text") if value == label else label
 
 
 def _rated_peak(c: Cite, side: tuple, cat: str, e: dict) -> str:
@@ -644,16 +685,16 @@ def _rated_peak(c: Cite, side: tuple, cat: str, e: dict) -> str:
     )
 
 
-def efficiency_findings(sides, table: str = "efficiency", keys=None) -> list[str]:
+def efficiency_findings(sides, table: str = "efficiency", keys=None, by: str = "trace") -> list[str]:
     """Sentences on GEMM and attention efficiency per side (``sides``: (label, Region) pairs); when
     one side's GEMMs run on CUDA cores and another's on tensor cores, the CUDA-core rate against
-    the tensor-core peak of the same precision. Each figure cites ``table``'s row whose ``trace``
+    the tensor-core peak of the same precision. Each figure cites ``table``'s row whose ``by`` column
     is the side's key (``keys``, default the labels): diff's efficiency table, compare's rows."""
     keys = keys or [label for label, _ in sides]
     f = []
     for cat, what in (("gemm", "GEMMs"), ("attention", "fused attention kernels")):
         stats = [
-            ((label, table, {"trace": k}), category_efficiency(r, cat))
+            ((label, table, {by: k}), category_efficiency(r, cat))
             for (label, r), k in zip(sides, keys, strict=True)
         ]
         stats = [(side, e) for side, e in stats if not np.isnan(e["tflops"])]
@@ -668,31 +709,28 @@ def efficiency_findings(sides, table: str = "efficiency", keys=None) -> list[str
 
 def _cuda_vs_tensor(stats) -> list[str]:
     """``stats``: ((label, table, key), efficiency) per side. Cited: each side's rate, percent,
-    device and precision; not yet the CUDA-core side's device's tensor-core peak and its share
-    of it, which no table holds."""
-    tensor = [(sd, e) for sd, e in stats if e["path"] == "tensor" and not np.isnan(e["pct_of_peak"])]
-    cuda = [(sd, e) for sd, e in stats if e["path"] == "vector" and e["device"] is not None]
+    device and precision, and the CUDA-core side's device's tensor-core peak and its share of it
+    (``tensor_peak_columns``: the same pairing)."""
+    ref = _tensor_reference([e for _, e in stats])
+    tensor = [(sd, e) for sd, e in stats if e is ref]
     out = []
-    for (lbl, table, key), e in cuda:
-        for t_side, t in tensor[:1]:
-            peak = e["device"].peak_tflops("tensor", t["precision"])
+    for (lbl, table, key), e in stats:
+        for t_side, t in tensor:
+            peak = _tensor_peak_of(e, ref)
             if peak:
-                c = Cite()
-                name = c(table, key, "trace", lbl, "text") if key["trace"] == lbl else lbl
-                t_name = (
-                    c(*t_side[1:], "trace", t_side[0], "text")
-                    if t_side[2]["trace"] == t_side[0]
-                    else t_side[0]
-                )
+                c = Cite()  # cited in the order the sentence states them
+                name = _name(c, (lbl, table, key))
                 rate = c(table, key, "gemm_tflops", e["tflops"], "tflops")
-                device = c(table, key, "rated_device", e["device"].name, "text")
+                share_ = c(table, key, "gemm_pct_of_tensor_peak", 100.0 * e["tflops"] / peak, "share")
                 prec = c(*t_side[1:], "gemm_precision", _precision_words("tensor", t["precision"]), "text")
+                device = c(table, key, "rated_device", e["device"].name, "text")
+                own_peak = c(table, key, "gemm_tensor_peak_tflops", peak, "peak")
+                t_name = _name(c, t_side)
                 reach = c(*t_side[1:], "gemm_pct_of_peak", t["pct_of_peak"], "share")
                 out.append(  # two devices, two peaks: each named with its own
                     c.finding(
-                        f"{name}'s GEMMs run on CUDA cores at {rate} TFLOP/s: "
-                        f"{_pct(100.0 * e['tflops'] / peak)} of the {prec} {PEAK_WORDS['tensor']} peak "
-                        f"of the {device} ({peak:.4g} TFLOP/s); "
+                        f"{name}'s GEMMs run on CUDA cores at {rate} TFLOP/s: {share_} of the {prec} "
+                        f"{PEAK_WORDS['tensor']} peak of the {device} ({own_peak} TFLOP/s); "
                         f"{t_name}'s GEMMs reach {reach} of {_rated_peak(c, t_side, 'gemm', t)}"
                     )
                 )

@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 from ...interop import hta as bridge
+from ...model import per_category
 from ...report import Report
+from ..wording.names import kernel_label
 from ..wording.words import num, pct1
 
 SPLIT_COLUMNS = ["group", "count", "total_ns", "pct_of_computation"]
@@ -283,7 +285,9 @@ def launch(
     names = names.set_index(names["correlation"].astype("int64"))
     worst = df.sort_values("launch_delay", ascending=False).head(top).copy()
     corr = worst["correlation"].astype("int64")
-    worst["name"] = names["name"].astype(str).reindex(corr).to_numpy()
+    # readable kernel names, as the other tables (raw cutlass names of different GEMMs read alike)
+    readable = per_category(names["name"].astype("category"), kernel_label, "")
+    worst["name"] = pd.Series(readable, index=names.index).reindex(corr).to_numpy()
     worst["group"] = split_group(names).reindex(corr).to_numpy()
     worst = worst.rename(columns={c: f"{c}_us" for c in cols}).reset_index(drop=True)
     n = len(df)

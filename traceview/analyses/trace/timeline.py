@@ -16,6 +16,7 @@ from ...model import per_category
 from ...report import Report
 from ..measure import intervals
 from ..select.region import Selection, region
+from ..wording.names import kernel_label
 
 MAX_GROUPS = 10  # CPU ops are coloured by their outermost op; the rest share one colour
 
@@ -53,7 +54,8 @@ def _gpu_rows(k: pd.DataFrame) -> pd.DataFrame:
             "lane": ("GPU " + lane).to_numpy(),
             "level": 0,
             "group": k["category"].astype(str).to_numpy(),
-            "name": k["name"].astype(str).to_numpy(),
+            # readable, as every other table names kernels: raw names of different GEMMs read the same cut
+            "name": per_category(k["name"].astype("category"), kernel_label, ""),
         }
     )
 

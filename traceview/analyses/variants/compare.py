@@ -18,7 +18,13 @@ from ...report import Finding, Report
 from ...run import one_job
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_finding, workload_table
-from ..measure.efficiency import efficiency, efficiency_findings, efficiency_notes, peak_columns
+from ..measure.efficiency import (
+    efficiency,
+    efficiency_findings,
+    efficiency_notes,
+    peak_columns,
+    tensor_peak_columns,
+)
 from ..measure.groups import category_times, stacked_bar, trace_labels
 from ..measure.registry import metrics_of, shown_in
 from ..select.region import Region, Selection, region
@@ -42,6 +48,9 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     table = pd.DataFrame(
         [_row(label, s, m, rows[base], gpu) for label, s, m in zip(labels, sides, rows, strict=True)]
     )
+    if gpu:  # a CUDA-core row's own tensor-core peak, against the tensor-core row's precision
+        vs = pd.DataFrame(tensor_peak_columns(list(zip(labels, sides, strict=True))))
+        table = pd.concat([table, vs], axis=1)
     if gpu:
         tables = {"compare": table, "by_category": _category_table(labels, sides)}
     else:
@@ -115,7 +124,7 @@ def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
 def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
     """One trace's row of the compare table: the registry's compare metrics ``m`` (``b``: the baseline's),
     each followed by its ratio to the baseline where it has one, then what only compare shows."""
-    row = {"trace": label, "device": s.trace.device_name or "-"}
+    row = {"label": label, "device": s.trace.device_name or "-"}
     for x in shown_in("compare", gpu):
         row[x.name] = m[x.name]
         if x.ratio:
@@ -205,36 +214,36 @@ def _top_ops(side, n: int = 3) -> str:
 
 
 def _findings(table: pd.DataFrame, labels, base: int, gpu: bool, sides) -> list[str]:
-    """Each sentence cites the compare table's cells (``trace`` is the row key: the label shown)."""
+    """Each sentence cites the compare table's cells (``label`` is the row key: the label shown)."""
     bl = labels[base]
     if len(labels) < 2:
         c = Cite()
         return [c.finding(f"only one trace ({_t(c, bl)}): nothing to compare it with")]
     f = []
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
-    t = table.set_index("trace")
+    t = table.set_index("label")
     devices = t["device"][t["device"] != "-"]
     if devices.nunique() > 1:  # each device named once, by the first row that ran on it
         c = Cite()
         first = devices.drop_duplicates().sort_values(kind="stable")
-        named = ", ".join(c("compare", {"trace": lbl}, "device", d, "text") for lbl, d in first.items())
+        named = ", ".join(c("compare", {"label": lbl}, "device", d, "text") for lbl, d in first.items())
         f.append(c.finding(f"the traces come from different devices ({named}): times include the hardware"))
     if gpu:
         return (
             f
             + _gpu_findings(t, labels, bl, per)
-            + efficiency_findings(list(zip(labels, sides, strict=True)), "compare")
+            + efficiency_findings(list(zip(labels, sides, strict=True)), "compare", by="label")
         )
     return f + _cpu_findings(t, labels, bl, per)
 
 
 def _t(c: Cite, label: str) -> str:
-    """A trace's label as the sentence names it: the compare row's ``trace``."""
-    return c("compare", {"trace": label}, "trace", label, "text")
+    """A trace's label as the sentence names it: the compare row's ``label``."""
+    return c("compare", {"label": label}, "label", label, "text")
 
 
 def _backend(c: Cite, t: pd.DataFrame, label: str) -> str:
-    return c("compare", {"trace": label}, "attention_backend", t.loc[label, "attention_backend"], "text")
+    return c("compare", {"label": label}, "attention_backend", t.loc[label, "attention_backend"], "text")
 
 
 def _who(c: Cite, rows) -> str:
@@ -251,10 +260,10 @@ def _extremes(c: Cite, t: pd.DataFrame, column: str, how: str, ratio_column: str
 
     def figure(rows) -> str:
         one = rows[0]
-        text = c("compare", {"trace": one}, column, v[one], how)
+        text = c("compare", {"label": one}, column, v[one], how)
         if ratio_column is None or one == bl or np.isnan(t.loc[one, ratio_column]):
             return text  # the baseline against itself (1.00x) says nothing
-        r = c("compare", {"trace": one}, ratio_column, t.loc[one, ratio_column], "ratio")
+        r = c("compare", {"label": one}, ratio_column, t.loc[one, ratio_column], "ratio")
         return f"{text}, {r} {_t(c, bl)}"
 
     return low, high, figure(low), figure(high)
@@ -265,7 +274,7 @@ def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: 
     c = Cite()
     got = _extremes(c, t, column, "ns", ratio_column, bl)
     if got is None:
-        same = c("compare", {"trace": t.index[0]}, column, t[column].iloc[0], "ns")
+        same = c("compare", {"label": t.index[0]}, column, t[column].iloc[0], "ns")
         return c.finding(f"every trace takes the same {what} per {per} ({same})")
     low, high, lo, hi = got
     verb = "take" if len(low) > 1 else "takes"
@@ -275,13 +284,16 @@ def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: 
 
 
 def _count_extremes(t: pd.DataFrame, column: str, ratio_column, what: str, bl: str, per: str):
-    """Which rows have the most and the fewest ``column`` (a count per step); ties as ties."""
+    """Which rows have the most and the fewest ``column`` (a count per step); ties as ties. Without a
+    ratio column the baseline's own count is stated too (cited), to read the extremes against."""
     c = Cite()
     got = _extremes(c, t, column, "count", ratio_column, bl)
     if got is None:
-        same = c("compare", {"trace": t.index[0]}, column, t[column].iloc[0], "count")
+        same = c("compare", {"label": t.index[0]}, column, t[column].iloc[0], "count")
         return c.finding(f"every trace {what[0]} the same number of {what[1]} per {per} ({same})")
     low, high, lo, hi = got
+    if ratio_column is None:  # no ratio to the baseline beside the figures: its own count instead
+        lo += f"; {_t(c, bl)}: {c('compare', {'label': bl}, column, t.loc[bl, column], 'count')}"
     return c.finding(
         f"{_who(c, high)} {what[0]} the most {what[1]} per {per} ({hi}); {_who(c, low)} the fewest ({lo})"
     )
@@ -310,7 +322,7 @@ def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
 
     def family(lbl: str) -> str:
         return (
-            f"{_t(c, lbl)} ({c('compare', {'trace': lbl}, 'gemm_family', t.loc[lbl, 'gemm_family'], 'text')})"
+            f"{_t(c, lbl)} ({c('compare', {'label': lbl}, 'gemm_family', t.loc[lbl, 'gemm_family'], 'text')})"
         )
 
     if cuda and tensor:

@@ -24,7 +24,7 @@ from ..wording.words import human, listing, ratio, times
 from .ranks import ranks_report
 from .run_diff import METRICS as DIST
 from .run_diff import overall as dist_overall
-from .run_diff import run_diff
+from .run_diff import refused, run_diff
 from .run_diff import stragglers as diff_stragglers
 from .run_summary import run_summary
 
@@ -87,6 +87,18 @@ def with_ratios(df: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _stragglers(d: Report, ranks: list) -> str:
+    """``d``'s stragglers among the compared ``ranks``, as ``wait_caused_ns`` beside it is summed over
+    them; a straggler among the others is named as not compared (never dropped without a word)."""
+    if refused(d):
+        return diff_stragglers(d)
+    named = sorted(set(d["stragglers"]["straggler"].tolist()))
+    inside = [r for r in named if r in ranks]
+    outside = ", ".join(map(str, sorted(set(named) - set(inside))))
+    text = ", ".join(map(str, inside)) or "none"
+    return text + (f" ({outside} not compared)" if outside else "")
+
+
 def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFrame:
     """One row per run: its ``overall`` shared metrics and distributed totals over ``ranks``, ratios to
     the baseline run."""
@@ -101,7 +113,7 @@ def compare_table(labels, summaries, dists, ranks: list, base: int) -> pd.DataFr
                 "device": total["device"],
                 **{m: total[m] for m in shared()},
                 **dist_overall(d["ranks"][d["ranks"]["rank"].isin(ranks)]),
-                "stragglers": diff_stragglers(d),
+                "stragglers": _stragglers(d, ranks),
             }
         )
     table = pd.DataFrame(rows)

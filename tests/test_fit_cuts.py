@@ -109,3 +109,11 @@ def test_timeline_names_kernels_readably(tmp_path):
     gemms = {r[-1] for r in table(out, "timeline") if len(r) > 4 and r[4] == "gemm"}
     assert gemms and not any("Kernel2" in g or g.startswith("void ") for g in gemms), gemms
     assert len(gemms) > 1, gemms  # different GEMMs no longer read as one cut raw name
+
+
+@pytest.mark.skipif(not H100.exists(), reason=SKIP_REASON)
+def test_hta_launch_names_kernels_readably(tmp_path):
+    pytest.importorskip("hta")
+    out = run(tmp_path, "hta", H100, "--analysis", "launch")
+    names = [line for line in out.splitlines() if line.startswith(("void ", "vectorized_"))]
+    assert names and not any(n.startswith("void ") for n in names), out

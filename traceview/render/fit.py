@@ -3,8 +3,9 @@
 Widths come from ``COLUMNS`` when it is set, else from the terminal; output that is
 piped with no ``COLUMNS`` is not fitted (scripts get whole lines). Numbers are never
 shortened; text columns shrink to a floor (30 for names, so a kernel name stays
-readable), and when the row is still too wide the columns go on in a second block
-that repeats the name column.
+readable; a label of up to 32 characters not at all; a list cell to its first item and
+``+N more``), and when the row is still too wide the columns go on in a second block
+that repeats the key column (the first name, rule or cause column, else the first).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from ...errors import TraceviewError
+from ...model import Trace
 from ...report import Report
 from ...schema import CheckRule
 from ..select.region import Region, Selection, region
@@ -38,7 +39,7 @@ COLUMNS = ["rule", "status", "metric", "op", "bound", "value", "baseline", "deta
 class Side:
     """One trace and its regions and values, each computed once however many rules ask."""
 
-    trace: object
+    trace: Trace
     memo: dict = field(default_factory=dict)
 
     @property
@@ -71,9 +72,14 @@ def scope_of(rule: CheckRule, sel: Selection | None) -> Selection:
     """The command's selection with each scope field the rule gives replacing the command's."""
     base = sel or Selection()
     spans = rule.within if rule.within is not None else rule.annotation
-    given = {"step": rule.step, "annotation": spans, "device": rule.device, "stream": rule.stream,
-             "kind": rule.kind}  # fmt: skip
-    return replace(base, **{k: v for k, v in given.items() if v is not None})
+    return replace(
+        base,
+        step=base.step if rule.step is None else rule.step,
+        annotation=base.annotation if spans is None else spans,
+        device=base.device if rule.device is None else rule.device,
+        stream=base.stream if rule.stream is None else rule.stream,
+        kind=base.kind if rule.kind is None else rule.kind,
+    )
 
 
 def check(
@@ -108,7 +114,7 @@ def evaluate(rule: CheckRule, cand: Side, base: Side | None, sel: Selection | No
         return row | {"status": "skipped", "detail": why_not}
     try:
         value = cand.value(metric, scope)
-        was = base.value(metric, scope) if rule.baseline is not None else None
+        was = base.value(metric, scope) if rule.baseline is not None and base is not None else None
     except TraceviewError as e:  # the rule's own scope matches nothing in a trace
         return row | {"status": "skipped", "detail": f"scope: {e}"}
     if _missing(value) or (rule.baseline is not None and _missing(was)):
@@ -195,7 +201,8 @@ def _report(candidate, baseline, table: pd.DataFrame, sel, source: str) -> Repor
 
 def _findings(table: pd.DataFrame) -> list[str]:
     out = []
-    for r in table[table["status"] == "fail"].itertuples(index=False):
-        said = f": {r.message}" if r.message else ""
-        out.append(f"FAIL {r.rule}{said} ({r.metric} {r.op} {_shown(r.bound)} does not hold: {r.detail})")
+    for r in table[table["status"] == "fail"].to_dict("records"):  # the failed rules: a few rows
+        said = f": {r['message']}" if r["message"] else ""
+        cond = f"{r['metric']} {r['op']} {_shown(r['bound'])}"
+        out.append(f"FAIL {r['rule']}{said} ({cond} does not hold: {r['detail']})")
     return out

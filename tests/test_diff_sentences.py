@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -94,3 +95,18 @@ def test_two_trace_compare_states_no_self_ratio_and_csv_holds_its_findings(tmp_p
 def test_cuda_core_vs_tensor_core_pair_is_no_internal_error(args, tmp_path):
     out = _run([args[0], *(str(CORPUS / p) for p in args[1:])], tmp_path)
     assert "internal error" not in out and "on CUDA cores" in out
+
+
+def test_one_percent_style_in_every_sentence(tmp_path):
+    """``63%`` as words.pct writes it, never ``63 %``: exposed's sentence on a real trace, and no
+    sentence of the analyses formats a percent with a space before the sign."""
+    out = _run(["exposed", str(CORPUS / H100)], tmp_path)
+    assert re.search(r"\(\d+\.\d%\)", out) and not re.search(r"\d %", out)
+    root = Path(__file__).resolve().parent.parent / "traceview" / "analyses"
+    spaced = [
+        f"{p.name}:{n}"
+        for p in sorted(root.rglob("*.py"))
+        for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\} %", line)
+    ]
+    assert not spaced

@@ -162,8 +162,8 @@ def findings(tables: dict, plan, clock_line: str | None = None) -> list[str]:
     if len(ov):
         lo, hi = ov.loc[ov["overlap_pct"].idxmin()], ov.loc[ov["overlap_pct"].idxmax()]
         out.append(
-            f"communication overlaps computation for {lo.overlap_pct:.2f} % (rank {lo['rank']}) to "
-            f"{hi.overlap_pct:.2f} % (rank {hi['rank']}) of its time"
+            f"communication overlaps computation for {lo.overlap_pct:.2f}% (rank {lo['rank']}) to "
+            f"{hi.overlap_pct:.2f}% (rank {hi['rank']}) of its time"
         )
     out += idle_findings(tables)
     if plan.missing:
@@ -183,9 +183,7 @@ def straggler_findings(tables: dict) -> list[str]:
         row = ranks.set_index("rank").loc[r]
         longer = grp["longer_pct"].mean()
         where = "longer" if longer >= 0 else "shorter"
-        step = (
-            "" if np.isnan(longer) else f"; its step is {abs(longer):.1f} % {where} than the others' median"
-        )
+        step = "" if np.isnan(longer) else f"; its step is {abs(longer):.1f}% {where} than the others' median"
         out.append(
             f"rank {r} is the straggler in {len(grp)} of {len(per)} steps: it arrived last at "
             f"{int(row.last_at)} of {len(tables['collectives'])} collectives and the others waited "
@@ -219,10 +217,10 @@ def idle_findings(tables: dict) -> list[str]:
         ""
         if not total
         else (
-            f"; of the streams' idle time {100.0 * idle['idle_host_ns'] / total:.0f} % waited "
-            f"for the host and {100.0 * idle['idle_dependency_ns'] / total:.0f} % on another kernel"
+            f"; of the streams' idle time {100.0 * idle['idle_host_ns'] / total:.0f}% waited "
+            f"for the host and {100.0 * idle['idle_dependency_ns'] / total:.0f}% on another kernel"
         )
     )
     return [
-        f"GPUs are idle {ranks['idle_pct'].min():.1f} %–{ranks['idle_pct'].max():.1f} % of their span{cause}"
+        f"GPUs are idle {ranks['idle_pct'].min():.1f}%–{ranks['idle_pct'].max():.1f}% of their span{cause}"
     ]

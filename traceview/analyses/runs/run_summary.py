@@ -112,7 +112,7 @@ def findings(per_rank: pd.DataFrame, run) -> list[str]:
         t = busy.set_index("rank")["gpu_time_per_step_ns"]
         med = t.median()
         hi, lo = t.idxmax(), t.idxmin()
-        above = f", {100.0 * (t[hi] / med - 1.0):+.1f} % against the ranks' median" if med else ""
+        above = f", {100.0 * (t[hi] / med - 1.0):+.1f}% against the ranks' median" if med else ""
         out.append(
             f"GPU time per step ranges from {human_ns(t[lo])} (rank {lo}) to {human_ns(t[hi])} "
             f"(rank {hi}{above})"

@@ -340,7 +340,7 @@ def test_two_recordings_of_one_variant_pass(two_recordings):
 
 
 def peak_recount(path: Path) -> Decimal:
-    """The largest Total Allocated of a CUDA [memory] event inside a ProfilerStep, MiB, from the JSON."""
+    """The largest Total Allocated of a CUDA [memory] event inside a ProfilerStep, bytes, from the JSON."""
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     steps = [e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
     mem = [e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
@@ -350,14 +350,15 @@ def peak_recount(path: Path) -> Decimal:
         if any(Decimal(str(s["ts"])) <= Decimal(str(e["ts"])) < Decimal(str(s["ts"])) + Decimal(str(s["dur"]))
                for s in steps)
     ]  # fmt: skip
-    return Decimal(max(inside)) / 2**20
+    return Decimal(max(inside))
 
 
 @pytest.mark.skipif(not H100.exists(), reason=f"corpus absent ({H100.name})")
 def test_absolute_gpu_rules_peak_memory_and_tensor_cores(tmp_path):
     path = rules_file(
         tmp_path,
-        '[[rule]]\nid = "mem"\nmetric = "peak_allocated_mib"\nop = "<="\nvalue = 100\n'
+        '[[rule]]\nid = "mem"\nmetric = "peak_allocated_bytes"\nop = "<="\nvalue = "100 MiB"\n'
+        '[[rule]]\nid = "mem-b"\nmetric = "peak_allocated_bytes"\nop = ">"\nvalue = 104857600\n'
         '[[rule]]\nid = "tc"\nmetric = "tensor_core_pct"\nop = ">="\nvalue = 90\n'
         '[[rule]]\nid = "flash"\nmetric = "attention_backend"\nop = "=="\nvalue = "flash"\n'
         '[[rule]]\nid = "no-copy-in-sdpa"\nmetric = "memcpys_per_step"\nop = "=="\nvalue = 0\n'
@@ -366,6 +367,11 @@ def test_absolute_gpu_rules_peak_memory_and_tensor_cores(tmp_path):
     rows = tv.check(H100, checks=path, cache=False)["rules"].set_index("rule")
     assert rows.loc["mem", "status"] == "fail"
     assert Decimal(repr(rows.loc["mem", "value"])) == peak_recount(H100)
+    assert rows.loc["mem", "bound"] == rows.loc["mem-b", "bound"] == 100 * 2**20  # "100 MiB" is bytes
+    assert rows.loc["mem-b", "status"] == "pass"
+    # one name and unit with memory's peak (the H100 trace's steps hold its peak)
+    peak = tv.memory(H100, cache=False)["devices"].set_index("device").loc["cuda:0", "peak_allocated_bytes"]
+    assert rows.loc["mem", "value"] == peak
     assert rows.loc["tc", "status"] == "pass" and rows.loc["flash", "status"] == "pass"
     assert rows.loc["no-copy-in-sdpa", "status"] == "pass" and rows.loc["no-copy-in-sdpa", "value"] == 0
     assert rows.loc["no-copy-in-sdpa", "scope"] == "annotation=aten::scaled_dot_product_attention"
@@ -421,3 +427,12 @@ def test_a_memcpy_coming_back_fails_the_default_rules(tmp_path):
     ) == (1, 0)
     assert "too few to judge noise" in rows["no-new-memcpy"]["detail"]  # one step: the plain bound decides
     assert run("check", fixed, "--baseline", BERT, "--no-cache").exit_code == 0
+
+
+def test_a_bytes_rule_takes_a_size_and_refuses_a_bad_one(tmp_path):
+    from traceview.analyses.variants.check_rules import read_rules
+
+    body = '[[rule]]\nid = "m"\nmetric = "peak_allocated_bytes"\nop = "<="\nvalue = "{}"\n'
+    assert read_rules(rules_file(tmp_path, body.format("1.5 GiB")))[0].value == 3 * 2**29
+    with pytest.raises(tv.CheckRuleError, match=r'rules.toml:6: rule\[0\]\.value: .*"100 MiB"'):
+        read_rules(rules_file(tmp_path, body.format("100 MB")))

@@ -24,7 +24,7 @@ from ..select.region import Region
 class CheckMetric:
     name: str
     compute: Callable[[Region], object]
-    unit: str  # count, ns, pct, text or set
+    unit: str  # count, ns, bytes, pct, text or set
     gpu: bool  # needs GPU activity: a CPU-only trace skips the rule
     per_step: bool  # a per-step figure: a relative rule judges it against the steps' noise
     counts: str  # its definition, for docs and errors
@@ -61,10 +61,11 @@ def cuda_core_gemms(r: Region) -> frozenset:
     return frozenset(np.unique(kernel_keys(g)).tolist()) if len(g) else frozenset()
 
 
-def peak_allocated_mib(r: Region) -> float:
+def peak_allocated_bytes(r: Region) -> float:
     """The largest memory allocated (``memory``'s ``allocated``) over the [memory] events in the
-    region's steps (the whole trace when the region is not ProfilerSteps), MiB, on the accelerators
-    (the host's only when the trace has no other device); nan without [memory] events."""
+    region's steps (the whole trace when the region is not ProfilerSteps), bytes (the unit and name
+    of memory's and summary's ``peak_allocated_bytes``), on the accelerators (the host's only when
+    the trace has no other device); nan without [memory] events."""
     s = memory.series(r.trace)
     if r.region_kind == "step":
         s = s[(s["step"] == r.selection.step).fillna(False).to_numpy()]
@@ -73,7 +74,7 @@ def peak_allocated_mib(r: Region) -> float:
     device = s["device"].astype(str)
     if (device != "cpu").any():
         s = s[(device != "cpu").to_numpy()]
-    return float(s["allocated"].max()) / 2**20 if len(s) else float("nan")
+    return int(s["allocated"].max()) if len(s) else float("nan")
 
 
 def exposed_comm_pct(r: Region) -> float:
@@ -92,8 +93,9 @@ CHECK_ONLY = [
                 "CPU ops named as copies in rules/ops.toml [copies], at every depth, per step"),
     CheckMetric("copying_ops", copying_ops, "set", False, False,
                 "the outer ops under which a copy op runs (first op of each chain ending in a copy)"),
-    CheckMetric("peak_allocated_mib", peak_allocated_mib, "MiB", False, True,
-                "the largest memory allocated on the accelerators in the region's steps, MiB"),
+    CheckMetric("peak_allocated_bytes", peak_allocated_bytes, "bytes", False, True,
+                "the largest memory allocated on the accelerators in the region's steps, bytes "
+                '(a rule\'s value may say "100 MiB")'),
     CheckMetric("exposed_comm_pct", exposed_comm_pct, "pct", True, True,
                 "communication exposed (not under computation) as a % of the steps' wall time"),
     CheckMetric("kernel_categories", kernel_categories, "set", True, False,

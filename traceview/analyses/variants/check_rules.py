@@ -5,7 +5,10 @@ Every problem is one line, ``FILE:LINE: key: problem``, raised as CheckRuleError
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
+
+import msgspec
 
 from ... import schema
 from ...errors import CheckRuleError
@@ -32,7 +35,7 @@ def read_rules(path=None) -> list[schema.CheckRule]:
         if spec.version != 1:
             raise schema.problem("version", f"unsupported version {spec.version} (this traceview reads 1)")
         for i, rule in enumerate(spec.rule):
-            _check_rule(i, rule, doc["rule"][i])
+            spec.rule[i] = _check_rule(i, rule, doc["rule"][i])
         _no_duplicate(spec.rule)
     except schema.Invalid as e:
         raise CheckRuleError(_located(path, text, str(e))) from None
@@ -49,7 +52,8 @@ def _located(path: Path, text: str, message: str) -> str:
     return f"{path}:{line}: {message}" if line else f"{path}: {message}"
 
 
-def _check_rule(i: int, rule: schema.CheckRule, raw: dict) -> None:
+def _check_rule(i: int, rule: schema.CheckRule, raw: dict) -> schema.CheckRule:
+    """The rule, checked; a size given for a bytes metric (``"100 MiB"``) as its number of bytes."""
     metrics = check_metrics()
 
     def bad(key: str, text: str) -> schema.Invalid:
@@ -63,7 +67,24 @@ def _check_rule(i: int, rule: schema.CheckRule, raw: dict) -> None:
         raise bad("value", "give value (an absolute bound) or baseline (a factor of the baseline's), one")
     if rule.annotation is not None and rule.within is not None:
         raise bad("within", "give annotation or within, not both (both name the spans to look inside)")
+    rule = _sized(rule, metric.unit, bad)
     _check_bound(rule, metric.unit, bad)
+    return rule
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|TiB)\s*$")
+_SCALE = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _sized(rule: schema.CheckRule, unit: str, bad) -> schema.CheckRule:
+    """A bytes metric's ``value`` given as a size (``"100 MiB"``, binary units as torch prints them)
+    becomes its whole number of bytes, so the metric keeps the one unit memory and summary use."""
+    if unit != "bytes" or not isinstance(rule.value, str):
+        return rule
+    m = _SIZE.match(rule.value)
+    if m is None:
+        raise bad("value", f'{rule.metric} is compared with bytes: a number or a size such as "100 MiB"')
+    return msgspec.structs.replace(rule, value=int(Decimal(m[1]) * _SCALE[m[2]]))
 
 
 def _check_bound(rule: schema.CheckRule, unit: str, bad) -> None:

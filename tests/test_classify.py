@@ -404,12 +404,12 @@ def test_unclassified_reports_both_tiers_by_time():
         }
     )
     out = unclassified(kernels)
-    assert list(out.columns) == ["name", "count", "total_ns", "pct_of_gpu_time", "tier", "rule"]
+    assert list(out.columns) == ["name", "count", "total_ns", "pct_time", "tier", "rule"]
     assert list(out["name"]) == ["mystery_b", "mystery_a", "matmul_kernel"]  # tier "none" first
     assert list(out["tier"]) == ["none", "none", "name"]
     assert list(out["rule"]) == [None, None, "name-word:matmul"]
     assert list(out["count"]) == [1, 2, 1] and list(out["total_ns"]) == [30, 20, 40]
-    assert out["pct_of_gpu_time"].tolist() == pytest.approx([100 * 30 / 140, 100 * 20 / 140, 100 * 40 / 140])
+    assert out["pct_time"].tolist() == pytest.approx([100 * 30 / 140, 100 * 20 / 140, 100 * 40 / 140])
 
 
 # --------------------------------------------------------------------------- user rule files

@@ -52,14 +52,14 @@ def _coverage(path: Path, minimum: float):
     covered = int(k.loc[k["category"] != "other", "dur_ns"].sum())
     pct = 100.0 * covered / total if total else 100.0
     left = unclassified(k)
-    guessed = left.loc[left["tier"] == "name", "pct_of_gpu_time"].sum()
+    guessed = left.loc[left["tier"] == "name", "pct_time"].sum()
     top = left[left["tier"] == "none"].head(3)
     print(
         f"\ncoverage {pct:7.3f}% (name guesses {guessed:.3f}%)  {k['name'].nunique():4d} names  "
         f"{total / 1e6:10.3f} ms  {rel}"
     )
     for row in top.itertuples():
-        print(f"    other {row.pct_of_gpu_time:6.3f}%  {row.name[:100]}")
+        print(f"    other {row.pct_time:6.3f}%  {row.name[:100]}")
     if rel in EXEMPT:
         pytest.skip(EXEMPT[rel])
     assert pct >= minimum, f"{rel}: only {pct:.3f}% of GPU time classified; top: {list(top['name'])}"

@@ -404,7 +404,7 @@ DIFF_TABLES = {
         "trace",
         "gemm_kernels",
         "gemm_time_ns",
-        "gemm_pct",
+        "gemm_pct_time",
         "tensor_core_pct",
         "dominant_family",
         "families",

@@ -499,7 +499,7 @@ def unclassified(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.Data
     "other") first, then tier "name" (only the name tier matched; ``rule`` is the word,
     ``name-word:...``), each biggest GPU time first.
 
-    Columns: name, count, total_ns, pct_of_gpu_time, tier, rule (None for tier "none").
+    Columns: name, count, total_ns, pct_time, tier, rule (None for tier "none").
     """
     if "confidence" not in kernels.columns:
         kernels = annotate(kernels, rules)
@@ -511,9 +511,9 @@ def unclassified(kernels: pd.DataFrame, rules: RuleSet | None = None) -> pd.Data
     )
     out = out.rename_axis("name").reset_index()
     out["total_ns"] = out["total_ns"].astype("int64")
-    out["pct_of_gpu_time"] = 100.0 * out["total_ns"] / total if total else 0.0
+    out["pct_time"] = 100.0 * out["total_ns"] / total if total else 0.0
     out["rule"] = out["rule"].astype(object).where(out["rule"].notna(), None)
     out["tier"] = np.where(out["rule"].isna(), "none", "name")
-    out = out[["name", "count", "total_ns", "pct_of_gpu_time", "tier", "rule"]]
+    out = out[["name", "count", "total_ns", "pct_time", "tier", "rule"]]
     # "none" sorts after "name": descending puts the unmatched names first
     return out.sort_values(["tier", "total_ns"], ascending=False, ignore_index=True)

@@ -114,8 +114,8 @@ def unclassified_report(trace, sel: Selection | None = None) -> Report:
         tables={"unclassified": none.reset_index(drop=True), "name_guesses": guessed.reset_index(drop=True)},
         info={
             "trace": trace.path,
-            "unclassified_pct_of_gpu_time": float(none["pct_of_gpu_time"].sum()) if len(none) else 0.0,
-            "name_guess_pct_of_gpu_time": float(guessed["pct_of_gpu_time"].sum()) if len(guessed) else 0.0,
+            "unclassified_pct_of_gpu_time": float(none["pct_time"].sum()) if len(none) else 0.0,
+            "name_guess_pct_of_gpu_time": float(guessed["pct_time"].sum()) if len(guessed) else 0.0,
         },
         notes=list(trace.warnings) + r.notes,
     )

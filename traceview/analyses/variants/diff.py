@@ -116,7 +116,7 @@ def gemm_stats(r: Region) -> dict:
         "gemm_kernels": r.per_region_count(
             int((r.activities["category"].astype(str) == "gemm").sum()) if r.has_gpu else 0
         ),
-        "gemm_pct": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
+        "gemm_pct_time": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
         "tensor_core_pct": metrics.tensor_core_pct(r),
         "families": families,
         "dominant_family": next(iter(families), None),
@@ -315,7 +315,7 @@ def _gemm_table(A: Region, B: Region, ga: dict, gb: dict) -> pd.DataFrame:
                 "trace": side.label,
                 "gemm_kernels": g["gemm_kernels"],
                 "gemm_time_ns": g["gemm_time_ns"],
-                "gemm_pct": g["gemm_pct"],
+                "gemm_pct_time": g["gemm_pct_time"],
                 "tensor_core_pct": g["tensor_core_pct"],
                 "dominant_family": g["dominant_family"] or "-",
                 "families": families_text(g["families"]),

@@ -118,6 +118,7 @@ def categorical(values) -> pd.Categorical:
     """Strings (or mixed str/int ids) as a categorical of strings; None stays missing.
 
     ``values`` is a list/array, or ``Codes`` the reader already factorized."""
+    uniques: list | np.ndarray  # the reader's list, or pandas' array
     if isinstance(values, Codes):
         codes, uniques = values.codes, values.uniques
     else:
@@ -149,11 +150,11 @@ def step_numbers(names) -> np.ndarray:
     return per_category(names, number, -1, np.int64)
 
 
-def int_column(values) -> pd.array:
+def int_column(values) -> pd.arrays.IntegerArray:
     """ints with None (or non-int junk) -> nullable Int64 (also takes the reader's ``IntColumn``)."""
     if not isinstance(values, IntColumn):
         if not len(values):
-            return pd.array([], dtype="Int64")
+            return pd.arrays.IntegerArray(np.empty(0, np.int64), np.empty(0, bool))  # an empty Int64
         values = int_values(list(values))
     return pd.arrays.IntegerArray(values.values, values.mask)
 
@@ -412,10 +413,9 @@ def _shift(ts: np.ndarray, base: int) -> np.ndarray:
 
 def _base_ns(meta: dict) -> int:
     base = meta.get("baseTimeNanoseconds")
-    ok = (
-        isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62
-    )  # else ts + base overflows
-    return int(base) if ok else 0
+    if isinstance(base, int) and not isinstance(base, bool) and 0 <= base < 2**62:  # else ts + base overflows
+        return base
+    return 0
 
 
 def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
@@ -457,7 +457,7 @@ def _names(values: list) -> pd.Categorical:
     return cat
 
 
-def _external_id(cols: dict) -> pd.array:
+def _external_id(cols: dict) -> pd.arrays.IntegerArray:
     new = int_column(cols["arg_external_id"])
     old = int_column(cols["arg_external_id_2021"])
     return new.fillna(old) if (~old.isna()).any() else new
@@ -467,7 +467,7 @@ def _roles(cat: pd.Categorical) -> pd.Categorical:
     order = sorted(set(ROLES.values()) | {"other"})
     at = {r: i for i, r in enumerate(order)}
     codes = per_category(cat, lambda c: at[ROLES.get(str(c).lower(), "other")], at["other"], np.int64)
-    return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(order))
+    return pd.Categorical.from_codes(codes, categories=order)  # unordered, as CategoricalDtype(order)
 
 
 def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:

@@ -236,6 +236,7 @@ def test_diff_and_compare_say_a_run_was_refused(runs, tiled):
     """A run whose clocks were refused shows no wait (overall neither: not a sum of nothing as 0) and no
     straggler, and a finding names it, in ``diff RUN_A/ RUN_B/`` and ``compare --run``."""
     from click.testing import CliRunner
+    from test_findings_evidence import check_all
 
     from traceview.cli import main
 
@@ -246,9 +247,11 @@ def test_diff_and_compare_say_a_run_was_refused(runs, tiled):
     rows = doc["tables"]["ranks"]
     assert all(r["b_wait_caused_ns"] is None for r in rows) and len(rows) == 9  # 8 ranks and overall
     assert rows[-1]["a_wait_caused_ns"] == sum(_waits(runs["shifted"]).values())
-    line = next(f for f in doc["findings"] if "clocks" in f)
+    check_all(doc)  # the refusal's reason too is a cited cell (info b_clocks_refused)
+    texts = [f["text"] for f in doc["findings"]]
+    line = next(f for f in texts if "clocks" in f)
     assert line.startswith("B's clocks can't order arrivals") and "refused: " in line
-    assert not any(f.startswith("stragglers:") for f in doc["findings"])
+    assert not any(f.startswith("stragglers:") for f in texts)
     res = CliRunner().invoke(main, ["compare", "--run", str(a), str(b), "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -259,7 +262,9 @@ def test_diff_and_compare_say_a_run_was_refused(runs, tiled):
     )
     assert by_run[a.name]["stragglers"] == "7"
     assert all(r["wait_caused_ns"] is None for r in doc["tables"]["ranks"] if r["run"] == b.name)
-    assert any(f.startswith(f"{b.name} against {a.name}: {b.name}'s clocks can't") for f in doc["findings"])
+    check_all(doc)  # quoted from the run diff: its cells in vs_baseline_info
+    texts = [f["text"] for f in doc["findings"]]
+    assert any(f.startswith(f"{b.name} against {a.name}: {b.name}'s clocks can't") for f in texts)
 
 
 def test_cli_refusal_is_a_finding_not_an_error(tiled):

@@ -155,3 +155,28 @@ def test_compare_rows_carry_unique_labels_and_cpu_baseline_count(tmp_path):
     assert ops["text"].endswith(f"sdpa_math: {reads(base['cpu_ops_per_step'], 'count')})")
     assert {"table": "compare", "row": {"label": "sdpa_math"}, "column": "cpu_ops_per_step",
             "reads": "count"} in ops["evidence"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """param/'s ranks 0-3 as run ``a`` and ranks 0-1 as run ``b`` (symlinks), one cache for both commands."""
+    root = tmp_path_factory.mktemp("runs")
+    for name, ranks in (("a", range(4)), ("b", range(2))):
+        (root / name).mkdir()
+        for r in ranks:
+            (src,) = (CORPUS / "param").glob(f"dlrm_kineto__worker{r}_*")
+            (root / name / src.name).symlink_to(src)
+    return root
+
+
+@needs_corpus
+@pytest.mark.parametrize("command", [["diff"], ["compare", "--run"]], ids=["run_diff", "run_compare"])
+def test_every_run_number_rederived_from_its_cells(command, two_runs):
+    """diff RUN_A/ RUN_B/ and compare --run: findings are objects whose every figure is a cited cell
+    (compare --run quotes each run diff, its evidence in tables vs_baseline*)."""
+    doc = _json([*command, str(two_runs / "a"), str(two_runs / "b")], two_runs / "cache")
+    check_all(doc)
+    assert any(f["text"].startswith("stragglers:") or ": stragglers:" in f["text"] for f in doc["findings"])
+    if command == ["compare", "--run"]:
+        quoted = [e for f in doc["findings"] for e in f["evidence"] if e["table"].startswith("vs_baseline")]
+        assert quoted and all(e["row"]["run"] == "b" for e in quoted)

@@ -59,4 +59,4 @@ def test_diff_of_two_runs_matches_ranks(tmp_path):
     assert sorted(doc["notes"]) == [
         f"rank {r} is only in {w}" for r, w in ((0, "A"), (1, "A"), (6, "B"), (7, "B"))
     ]
-    assert any("stragglers: 2 in A, 7 in B" in f for f in doc["findings"])
+    assert any("stragglers: 2 in A, 7 in B" in f["text"] for f in doc["findings"])

@@ -51,7 +51,7 @@ class Finding(str):
 
 
 #: the kinds whose JSON findings are objects (``text`` and ``evidence``), not bare strings
-FINDING_OBJECTS = frozenset({"diff", "compare"})
+FINDING_OBJECTS = frozenset({"diff", "compare", "run_diff", "run_compare"})
 
 
 @dataclass

@@ -17,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import TraceviewError
-from ...report import Report
+from ...report import Finding, Report
 from ...run import rank_list
 from ..measure.registry import shown_in
-from ..wording.words import human, listing, ratio, times
+from ..wording.words import Cite, listing, ratio
 from .ranks import ranks_report
 from .run_diff import METRICS as DIST
 from .run_diff import overall as dist_overall
@@ -150,6 +150,10 @@ def run_compare(runs: list, baseline=None) -> Report:
     sel = summaries[0].info["selection"]
     table = compare_table(labels, summaries, dists, ranks, base)
     tables = {"compare": table, "ranks": rank_rows(labels, summaries, dists, base)}
+    diffs = {
+        lbl: run_diff(dists[base], dists[i], (labels[base], lbl)) for i, lbl in enumerate(labels) if i != base
+    }
+    tables.update(vs_baseline_tables(diffs))
     notes += list(
         dict.fromkeys(n for rep in summaries + dists for n in rep.notes if not n.startswith("overall:"))
     )
@@ -169,31 +173,69 @@ def run_compare(runs: list, baseline=None) -> Report:
         kind="run_compare",
         title=f"Compare {len(runs)} runs ({len(ranks)} rank(s) each, baseline {labels[base]})",
         tables=tables,
-        findings=findings(table, labels, base, dists),
+        findings=findings(table, labels, base, diffs),
         info=info,
         notes=notes,
     )
 
 
-def findings(table: pd.DataFrame, labels, base: int, dists) -> list[str]:
+def vs_baseline_tables(diffs: dict[str, Report]) -> dict[str, pd.DataFrame]:
+    """Each run's ``diff RUN_A/ RUN_B/`` against the baseline run, its tables and its ``info`` (one row)
+    under the run's label (``run``): what the findings quoted from those diffs cite."""
+    if not diffs:
+        return {}
+    out = {}
+    for name, table in (("vs_baseline", "ranks"), ("vs_baseline_exposed", "exposed")):
+        out[name] = pd.concat([d[table].assign(run=lbl) for lbl, d in diffs.items()], ignore_index=True)
+        out[name] = out[name][["run", *[c for c in out[name].columns if c != "run"]]]
+    out["vs_baseline_info"] = pd.DataFrame([{"run": lbl, **d.info} for lbl, d in diffs.items()])
+    return out
+
+
+#: where a run diff's evidence lies in ``compare --run``'s report
+MOVED = {"ranks": "vs_baseline", "exposed": "vs_baseline_exposed", "info": "vs_baseline_info"}
+
+
+def _quoted(c: Cite, label: str, bl: str, f: Finding) -> Finding:
+    """A run diff's finding quoted under ``label against bl:``, its evidence moved to this report's
+    tables (the same cells, keyed by ``run`` too)."""
+    head = f"{_run(c, label)} against {_run(c, bl)}: "
+    moved = [e | {"table": MOVED[e["table"]], "row": {"run": label, **e["row"]}} for e in f.evidence]
+    return Finding(head + str(f), [*c.evidence, *moved])
+
+
+def _run(c: Cite, label: str) -> str:
+    return c("compare", {"run": label}, "run", label, "text")
+
+
+def findings(table: pd.DataFrame, labels, base: int, diffs: dict[str, Report]) -> list[str]:
+    """Each figure cites table ``compare`` (by ``run``), or, quoted from a run diff, its cells here."""
     bl = labels[base]
+    c = Cite()
     if len(labels) < 2:
-        return [f"only one run ({bl}): nothing to compare it with"]
+        return [c.finding(f"only one run ({_run(c, bl)}): nothing to compare it with")]
     t = table.set_index("run")
     v = t["gpu_time_per_step_ns"]
     fast, slow = list(v.index[v == v.min()]), list(v.index[v == v.max()])  # every tied run named
+
+    def figure(run: str) -> str:
+        time = c("compare", {"run": run}, "gpu_time_per_step_ns", v[run], "ns")
+        return (
+            f"{time}, {c('compare', {'run': run}, 'ratio_gpu_time', t.loc[run, 'ratio_gpu_time'], 'ratio')}"
+        )
+
     if len(fast) == len(t):
-        out = [f"every run takes the same GPU time per step over its ranks ({human(v.iloc[0])})"]
+        same = c("compare", {"run": fast[0]}, "gpu_time_per_step_ns", v.iloc[0], "ns")
+        out = [c.finding(f"every run takes the same GPU time per step over its ranks ({same})")]
     else:
+        who = listing([_run(c, r) for r in fast])
+        lo = f"{figure(fast[0])} {_run(c, bl)}"
+        slow_who = listing([_run(c, r) for r in slow])
+        hi = f"{figure(slow[0])} {_run(c, bl)}"
         out = [
-            f"{listing(fast)} {'take' if len(fast) > 1 else 'takes'} the least GPU time per step over "
-            f"{'their' if len(fast) > 1 else 'its'} ranks ({human(v[fast[0]])}, "
-            f"{times(t.loc[fast[0], 'ratio_gpu_time'])} {bl}); {listing(slow)} the most "
-            f"({human(v[slow[0]])}, {times(t.loc[slow[0], 'ratio_gpu_time'])} {bl})"
+            c.finding(
+                f"{who} {'take' if len(fast) > 1 else 'takes'} the least GPU time per step over "
+                f"{'their' if len(fast) > 1 else 'its'} ranks ({lo}); {slow_who} the most ({hi})"
+            )
         ]
-    for i, label in enumerate(labels):
-        if i != base:
-            out += [
-                f"{label} against {bl}: {f}" for f in run_diff(dists[base], dists[i], (bl, label)).findings
-            ]
-    return out
+    return out + [_quoted(Cite(), label, bl, f) for label, d in diffs.items() for f in d.findings]

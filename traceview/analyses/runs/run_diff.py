@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...report import Report
-from ...units import human_ns
+from ...report import Finding, Report
 from ..measure.registry import rank_metrics
+from ..wording.words import Cite, reads
 
 #: the figures summed over the matched ranks (overlap_pct, a ratio of sums, is added by ``overall``)
 METRICS = rank_metrics("run_diff", combine="sum")
@@ -43,12 +43,12 @@ def run_diff(a: Report, b: Report, labels: tuple[str, str] = ("A", "B")) -> Repo
         for which, only in (("A", ra.index.difference(rb.index)), ("B", rb.index.difference(ra.index)))
         for r in only
     ]
-    info = {"a_ranks": len(ra), "b_ranks": len(rb), "matched_ranks": len(both)}
+    info = {"a_ranks": len(ra), "b_ranks": len(rb), "matched_ranks": len(both)} | _sides_info(a, b, labels)
     return Report(
         kind="run_diff",
         title=f"Run diff: {len(both)} matched rank(s)",
         tables={"ranks": table, "exposed": exposed},
-        findings=_findings(table, a, b, labels) + exposed_findings(exposed),
+        findings=[*_findings(table, a, b, labels), *exposed_findings(exposed)],
         info=info,
         notes=notes,
     )
@@ -73,23 +73,47 @@ def exposed_table(a: Report, b: Report, ranks) -> pd.DataFrame:
     return out[["rank", "cause", "a_ns", "b_ns", "delta_ns"]]
 
 
-def exposed_findings(t: pd.DataFrame, n: int = 3) -> list[str]:
-    """The summed wall-time change over matched ranks and the causes that moved it most."""
+def _sides_info(a: Report, b: Report, labels: tuple[str, str]) -> dict:
+    """What the findings cite beside the tables: each run's label, stragglers and (clocks refused)
+    the reason ``ranks`` gave."""
+    out = {}
+    for side, label, r in (("a", labels[0], a), ("b", labels[1], b)):
+        out[f"{side}_label"], out[f"{side}_stragglers"] = label, stragglers(r)
+        if refused(r):
+            out[f"{side}_clocks_refused"] = _refusal(r)
+    return out
+
+
+def exposed_findings(t: pd.DataFrame, n: int = 3) -> list[Finding]:
+    """The summed wall-time change over matched ranks and the causes that moved it most; every
+    figure cites table ``exposed`` (the wall times: its ``overall`` rows summed)."""
     o = t[t["rank"] == "overall"]
     moved = o[o["delta_ns"] != 0]
     if not len(moved):
         return []
     top = moved.iloc[np.argsort(-np.abs(moved["delta_ns"].to_numpy()), kind="stable")[:n]]
-    a, b = int(o["a_ns"].sum()), int(o["b_ns"].sum())
-    parts = "; ".join(f"{c} {_signed(d)}" for c, d in zip(top["cause"], top["delta_ns"], strict=True))
-    return [
-        f"summed step wall time {human_ns(a)} -> {human_ns(b)} ({_signed(b - a)}); "
-        f"exposed, the largest changes: {parts}"
-    ]
+    c = Cite()
+    a, b = (_summed(c, o, col) for col in ("a_ns", "b_ns"))
+    delta = _sign(int(o["delta_ns"].sum())) + _summed(c, o, "delta_ns")
+    parts = "; ".join(
+        f"{c('exposed', {'rank': 'overall', 'cause': k}, 'cause', k, 'text')} "
+        f"{_sign(d)}{c('exposed', {'rank': 'overall', 'cause': k}, 'delta_ns', d, 'ns')}"
+        for k, d in zip(top["cause"], top["delta_ns"], strict=True)
+    )
+    return [c.finding(f"summed step wall time {a} -> {b} ({delta}); exposed, the largest changes: {parts}")]
 
 
-def _signed(ns) -> str:
-    return ("+" if ns >= 0 else "-") + human_ns(abs(ns))
+def _summed(c: Cite, o: pd.DataFrame, column: str) -> str:
+    """``column`` of the ``overall`` rows summed, as the sentence reads it, with its evidence."""
+    c.evidence.append(
+        {"table": "exposed", "row": {"rank": "overall"}, "column": column, "reads": "ns", "sum": True}
+    )
+    return reads(int(o[column].sum()), "ns")
+
+
+def _sign(x) -> str:
+    """The direction the sentence says in front of a cited magnitude."""
+    return "-" if x < 0 else "+"
 
 
 def _pair(x, y) -> dict:
@@ -100,22 +124,48 @@ def _pair(x, y) -> dict:
     return out
 
 
-def _findings(table: pd.DataFrame, a: Report, b: Report, labels: tuple[str, str]) -> list[str]:
+def _findings(table: pd.DataFrame, a: Report, b: Report, labels: tuple[str, str]) -> list[Finding]:
+    """Each figure cites table ``ranks`` (by ``rank``) or ``info`` (labels, stragglers, refusals)."""
     ranks = table[table["rank"] != "overall"]
     overall = table[table["rank"] == "overall"].iloc[0]
+    c = Cite()
+    key = {"rank": "overall"}
     out = [
-        f"summed GPU span {human_ns(overall.a_span_ns)} -> {human_ns(overall.b_span_ns)} "
-        f"({overall.span_change_pct:+.1f} %)"
+        c.finding(
+            f"summed GPU span {c('ranks', key, 'a_span_ns', overall.a_span_ns, 'ns')} -> "
+            f"{c('ranks', key, 'b_span_ns', overall.b_span_ns, 'ns')} "
+            f"({_change(c, key, overall.span_change_pct)}%)"
+        )
     ]
     change = ranks["span_change_pct"].abs()
     if len(ranks) and (change > 0).any():
         top = ranks.loc[change.idxmax()]
-        out.append(f"rank {top['rank']} changed most: span {top.span_change_pct:+.1f} %")
-    out += [clocks_refused(label, r) for label, r in zip(labels, (a, b), strict=True) if refused(r)]
+        c, key = Cite(), {"rank": top["rank"]}
+        rank = c("ranks", key, "rank", top["rank"], "text")
+        out.append(c.finding(f"rank {rank} changed most: span {_change(c, key, top.span_change_pct)}%"))
+    out += [
+        clocks_refused(side, label, r)
+        for side, label, r in zip("ab", labels, (a, b), strict=True)
+        if refused(r)
+    ]
     sa, sb = (stragglers(r) for r in (a, b))
     if sa != sb and not (refused(a) or refused(b)):
-        out.append(f"stragglers: {sa} in {labels[0]}, {sb} in {labels[1]}")
+        c = Cite()
+        said = [
+            (c("info", {}, f"{s}_stragglers", x, "text"), _label(c, s, lbl))
+            for s, x, lbl in (("a", sa, labels[0]), ("b", sb, labels[1]))
+        ]
+        out.append(c.finding(f"stragglers: {said[0][0]} in {said[0][1]}, {said[1][0]} in {said[1][1]}"))
     return out
+
+
+def _change(c: Cite, key: dict, pct: float) -> str:
+    """A span change in percent as the sentence writes it: its sign, then the cited magnitude."""
+    return ("+" if not pct < 0 else "-") + c("ranks", key, "span_change_pct", pct, "pct1")
+
+
+def _label(c: Cite, side: str, label: str) -> str:
+    return c("info", {}, f"{side}_label", label, "text")
 
 
 def refused(r: Report) -> bool:
@@ -130,7 +180,16 @@ def stragglers(r: Report) -> str:
     return ", ".join(map(str, sorted(set(r["stragglers"]["straggler"].tolist())))) or "none"
 
 
-def clocks_refused(label: str, r: Report) -> str:
-    """One line: this run's waits and stragglers are not compared, and ``ranks``' reason."""
-    why = next((f for f in r.findings if f.startswith("refused: ")), "refused")
-    return f"{label}'s clocks can't order arrivals, so its waits and stragglers are not compared ({why})"
+def _refusal(r: Report) -> str:
+    return next((f for f in r.findings if f.startswith("refused: ")), "refused")
+
+
+def clocks_refused(side: str, label: str, r: Report) -> Finding:
+    """One line: this run's waits and stragglers are not compared, and ``ranks``' reason (``info``'s
+    ``a_clocks_refused``/``b_clocks_refused``, cited as written)."""
+    c = Cite()
+    name = _label(c, side, label)
+    why = c("info", {}, f"{side}_clocks_refused", _refusal(r), "text")
+    return c.finding(
+        f"{name}'s clocks can't order arrivals, so its waits and stragglers are not compared ({why})"
+    )

@@ -87,6 +87,7 @@ READS: dict[str, Callable[[Any], str]] = {
     "count": lambda v: num(abs(v)),
     "ratio": times,
     "pct": pct,
+    "pct1": lambda v: f"{abs(v):.1f}",
     "text": str,
     "name": lambda v: shortened(str(v)),
     "bytes": lambda v: size(abs(v)),

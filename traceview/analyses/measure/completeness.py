@@ -160,7 +160,20 @@ def _warning(label: str, c: dict, kern: pd.DataFrame) -> str | None:
         )
     if not parts:
         return None
-    return f"{label} is incomplete: " + "; ".join(parts) + ": its GPU times and counts are too low"
+    return f"{label} is incomplete: " + "; ".join(parts) + _consequence(c)
+
+
+def _consequence(c: dict) -> str:
+    """What the missing part does to the figures: lost GPU work makes times and counts too low;
+    GPU work whose launch was not recorded is all there but tied to no CPU op."""
+    lost = c["launches_without_gpu"] and c["launches_without_gpu_pct"] >= rules().warn_pct
+    unlaunched = c["activities_without_launch"] and c["activities_without_launch_pct"] >= rules().warn_pct
+    out = []
+    if lost:
+        out.append("its GPU times and counts are too low, every figure below is measured on partial data")
+    if unlaunched:
+        out.append("the activities without a launch are tied to no CPU op, so per-op figures miss them")
+    return ": " + "; ".join(out)
 
 
 def completeness_table(sides) -> pd.DataFrame:
@@ -281,12 +294,7 @@ def incomplete_findings(sides) -> list[Finding]:
                 f"activities ({cell('activities_without_launch_pct', 'pct')}) have no launch in the file"
             )
         name = c("completeness", row, "trace", label, "text")
-        out.append(
-            c.finding(
-                f"{name} is incomplete: " + "; ".join(parts) + ": its GPU times and counts are too low, "
-                "every figure below is measured on partial data"
-            )
-        )
+        out.append(c.finding(f"{name} is incomplete: " + "; ".join(parts) + _consequence(got)))
     return out
 
 

@@ -39,6 +39,8 @@ NAME_COLUMNS = {
 KEEP_WHOLE = 32
 #: short labels: kept whole up to KEEP_WHOLE, so "idle: host-bound" and a rule id read as written
 LABEL_COLUMNS = NAME_COLUMNS | {"rule", "cause", "device", "category", "family", "metric", "status"}
+#: the widest a list column's floor (its first item and ``+N more``) gets
+LIST_FLOOR = 40
 #: the column each continuation block repeats: the first of these (by position), else the first
 KEY_COLUMNS = NAME_COLUMNS | {"rule", "cause"}
 
@@ -126,7 +128,8 @@ def _is_list(text: str) -> bool:
     """A list cell: two or more items of one to three words (``sgemm 63%, splitK reduce 37%``); a
     sentence with a comma is not one (its clauses run longer)."""
     items = _items(text)
-    return len(items) > 1 and all(0 < len(item.split()) <= 3 for item in items)
+    brackets = set("()<>[]{}")  # a kernel's signature, not a list of names
+    return len(items) > 1 and all(0 < len(i.split()) <= 3 and not brackets & set(i) for i in items)
 
 
 def _list_cut(text: str, width: int) -> str:
@@ -188,14 +191,8 @@ def _keep_core(text: str, width: int, head: int, tail: int) -> str:
 def wrap(text: str, width: int | None, first: str = "", rest: str = "") -> list[str]:
     if width is None:
         return [first + text]
-    # a path or name longer than the line stays whole (the terminal wraps it; it can be copied)
     return textwrap.wrap(
-        text,
-        width,
-        initial_indent=first,
-        subsequent_indent=rest,
-        break_on_hyphens=False,
-        break_long_words=False,
+        text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False
     ) or [first.rstrip()]
 
 
@@ -204,7 +201,8 @@ def _floor(header: str, natural: int, numeric: bool, cells: list[str], key: bool
     if numeric or ((key or header in LABEL_COLUMNS) and natural <= KEEP_WHOLE):
         return natural
     want = NAME_FLOOR if header in NAME_COLUMNS else max(TEXT_FLOOR, min(len(header), 20))
-    return min(natural, max(want, min(_list_floor(cells), 2 * NAME_FLOOR)))
+    # a list's floor at most LIST_FLOOR: with a 32-wide key it still fits 80 columns
+    return min(natural, max(want, min(_list_floor(cells), LIST_FLOOR)))
 
 
 def _cap(widths: list[int], floors: list[int], budget: int) -> list[int]:

@@ -41,9 +41,9 @@ def _head(report, width) -> list[str]:
     out = [*title, "=" * min(max(len(t) for t in title), width or 10**6)]
     for k, v in info_lines(report.info):
         line = f"{k}: {v}"
-        # a path (or other word) longer than the line stays on its key's line, whole: copyable
-        long_word = width is not None and any(len(w) > width - 4 for w in line.split())
-        out += [line] if long_word else wrap(line, width, "", "    ")
+        # a value of one word (a path) stays whole on its key's line, so it can be copied
+        whole = width is not None and len(line) > width and not any(c.isspace() for c in str(v))
+        out += [line] if whole else wrap(line, width, "", "    ")
     return out
 
 
@@ -107,8 +107,9 @@ def _render_rich(report, width) -> str:
     )
     console.print(f"[bold]{escape(report.title)}[/bold]")
     for key, value in info_lines(report.info):
-        # soft_wrap: the terminal wraps a long path, rich would fold it mid-path (not copyable)
-        console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}", soft_wrap=True)
+        # a one-word value (a path): the terminal wraps it, rich would fold it mid-path (not copyable)
+        path = not any(c.isspace() for c in value)
+        console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}", soft_wrap=path or width is None)
     if report.findings:
         console.print("\n[bold]Findings[/bold]")
         for f in report.findings:

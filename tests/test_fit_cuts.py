@@ -106,7 +106,7 @@ H100 = CORPUS / "tracelens" / "h100__gaunernst_bert-small-uncased__1016001.json.
 @pytest.mark.skipif(not H100.exists(), reason=SKIP_REASON)
 def test_timeline_names_kernels_readably(tmp_path):
     out = run(tmp_path, "timeline", H100, "--plot", tmp_path / "t.png")
-    gemms = {r[-1] for r in table(out, "timeline") if len(r) > 4 and r[4] == "gemm"}
+    gemms = {r[0] for r in table(out, "timeline") if len(r) > 5 and r[5] == "gemm"}
     assert gemms and not any("Kernel2" in g or g.startswith("void ") for g in gemms), gemms
     assert len(gemms) > 1, gemms  # different GEMMs no longer read as one cut raw name
 

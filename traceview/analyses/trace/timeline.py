@@ -54,8 +54,10 @@ def _gpu_rows(k: pd.DataFrame) -> pd.DataFrame:
             "lane": ("GPU " + lane).to_numpy(),
             "level": 0,
             "group": k["category"].astype(str).to_numpy(),
-            # readable, as every other table names kernels: raw names of different GEMMs read the same cut
-            "name": per_category(k["name"].astype("category"), kernel_label, ""),
+            # readable, as every other table names kernels (raw names of different GEMMs read the same
+            # cut); the raw name stays beside it, as in kernels' table
+            "kernel": per_category(k["name"].astype("category"), kernel_label, ""),
+            "name": k["name"].astype(str).to_numpy(),
         }
     )
 

@@ -161,10 +161,11 @@ def test_compare_rows_carry_unique_labels_and_cpu_baseline_count(tmp_path):
 def two_runs(tmp_path_factory):
     """param/'s ranks 0-3 as run ``a`` and ranks 0-1 as run ``b`` (symlinks), one cache for both commands."""
     root = tmp_path_factory.mktemp("runs")
-    for name, ranks in (("a", range(4)), ("b", range(2))):
+    param = [next((CORPUS / "param").glob(f"dlrm_kineto__worker{r}_*")) for r in range(4)]
+    tokenomics = [CORPUS / "tokenomics" / f"trace{r}.json.gz" for r in range(2)]
+    for name, files in (("a", param), ("b", param[:2]), ("c", tokenomics)):
         (root / name).mkdir()
-        for r in ranks:
-            (src,) = (CORPUS / "param").glob(f"dlrm_kineto__worker{r}_*")
+        for src in files:
             (root / name / src.name).symlink_to(src)
     return root
 
@@ -180,3 +181,14 @@ def test_every_run_number_rederived_from_its_cells(command, two_runs):
     if command == ["compare", "--run"]:
         quoted = [e for f in doc["findings"] for e in f["evidence"] if e["table"].startswith("vs_baseline")]
         assert quoted and all(e["row"]["run"] == "b" for e in quoted)
+
+
+@needs_corpus
+@pytest.mark.parametrize("command", [["diff"], ["compare", "--run"]], ids=["run_diff", "run_compare"])
+def test_run_change_numbers_rederived_from_their_cells(command, two_runs):
+    """param/ ranks 0-1 against tokenomics' ranks 0-1: the span change, the rank that changed most and
+    the exposed wall times and per-cause deltas, each figure a cited cell."""
+    doc = _json([*command, str(two_runs / "b"), str(two_runs / "c")], two_runs / "cache")
+    check_all(doc)
+    texts = " | ".join(f["text"] for f in doc["findings"])
+    assert "changed most: span" in texts and "summed step wall time" in texts, texts

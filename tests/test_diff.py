@@ -426,6 +426,8 @@ DIFF_TABLES = {
         "attention_precision",
         "attention_peak_tflops",
         "attention_path_peak_tflops",
+        "gemm_tensor_peak_tflops",
+        "gemm_pct_of_tensor_peak",
     ],
     "cpu_ops": [
         "op",

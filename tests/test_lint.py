@@ -26,7 +26,7 @@ def test_ci_runs_the_readme_command_with_lint_format_and_types_before_the_tests(
     assert command in ci, "the README's test command and .ci/run's differ"
     steps = [s.strip() for s in command.split("&&")]
     assert "'.[test,hta,lint]'" in steps[1], steps
-    assert steps[2:] == [*CHECKS, "python -m pytest -q"], steps  # && stops at the first failure
+    assert steps[2:] == [*CHECKS, "python -m pytest -q -n 2"], steps  # && stops at the first failure
 
 
 def test_lint_extra_pins_what_ci_installs():

@@ -272,11 +272,23 @@ def test_negative_numbers_are_usage_errors(run_dir, args, option):
 # ---------------------------------------------------------------- Ctrl-C
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(cmd: list, started) -> subprocess.CompletedProcess:
     """Run ``cmd`` in a process group of its own, wait until ``started(proc)`` says it is at work,
     then send SIGINT to the whole group, as a terminal's Ctrl-C does."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=ROOT,
+        # a pytest-xdist worker ignores SIGINT, and an ignored signal stays ignored across exec:
+        # the child gets the default back, as a command started from a terminal has it
+        preexec_fn=_default_sigint,
     )
     try:
         assert started(proc), "the command never started reading its trace"

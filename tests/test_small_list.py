@@ -183,7 +183,7 @@ def test_shortened_column_keeps_what_tells_values_apart():
     for width in (12, 14, 19, 25, 30):
         cells = column([*files, "8 files"], width)
         assert len(set(cells)) == 9 and all(len(c) <= width for c in cells), (width, cells)
-        assert all(f"{r}_" in cells[r] for r in range(8)), cells  # the worker number survives
+        assert all(f"worker{r}" in cells[r] for r in range(8)), cells  # the worker number survives
     names = ["cutlass_80_tensorop_s1688gemm_128x128", "ampere_sgemm_32x128_nt_align4"]
     assert column(names, 20) == [middle(n, 20) for n in names]  # no clash: the plain middle cut
 

@@ -157,6 +157,8 @@ def test_ctrl_c_during_annotate_leaves_nothing(big_trace, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a pytest-xdist worker ignores SIGINT, and an ignored signal stays ignored across exec
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 300
     while not any(out.iterdir()) and proc.poll() is None and time.monotonic() < deadline:

@@ -331,22 +331,28 @@ def test_a_gpu_trace_against_itself_runs_every_gpu_rule_and_passes():
 # ------------------------------------------------------------------ two recordings of one variant
 
 
-@pytest.fixture(scope="module")
-def two_recordings(tmp_path_factory):
-    pytest.importorskip("torch")
+def _record_naive(out: Path) -> Path:
     from collectors import attention
 
     shape = dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="fp32", device="cpu", warmup=2, steps=5)
-    outs = [tmp_path_factory.mktemp(f"rec{i}") for i in range(2)]
-    for out in outs:
-        attention.collect(out, ["naive"], **shape)
-    return [out / "naive.json.gz" for out in outs]
+    attention.collect(out, ["naive"], **shape)
+    return out / "naive.json.gz"
 
 
-def test_two_recordings_of_one_variant_pass(two_recordings):
-    first, second = two_recordings
-    out = run("check", second, "--baseline", first, "--format", "json", "--no-cache")
-    assert out.exit_code == 0, out.output
+def test_two_recordings_of_one_variant_pass(tmp_path):
+    """Two separate recordings of naive pass the default rules. CPU time is what the machine
+    gives: when the other test worker loads the machine during one recording only, its steps are
+    all slower and the time rule rightly fails; such a pair is recorded again (at most 3 pairs),
+    and every other rule must pass on every pair."""
+    pytest.importorskip("torch")
+    for attempt in range(3):
+        first, second = (_record_naive(tmp_path / f"rec{attempt}{i}") for i in range(2))
+        out = run("check", second, "--baseline", first, "--format", "json", "--no-cache")
+        rules = json.loads(out.output)["tables"]["rules"]
+        assert all(r["status"] != "fail" for r in rules if r["rule"] != "cpu-op-time-per-step"), out.output
+        if out.exit_code == 0:
+            return
+    raise AssertionError(out.output)
 
 
 def peak_recount(path: Path) -> Decimal:

@@ -93,7 +93,13 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     ops["source"], ops["call"] = user_frames(ops["stack"])
     memory = link_memory(built.memory, ops, steps)
     activities = annotate(activities, rules=rules)
-    stats = {"n_events": raw.n_events, "json_bytes": raw.json_bytes, "phases": built.counts, **shares}
+    stats = {
+        "n_events": raw.n_events,
+        "json_bytes": raw.json_bytes,
+        "decoder": raw.decoder,
+        "phases": built.counts,
+        **shares,
+    }
     return Trace(
         path=path,
         events=built.events,

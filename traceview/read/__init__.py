@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 
 from ..errors import NotATraceError
-from . import columns, parallel
+from . import columns, compiled, parallel
 from .codes import Codes, IntColumn, int_values
 from .columns import EventColumns
 from .document import NOT_A_TRACE, split_document
@@ -53,6 +53,7 @@ class RawTrace:
     n_events: int
     json_bytes: int = 0  # size of the (decompressed) JSON text: what --max-size limits
     warnings: list = field(default_factory=list)
+    decoder: str = "python"  # EventColumns.decoder
 
 
 def read(
@@ -87,12 +88,19 @@ def read(
         n_events=decoded.n_events,
         json_bytes=json_bytes,
         warnings=warnings,
+        decoder=decoded.decoder,
     )
 
 
 def event_columns(events_raw, path: str) -> EventColumns:
-    """The events' columns, from the parallel decoder where it pays, else the serial one."""
+    """The events' columns: from the compiled decoder where it is built, else from msgspec
+    (the parallel decoder where it pays, else the serial one)."""
     with columns.gc_paused():
+        if compiled.available():
+            got = compiled.event_columns(events_raw, path)
+            if got is compiled.RECHECK:
+                return columns.event_columns(events_raw, path, checked=True)
+            return got
         got = parallel.event_columns(events_raw, path)  # looked up at call time: tests replace it
         if got is parallel.RECHECK:
             return columns.event_columns(events_raw, path, checked=True)

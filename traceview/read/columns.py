@@ -67,6 +67,7 @@ class EventColumns:
     columns: dict
     n_events: int
     dropped: int
+    decoder: str = "python"  # which decoder made them: "python" (msgspec) or "compiled" (compiled.py)
 
 
 def decode_chunk(chunk, path: str) -> ChunkPart:

@@ -1,0 +1,126 @@
+/* traceview.read._cscan: the CPython face of the compiled scanner (scan.c).
+ *
+ * scan(buffer, lo, hi) scans the items of buffer[lo:hi] (the text between a chunk's
+ * brackets) with the GIL released, so that threads decode chunks on every core, then
+ * builds the few Python objects the columns need: the distinct values (str, int or
+ * bytes) and one bytearray per column, which numpy views without a copy. It returns
+ * None when the scanner bailed (the caller decodes that chunk with msgspec).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "scan.h"
+
+static PyObject *array_bytes(const void *v, size_t n, size_t elt) {
+    return PyByteArray_FromStringAndSize(v ? (const char *)v : "", (Py_ssize_t)(n * elt));
+}
+
+static PyObject *uniques(const tv_table *t) {
+    PyObject *out = PyList_New((Py_ssize_t)t->n);
+    if (!out) return NULL;
+    for (size_t i = 0; i < t->n; i++) {
+        const tv_entry *e = &t->e[i];
+        const char *s = (const char *)t->arena.v + e->off;
+        PyObject *item;
+        if (e->kind == TV_KIND_INT) item = PyLong_FromLongLong(e->ival);
+        else if (e->kind == TV_KIND_STR) item = PyUnicode_DecodeUTF8(e->len ? s : "", (Py_ssize_t)e->len, "strict");
+        else item = PyBytes_FromStringAndSize(e->len ? s : "", (Py_ssize_t)e->len);
+        if (!item) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, item);
+    }
+    return out;
+}
+
+/* [bytearray of int32 codes, ...] */
+static PyObject *codes_list(const tv_i32 *codes, int n) {
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *b = array_bytes(codes[k].v, codes[k].n, sizeof(int32_t));
+        if (!b) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, b);
+    }
+    return out;
+}
+
+/* [(bytearray of int64 values, bytearray of uint8 masks), ...] */
+static PyObject *ints_list(const tv_i64 *vals, const tv_u8 *masks, int n) {
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (int k = 0; k < n; k++) {
+        PyObject *pair = Py_BuildValue("(NN)", array_bytes(vals[k].v, vals[k].n, sizeof(int64_t)),
+                                       array_bytes(masks[k].v, masks[k].n, 1));
+        if (!pair) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, pair);
+    }
+    return out;
+}
+
+static PyObject *build(const tv_result *r) {
+    PyObject *tables = PyList_New(TV_NTABLES);
+    if (!tables) return NULL;
+    for (int k = 0; k < TV_NTABLES; k++) {
+        PyObject *u = uniques(&r->tables[k]);
+        if (!u) {
+            Py_DECREF(tables);
+            return NULL;
+        }
+        PyList_SET_ITEM(tables, k, u);
+    }
+    /* N: the reference is handed over (and released if building the tuple fails) */
+    return Py_BuildValue(
+        "(nNNNNNNNNNN)", (Py_ssize_t)r->n_events, tables,
+        array_bytes(r->phase_counts.v, r->phase_counts.n, sizeof(int64_t)),
+        array_bytes(r->x_ts.v, r->x_ts.n, sizeof(int64_t)), array_bytes(r->x_dur.v, r->x_dur.n, sizeof(int64_t)),
+        codes_list(r->x_codes, TV_X_TABLES), ints_list(r->x_int, r->x_mask, TV_X_INTS),
+        array_bytes(r->f_ts.v, r->f_ts.n, sizeof(int64_t)), codes_list(r->f_codes, TV_F_TABLES),
+        array_bytes(r->m_ts.v, r->m_ts.n, sizeof(int64_t)),
+        Py_BuildValue("(NN)", codes_list(r->m_codes, TV_M_TABLES), ints_list(r->m_int, r->m_mask, TV_M_INTS)));
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t lo, hi;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &lo, &hi)) return NULL;
+    if (lo < 0 || hi < lo || hi > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan: bounds outside the buffer");
+        return NULL;
+    }
+    tv_result r;
+    tv_result_init(&r);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tv_scan((const uint8_t *)view.buf + lo, (size_t)(hi - lo), &r);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *out;
+    if (rc == TV_NOMEM) out = PyErr_NoMemory();
+    else if (rc != TV_OK) out = Py_NewRef(Py_None);
+    else out = build(&r);
+    tv_result_free(&r);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, lo, hi): the columns of the events in buffer[lo:hi] (the items of a JSON "
+     "array, without its brackets), or None where the compiled scanner leaves them to msgspec."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cscan", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__cscan(void) {
+    return PyModule_Create(&module);
+}

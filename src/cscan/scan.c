@@ -1,0 +1,682 @@
+/* traceview's compiled event scanner: see scan.h.
+ *
+ * The grammar it accepts is strict JSON (RFC 8259) with strict UTF-8, and within it
+ * only what the msgspec path (traceview/read/events.py: Event, Args) decodes to the
+ * same values. Anything else -- a field of the wrong type, a duplicate or escaped
+ * key, a number it cannot convert exactly, invalid UTF-8, nesting past MAX_DEPTH --
+ * is a bail (TV_BAIL): the chunk then goes to msgspec, which keeps every rule of
+ * what is dropped and what is an error. Being stricter than msgspec costs speed
+ * only; being looser would change a result, so every rule here errs strict.
+ */
+#include "scan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64          /* nesting a skipped value may have (real events: 4-5) */
+#define MAX_ANY_NUMBER 300    /* longest number kept for an Any field (msgspec: out of range) */
+#define MAX_INT_DIGITS 18     /* ints with more digits bail: they may not fit int64 */
+#define MAX_TIME_DIGITS 16    /* ts/dur integer digits (epoch microseconds have 16) */
+/* |us| below this: ns below 2**62 - 904, where times_ns's int path (MISSING from
+ * 2**62 // 1000 us) and its text path (MISSING from 2**62 ns) agree */
+#define TIME_LIMIT_US 4611686018427387LL
+
+enum { V_ABSENT = 0, V_NULL, V_STR, V_INT, V_BOOL, V_OTHER };
+
+typedef struct {
+    uint8_t kind;
+    uint8_t in_scratch;   /* V_STR: decoded into the scratch buffer (it had escapes) */
+    int64_t i;            /* V_INT: the int, or for ts/dur the nanoseconds */
+    const uint8_t *sp;    /* V_STR not in scratch, and raw values: the text */
+    size_t soff, sn;      /* V_STR in scratch: offset; V_STR and raw: length */
+} val;
+
+typedef struct {
+    const uint8_t *p, *end;
+    tv_u8 scratch;        /* strings with escapes, decoded: reset per event */
+    int err;              /* TV_BAIL or TV_NOMEM once something failed */
+} cur;
+
+/* ---- growable vectors ------------------------------------------------- */
+
+static int grow(void **v, size_t *cap, size_t need, size_t elt) {
+    if (need <= *cap) return 1;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) {
+        if (c > (SIZE_MAX / 2) / elt) return 0;
+        c *= 2;
+    }
+    void *nv = realloc(*v, c * elt);
+    if (!nv) return 0;
+    *v = nv;
+    *cap = c;
+    return 1;
+}
+
+#define PUSH(vec, x)                                                                          \
+    (((vec).n < (vec).cap || grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))) \
+         ? ((vec).v[(vec).n++] = (x), 1)                                                       \
+         : 0)
+
+static int append(tv_u8 *b, const uint8_t *s, size_t n) {
+    if (!grow((void **)&b->v, &b->cap, b->n + n, 1)) return 0;
+    if (n) memcpy(b->v + b->n, s, n);
+    b->n += n;
+    return 1;
+}
+
+static int fail(cur *c, int err) {
+    if (!c->err) c->err = err;
+    return 0;
+}
+
+/* ---- intern tables ---------------------------------------------------- */
+
+static uint64_t hash_bytes(const uint8_t *s, size_t n, uint64_t seed) {
+    uint64_t h = seed ^ (n * 0x9E3779B97F4A7C15ULL);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+        s += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+static int table_rehash(tv_table *t, size_t nslots) {
+    int32_t *slots = malloc(nslots * sizeof *slots);
+    if (!slots) return 0;
+    memset(slots, 0xff, nslots * sizeof *slots);
+    for (size_t i = 0; i < t->n; i++) {
+        size_t at = t->e[i].hash & (nslots - 1);
+        while (slots[at] >= 0) at = (at + 1) & (nslots - 1);
+        slots[at] = (int32_t)i;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return 1;
+}
+
+/* The code of (kind, bytes or int) in ``t``, adding it if new; -1 when out of memory. */
+static int32_t intern(tv_table *t, uint8_t kind, const uint8_t *s, size_t n, int64_t ival) {
+    uint64_t h = kind == TV_KIND_INT ? hash_bytes((const uint8_t *)&ival, 8, 1) : hash_bytes(s, n, kind);
+    if ((t->n + 1) * 2 > t->nslots) {
+        if (t->n >= INT32_MAX / 2 || !table_rehash(t, t->nslots ? t->nslots * 2 : 64)) return -1;
+    }
+    size_t at = h & (t->nslots - 1);
+    for (int32_t i; (i = t->slots[at]) >= 0; at = (at + 1) & (t->nslots - 1)) {
+        const tv_entry *e = &t->e[i];
+        if (e->hash != h || e->kind != kind) continue;
+        if (kind == TV_KIND_INT ? e->ival == ival
+                                : e->len == n && (n == 0 || memcmp(t->arena.v + e->off, s, n) == 0))
+            return i;
+    }
+    tv_entry e = {h, ival, t->arena.n, n, kind};
+    if (kind != TV_KIND_INT && !append(&t->arena, s, n)) return -1;
+    if (!grow((void **)&t->e, &t->cap, t->n + 1, sizeof *t->e)) return -1;
+    t->e[t->n] = e;
+    t->slots[at] = (int32_t)t->n;
+    return (int32_t)t->n++;
+}
+
+/* ---- lexing ----------------------------------------------------------- */
+
+static const uint8_t *ws(const uint8_t *p, const uint8_t *end) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    return p;
+}
+
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), 0 if invalid:
+ * no overlong forms, no surrogates, nothing past U+10FFFF. */
+static size_t utf8_len(const uint8_t *p, const uint8_t *end) {
+    uint8_t b = p[0];
+    size_t need;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) need = 1;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        if (b == 0xE0) lo = 0xA0;
+        if (b == 0xED) hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        if (b == 0xF0) lo = 0x90;
+        if (b == 0xF4) hi = 0x8F;
+    } else
+        return 0;
+    if ((size_t)(end - p) <= need) return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t k = 2; k <= need; k++)
+        if (p[k] < 0x80 || p[k] > 0xBF) return 0;
+    return need + 1;
+}
+
+static int hex4(const uint8_t *p, const uint8_t *end, unsigned *out) {
+    if (end - p < 4) return 0;
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t ch = p[k];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9') v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static int put_utf8(tv_u8 *b, unsigned cp) {
+    uint8_t u[4];
+    size_t n;
+    if (cp < 0x80) u[0] = (uint8_t)cp, n = 1;
+    else if (cp < 0x800) u[0] = 0xC0 | (cp >> 6), u[1] = 0x80 | (cp & 0x3F), n = 2;
+    else if (cp < 0x10000)
+        u[0] = 0xE0 | (cp >> 12), u[1] = 0x80 | ((cp >> 6) & 0x3F), u[2] = 0x80 | (cp & 0x3F), n = 3;
+    else
+        u[0] = 0xF0 | (cp >> 18), u[1] = 0x80 | ((cp >> 12) & 0x3F), u[2] = 0x80 | ((cp >> 6) & 0x3F),
+        u[3] = 0x80 | (cp & 0x3F), n = 4;
+    return append(b, u, n);
+}
+
+/* One escape at p ('\\'): its decoded bytes appended to scratch; the position after it, or NULL. */
+static const uint8_t *unescape(cur *c, const uint8_t *p) {
+    const uint8_t *end = c->end;
+    if (end - p < 2) return NULL;
+    uint8_t e = p[1], b;
+    switch (e) {
+    case '"': b = '"'; break;
+    case '\\': b = '\\'; break;
+    case '/': b = '/'; break;
+    case 'b': b = '\b'; break;
+    case 'f': b = '\f'; break;
+    case 'n': b = '\n'; break;
+    case 'r': b = '\r'; break;
+    case 't': b = '\t'; break;
+    case 'u': {
+        unsigned cp, lo;
+        if (!hex4(p + 2, end, &cp)) return NULL;
+        p += 6;
+        if (cp >= 0xDC00 && cp <= 0xDFFF) return NULL;  /* a lone low surrogate */
+        if (cp >= 0xD800 && cp <= 0xDBFF) {             /* needs its low half next */
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, end, &lo)) return NULL;
+            if (lo < 0xDC00 || lo > 0xDFFF) return NULL;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+        }
+        return put_utf8(&c->scratch, cp) ? p : (fail(c, TV_NOMEM), NULL);
+    }
+    default: return NULL;
+    }
+    return append(&c->scratch, &b, 1) ? p + 2 : (fail(c, TV_NOMEM), NULL);
+}
+
+/* The string at c->p ('"') into *v (kind V_STR); 0 on a bail. Text without escapes stays
+ * where it is; with escapes it is decoded into the scratch buffer. */
+static int parse_string(cur *c, val *v) {
+    const uint8_t *p = c->p + 1, *end = c->end, *start = p;
+    for (;;) {
+        if (p >= end) return fail(c, TV_BAIL);
+        uint8_t ch = *p;
+        if (ch == '"') {
+            v->kind = V_STR, v->in_scratch = 0, v->sp = start, v->sn = (size_t)(p - start);
+            c->p = p + 1;
+            return 1;
+        }
+        if (ch == '\\') break;
+        if (ch < 0x20) return fail(c, TV_BAIL);
+        if (ch < 0x80) {
+            p++;
+        } else {
+            size_t k = utf8_len(p, end);
+            if (!k) return fail(c, TV_BAIL);
+            p += k;
+        }
+    }
+    size_t off = c->scratch.n;
+    if (!append(&c->scratch, start, (size_t)(p - start))) return fail(c, TV_NOMEM);
+    for (;;) {
+        if (p >= end) return fail(c, TV_BAIL);
+        uint8_t ch = *p;
+        if (ch == '"') break;
+        if (ch == '\\') {
+            p = unescape(c, p);
+            if (!p) return fail(c, TV_BAIL);
+        } else if (ch < 0x20) {
+            return fail(c, TV_BAIL);
+        } else {
+            size_t k = ch < 0x80 ? 1 : utf8_len(p, end);
+            if (!k) return fail(c, TV_BAIL);
+            if (!append(&c->scratch, p, k)) return fail(c, TV_NOMEM);
+            p += k;
+        }
+    }
+    v->kind = V_STR, v->in_scratch = 1, v->soff = off, v->sn = c->scratch.n - off;
+    c->p = p + 1;
+    return 1;
+}
+
+static const uint8_t *str_bytes(const cur *c, const val *v) {
+    return v->in_scratch ? c->scratch.v + v->soff : v->sp;
+}
+
+typedef struct {
+    int neg, has_exp;
+    const uint8_t *ip, *fp;  /* integer and fraction digits */
+    size_t in, fn, len;
+} num;
+
+/* A JSON number at p: its parts, and the position after it; NULL if it is not one. */
+static const uint8_t *scan_number(const uint8_t *p, const uint8_t *end, num *m) {
+    const uint8_t *s = p;
+    m->neg = 0, m->has_exp = 0, m->fn = 0;
+    if (p < end && *p == '-') m->neg = 1, p++;
+    if (p >= end) return NULL;
+    m->ip = p;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9')
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    else
+        return NULL;
+    m->in = (size_t)(p - m->ip);
+    m->fp = p;
+    if (p < end && *p == '.') {
+        m->fp = ++p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        m->fn = (size_t)(p - m->fp);
+        if (!m->fn) return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        m->has_exp = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        const uint8_t *d = p;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+        if (p == d) return NULL;
+    }
+    m->len = (size_t)(p - s);
+    return p;
+}
+
+static int64_t digits(const uint8_t *p, size_t n) {
+    int64_t v = 0;
+    for (size_t k = 0; k < n; k++) v = v * 10 + (p[k] - '0');
+    return v;
+}
+
+/* An int token that surely fits int64 (no fraction, no exponent, at most MAX_INT_DIGITS digits). */
+static int num_int(const num *m, int64_t *out) {
+    if (m->fn || m->has_exp || m->in > MAX_INT_DIGITS) return 0;
+    int64_t v = digits(m->ip, m->in);
+    *out = m->neg ? -v : v;
+    return 1;
+}
+
+/* Microseconds -> exact nanoseconds, for the tokens every path of times_ns converts alike
+ * (at most 3 fraction digits, no exponent, below TIME_LIMIT_US). */
+static int num_ns(const num *m, int64_t *out) {
+    if (m->has_exp || m->fn > 3 || m->in > MAX_TIME_DIGITS) return 0;
+    int64_t whole = digits(m->ip, m->in);
+    if (whole >= TIME_LIMIT_US) return 0;
+    int64_t frac = digits(m->fp, m->fn);
+    for (size_t k = m->fn; k < 3; k++) frac *= 10;
+    int64_t v = whole * 1000 + frac;
+    *out = m->neg ? -v : v;
+    return 1;
+}
+
+static int literal(cur *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) return fail(c, TV_BAIL);
+    c->p += n;
+    return 1;
+}
+
+/* Skip one value at c->p, checking its grammar, without recursion. ``strict``: also bail on
+ * numbers msgspec may refuse when it decodes them (exponents, very long ones). */
+static int skip_value(cur *c, int strict) {
+    uint8_t stack[MAX_DEPTH];
+    int depth = 0;
+    num m;
+    val scratch_v;
+    size_t mark = c->scratch.n;
+    const uint8_t *end = c->end;
+value:
+    c->p = ws(c->p, end);
+    if (c->p >= end) return fail(c, TV_BAIL);
+    switch (*c->p) {
+    case '{':
+        if (depth == MAX_DEPTH) return fail(c, TV_BAIL);
+        stack[depth++] = '}';
+        c->p = ws(c->p + 1, end);
+        if (c->p < end && *c->p == '}') {
+            c->p++;
+            goto closed;
+        }
+        goto key;
+    case '[':
+        if (depth == MAX_DEPTH) return fail(c, TV_BAIL);
+        stack[depth++] = ']';
+        c->p = ws(c->p + 1, end);
+        if (c->p < end && *c->p == ']') {
+            c->p++;
+            goto closed;
+        }
+        goto value;
+    case '"':
+        if (!parse_string(c, &scratch_v)) return 0;
+        c->scratch.n = mark;  /* skipped text is not kept */
+        goto after;
+    case 't':
+        if (!literal(c, "true", 4)) return 0;
+        goto after;
+    case 'f':
+        if (!literal(c, "false", 5)) return 0;
+        goto after;
+    case 'n':
+        if (!literal(c, "null", 4)) return 0;
+        goto after;
+    default: {
+        const uint8_t *q = scan_number(c->p, end, &m);
+        if (!q || (strict && (m.has_exp || m.len > MAX_ANY_NUMBER))) return fail(c, TV_BAIL);
+        c->p = q;
+        goto after;
+    }
+    }
+key:
+    if (c->p >= end || *c->p != '"' || !parse_string(c, &scratch_v)) return fail(c, TV_BAIL);
+    c->scratch.n = mark;
+    c->p = ws(c->p, end);
+    if (c->p >= end || *c->p != ':') return fail(c, TV_BAIL);
+    c->p++;
+    goto value;
+after:
+    if (depth == 0) return 1;
+    c->p = ws(c->p, end);
+    if (c->p >= end) return fail(c, TV_BAIL);
+    if (*c->p == ',') {
+        c->p = ws(c->p + 1, end);
+        if (stack[depth - 1] == '}') goto key;
+        goto value;
+    }
+    if (*c->p != stack[depth - 1]) return fail(c, TV_BAIL);
+    c->p++;
+closed:
+    depth--;
+    goto after;
+}
+
+/* ---- typed values ----------------------------------------------------- */
+
+static int is_null(const cur *c) {
+    return c->end - c->p >= 4 && memcmp(c->p, "null", 4) == 0;
+}
+
+/* str (or null, when allowed) */
+static int get_str(cur *c, val *v, int nullable) {
+    if (c->p < c->end && *c->p == '"') return parse_string(c, v);
+    if (nullable && is_null(c)) {
+        c->p += 4;
+        v->kind = V_NULL;
+        return 1;
+    }
+    return fail(c, TV_BAIL);
+}
+
+/* A number token at c->p, or a bail. */
+static int get_number(cur *c, num *m) {
+    const uint8_t *q = scan_number(c->p, c->end, m);
+    if (!q) return fail(c, TV_BAIL);
+    c->p = q;
+    return 1;
+}
+
+enum { R_INT_NULL, R_INT_STR_NULL, R_ANY_INT, R_TIME, R_NAME, R_RAW, R_STR, R_STR_NULL, R_SKIP };
+
+/* One field's value at c->p by its rule (what type msgspec declares for it). */
+static int get_value(cur *c, val *v, int rule) {
+    num m;
+    const uint8_t *start = c->p;
+    if (c->p >= c->end) return fail(c, TV_BAIL);
+    uint8_t ch = *c->p;
+    switch (rule) {
+    case R_STR: return get_str(c, v, 0);
+    case R_STR_NULL: return get_str(c, v, 1);
+    case R_RAW:
+        if (!skip_value(c, 0)) return 0;
+        v->kind = V_OTHER, v->sp = start, v->sn = (size_t)(c->p - start);
+        return 1;
+    case R_SKIP: return skip_value(c, 0);
+    case R_NAME:
+        if (ch == '"' || ch == 'n') return get_str(c, v, 1);
+        if (!skip_value(c, 1)) return 0;
+        v->kind = V_OTHER;
+        return 1;
+    default: break;
+    }
+    if (ch == 'n' && is_null(c)) {
+        c->p += 4;
+        v->kind = V_NULL;
+        return 1;
+    }
+    if (ch == '"') {
+        if (rule != R_INT_STR_NULL && rule != R_ANY_INT) return fail(c, TV_BAIL);
+        return parse_string(c, v);
+    }
+    if (!get_number(c, &m)) return 0;
+    int ok = rule == R_TIME ? num_ns(&m, &v->i) : num_int(&m, &v->i);
+    if (!ok) return fail(c, TV_BAIL);  /* float for an int, big int, inexact time */
+    v->kind = V_INT;
+    return 1;
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+enum { K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_BP, K_ARGS, N_KEYS };
+static const char *const KEYS[N_KEYS] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args"};
+static const int KEY_RULE[N_KEYS] = {R_STR, R_STR_NULL, R_NAME, R_INT_STR_NULL, R_INT_STR_NULL,
+                                     R_TIME, R_TIME, R_INT_STR_NULL, R_STR_NULL, -1};
+
+#define N_ARGS (TV_X_INTS + 4 + TV_M_INTS + 1)
+static const char *const ARG_KEYS[N_ARGS] = {
+    "correlation", "External id", "external id", "device", "stream", "bytes", "Python id",
+    "Python parent id", "Input Dims", "Input type", "Concrete Inputs", "Call stack", "Addr", "Bytes",
+    "Total Allocated", "Total Reserved", "Device Type", "Device Id", "name"};
+static const int ARG_RULE[N_ARGS] = {
+    R_INT_NULL, R_INT_NULL, R_INT_NULL, R_INT_STR_NULL, R_INT_STR_NULL, R_ANY_INT, R_ANY_INT,
+    R_ANY_INT, R_RAW, R_RAW, R_RAW, R_RAW, R_ANY_INT, R_ANY_INT, R_ANY_INT, R_ANY_INT, R_ANY_INT,
+    R_ANY_INT, R_NAME};
+
+typedef struct {
+    val f[N_KEYS];
+    val a[N_ARGS];
+} event;
+
+static int find_key(const char *const *keys, int n, const uint8_t *s, size_t len) {
+    for (int k = 0; k < n; k++)
+        if (strlen(keys[k]) == len && memcmp(keys[k], s, len) == 0) return k;
+    return -1;
+}
+
+/* The members of the object at c->p into vals by their key (keys/rules), unknown ones
+ * skipped. ``nested``: the args object, whose own members are fields; 0: an event. */
+static int parse_object(cur *c, val *vals, const char *const *keys, const int *rules, int nkeys,
+                        event *ev) {
+    uint32_t seen = 0;
+    const uint8_t *end = c->end;
+    c->p = ws(c->p + 1, end);
+    if (c->p < end && *c->p == '}') {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        val k;
+        if (c->p >= end || *c->p != '"' || !parse_string(c, &k)) return fail(c, TV_BAIL);
+        if (k.in_scratch) return fail(c, TV_BAIL);  /* an escaped key: msgspec matches it decoded */
+        c->p = ws(c->p, end);
+        if (c->p >= end || *c->p != ':') return fail(c, TV_BAIL);
+        c->p = ws(c->p + 1, end);
+        int idx = find_key(keys, nkeys, k.sp, k.sn);
+        if (idx < 0) {
+            if (!skip_value(c, 0)) return 0;
+        } else {
+            if (seen & (1u << idx)) return fail(c, TV_BAIL);  /* duplicate: msgspec keeps the last */
+            seen |= 1u << idx;
+            if (rules[idx] >= 0) {
+                if (!get_value(c, &vals[idx], rules[idx])) return 0;
+            } else if (c->p < end && *c->p == '{') {  /* args */
+                if (!parse_object(c, ev->a, ARG_KEYS, ARG_RULE, N_ARGS, ev)) return 0;
+            } else if (is_null(c)) {
+                c->p += 4;
+            } else {
+                return fail(c, TV_BAIL);
+            }
+        }
+        c->p = ws(c->p, end);
+        if (c->p >= end) return fail(c, TV_BAIL);
+        if (*c->p == '}') {
+            c->p++;
+            return 1;
+        }
+        if (*c->p != ',') return fail(c, TV_BAIL);
+        c->p = ws(c->p + 1, end);
+    }
+}
+
+/* ---- emitting columns ------------------------------------------------- */
+
+/* The code of an id-like value (int or str; -1 for null or absent), or -2 when out of memory. */
+static int32_t code_of(cur *c, tv_table *t, const val *v) {
+    int32_t got;
+    if (v->kind == V_INT) got = intern(t, TV_KIND_INT, NULL, 0, v->i);
+    else if (v->kind == V_STR) got = intern(t, TV_KIND_STR, str_bytes(c, v), v->sn, 0);
+    else if (v->kind == V_OTHER) got = intern(t, TV_KIND_RAW, v->sp, v->sn, 0);
+    else return -1;
+    return got < 0 ? -2 : got;
+}
+
+static int push_code(cur *c, tv_i32 *codes, tv_table *t, const val *v) {
+    int32_t code = code_of(c, t, v);
+    if (code == -2 || !PUSH(*codes, code)) return fail(c, TV_NOMEM);
+    return 1;
+}
+
+static int push_int(cur *c, tv_i64 *vals, tv_u8 *mask, const val *v) {
+    int ok = v->kind == V_INT;
+    if (!PUSH(*vals, ok ? v->i : 0) || !PUSH(*mask, (uint8_t)!ok)) return fail(c, TV_NOMEM);
+    return 1;
+}
+
+static int64_t ns_of(const val *v) {
+    return v->kind == V_INT ? v->i : TV_MISSING;
+}
+
+static int emit_x(cur *c, tv_result *r, const event *ev) {
+    static const int field[4] = {K_CAT, K_NAME, K_PID, K_TID};
+    if (ev->f[K_NAME].kind == V_OTHER) return fail(c, TV_BAIL);  /* a non-string name */
+    if (!PUSH(r->x_ts, ns_of(&ev->f[K_TS])) || !PUSH(r->x_dur, ns_of(&ev->f[K_DUR])))
+        return fail(c, TV_NOMEM);
+    for (int k = 0; k < 4; k++)
+        if (!push_code(c, &r->x_codes[k], &r->tables[T_X_CAT + k], &ev->f[field[k]])) return 0;
+    for (int k = 0; k < 4; k++)  /* the raw JSON text of Input Dims, ...; absent: missing */
+        if (!push_code(c, &r->x_codes[4 + k], &r->tables[T_X_INPUT_DIMS + k], &ev->a[TV_X_INTS + k]))
+            return 0;
+    for (int k = 0; k < TV_X_INTS; k++)
+        if (!push_int(c, &r->x_int[k], &r->x_mask[k], &ev->a[k])) return 0;
+    return 1;
+}
+
+static int emit_flow(cur *c, tv_result *r, const event *ev) {
+    static const int field[TV_F_TABLES] = {K_PH, K_CAT, K_ID, K_PID, K_TID};
+    if (!PUSH(r->f_ts, ns_of(&ev->f[K_TS]))) return fail(c, TV_NOMEM);
+    for (int k = 0; k < TV_F_TABLES; k++)
+        if (!push_code(c, &r->f_codes[k], &r->tables[T_F_PH + k], &ev->f[field[k]])) return 0;
+    return 1;
+}
+
+static int emit_memory(cur *c, tv_result *r, const event *ev) {
+    if (!PUSH(r->m_ts, ns_of(&ev->f[K_TS]))) return fail(c, TV_NOMEM);
+    if (!push_code(c, &r->m_codes[0], &r->tables[T_M_PID], &ev->f[K_PID])) return 0;
+    if (!push_code(c, &r->m_codes[1], &r->tables[T_M_TID], &ev->f[K_TID])) return 0;
+    for (int k = 0; k < TV_M_INTS; k++)
+        if (!push_int(c, &r->m_int[k], &r->m_mask[k], &ev->a[TV_X_INTS + 4 + k])) return 0;
+    return 1;
+}
+
+static int emit(cur *c, tv_result *r, const event *ev) {
+    const val *ph = &ev->f[K_PH];
+    const uint8_t *php = ph->kind == V_STR ? str_bytes(c, ph) : (const uint8_t *)"";
+    size_t phn = ph->kind == V_STR ? ph->sn : 0;
+    int32_t code = intern(&r->tables[T_PHASE], TV_KIND_STR, php, phn, 0);
+    if (code < 0) return fail(c, TV_NOMEM);
+    if ((size_t)code == r->phase_counts.n) {
+        if (!PUSH(r->phase_counts, 0)) return fail(c, TV_NOMEM);
+    }
+    r->phase_counts.v[code]++;
+    r->n_events++;
+    if (phn != 1) return 1;
+    uint8_t kind = php[0];
+    if (kind == 'X') return emit_x(c, r, ev);
+    if (kind == 's' || kind == 'f' || kind == 't') return emit_flow(c, r, ev);
+    if (kind == 'i' || kind == 'I') {
+        const val *name = &ev->f[K_NAME];
+        if (name->kind == V_STR && name->sn == 8 && memcmp(str_bytes(c, name), "[memory]", 8) == 0)
+            return emit_memory(c, r, ev);
+    }
+    return 1;
+}
+
+/* ---- the chunk -------------------------------------------------------- */
+
+void tv_result_init(tv_result *out) {
+    memset(out, 0, sizeof *out);
+}
+
+void tv_result_free(tv_result *r) {
+    for (int k = 0; k < TV_NTABLES; k++) {
+        free(r->tables[k].e);
+        free(r->tables[k].slots);
+        free(r->tables[k].arena.v);
+    }
+    free(r->phase_counts.v);
+    free(r->x_ts.v);
+    free(r->x_dur.v);
+    free(r->f_ts.v);
+    free(r->m_ts.v);
+    for (int k = 0; k < TV_X_TABLES; k++) free(r->x_codes[k].v);
+    for (int k = 0; k < TV_F_TABLES; k++) free(r->f_codes[k].v);
+    for (int k = 0; k < TV_M_TABLES; k++) free(r->m_codes[k].v);
+    for (int k = 0; k < TV_X_INTS; k++) free(r->x_int[k].v), free(r->x_mask[k].v);
+    for (int k = 0; k < TV_M_INTS; k++) free(r->m_int[k].v), free(r->m_mask[k].v);
+    tv_result_init(r);
+}
+
+int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
+    cur c = {p, p + n, {NULL, 0, 0}, 0};
+    event ev;
+    c.p = ws(c.p, c.end);
+    while (c.p < c.end) {
+        if (*c.p != '{') {  /* not an event object: msgspec drops it and counts it */
+            c.err = TV_BAIL;
+            break;
+        }
+        memset(&ev, 0, sizeof ev);
+        c.scratch.n = 0;
+        if (!parse_object(&c, ev.f, KEYS, KEY_RULE, N_KEYS, &ev) || !emit(&c, out, &ev)) break;
+        c.p = ws(c.p, c.end);
+        if (c.p >= c.end) break;
+        if (*c.p != ',') {
+            c.err = TV_BAIL;
+            break;
+        }
+        c.p = ws(c.p + 1, c.end);
+        if (c.p >= c.end) c.err = TV_BAIL;  /* a trailing comma */
+    }
+    free(c.scratch.v);
+    return c.err;
+}

@@ -1,0 +1,176 @@
+"""The compiled decoder: chunks of the events text scanned by C (``src/cscan``) on threads.
+
+The C scanner fills a chunk's columns directly from its bytes, with no Python object per
+event, and releases the GIL while it scans, so plain threads use every core: no ``fork``,
+so it runs the same in a notebook, on macOS and on Windows. The chunks are the serial
+path's (``chunks.chunk_bounds``) and each becomes the ``ChunkPart`` the msgspec path would
+make (``columns.decode_chunk``), appended in order by the same ``ColumnBuilder``: the
+result is identical. Where the scanner meets anything outside the grammar it is sure of
+(a field of an unusual type, an inexact number, bad UTF-8, ...) it bails and that chunk is
+decoded by msgspec, which keeps every rule of what is dropped and what is an error.
+
+The extension is optional: where it was not built (no compiler at install time) or
+``TRACEVIEW_DECODER=python`` is set, ``available()`` is false and the reader uses msgspec.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..errors import TraceReadError
+from .chunks import CHUNK_BYTES, chunk_bounds, cut
+from .codes import Codes, IntColumn
+from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, decode_chunk
+from .events import MEMORY_ARGS, TEXT_ARGS
+
+try:
+    from . import _cscan  # type: ignore[attr-defined]
+except ImportError:  # not built: the msgspec decoder runs
+    _cscan = None
+
+ENV = "TRACEVIEW_DECODER"
+COMPILED, PYTHON = "compiled", "python"
+RECHECK = object()  # msgspec found a chunk that is not valid JSON: re-run on the checked path
+MAX_THREADS = 8
+_WS = b" \t\r\n"
+# the scanner's tables, in its order (scan.h): X fields, flow fields, [memory] fields
+_X_KEYS = (*X_STRINGS, *("arg_" + a for a in TEXT_ARGS))
+_M_KEYS = ("pid", "tid")
+
+
+def built() -> bool:
+    """Whether the compiled scanner was built into this install."""
+    return _cscan is not None
+
+
+def available() -> bool:
+    """Whether the reader uses the compiled decoder: built, and not turned off by TRACEVIEW_DECODER."""
+    return built() and os.environ.get(ENV, "").strip().lower() != PYTHON
+
+
+def describe() -> str:
+    """Which decoder loads traces here, in words (``traceview --version``)."""
+    if available():
+        return f"decoder: {COMPILED}"
+    why = f"{ENV}={PYTHON}" if built() else "the compiled decoder is not built in this install"
+    return f"decoder: {PYTHON} (msgspec; {why})"
+
+
+def event_columns(events_raw, path: str):
+    """The events' columns: ``EventColumns`` (its ``decoder`` says how many chunks msgspec
+    took), or ``RECHECK`` when a chunk is not valid JSON."""
+    n = len(events_raw)
+    bounds = chunk_bounds(events_raw) if n > CHUNK_BYTES else [(0, n, b"", b"")]
+    threads = _threads(len(bounds))
+
+    def one(bound):
+        return _chunk(events_raw, bound, path)
+
+    if threads <= 1:
+        parts = map(one, bounds)
+        return _merge(parts, len(bounds))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return _merge(pool.map(one, bounds), len(bounds))
+
+
+def _merge(parts, n_chunks: int):
+    builder = ColumnBuilder()
+    fallback = 0
+    for part, by_c in parts:
+        if part is None:
+            return RECHECK
+        fallback += not by_c
+        builder.add(part)
+    got = builder.finish()
+    got.decoder = COMPILED if not fallback else f"{COMPILED} ({fallback} of {n_chunks} chunks by msgspec)"
+    return got
+
+
+def _threads(n_chunks: int) -> int:
+    try:
+        wanted = int(os.environ.get("TRACEVIEW_WORKERS", "").strip())
+    except ValueError:
+        wanted = None
+    if wanted is not None:
+        return max(1, min(wanted, n_chunks))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_THREADS, n_chunks))
+
+
+def _chunk(events_raw, bound: tuple, path: str) -> tuple[ChunkPart | None, bool]:
+    """One chunk's part, and whether the scanner made it (False: msgspec did). (None, False):
+    msgspec refused the chunk too."""
+    inner = _inner(events_raw, bound)
+    got = _cscan.scan(events_raw, *inner) if inner is not None else None
+    if got is not None:
+        return part_of(got), True
+    try:
+        return decode_chunk(cut(events_raw, bound), path), False
+    except TraceReadError:
+        return None, False
+
+
+def _inner(events_raw, bound: tuple) -> tuple[int, int] | None:
+    """The bounds of the chunk's items (without the array's own brackets), or None when its
+    first or last chunk does not open or close the array (msgspec then says what is wrong)."""
+    lo, hi, head, tail = bound
+    text = memoryview(events_raw)
+    if not head:  # the array's first chunk: its '[' (after any spaces) is the array's
+        while lo < hi and text[lo] in _WS:
+            lo += 1
+        if lo >= hi or text[lo] != ord("["):
+            return None
+        lo += 1
+    if not tail:  # the last chunk: its ']' (before any spaces) closes the array
+        while hi > lo and text[hi - 1] in _WS:
+            hi -= 1
+        if hi <= lo or text[hi - 1] != ord("]"):
+            return None
+        hi -= 1
+    return lo, hi
+
+
+def part_of(got: tuple) -> ChunkPart:
+    """The scanner's result (module.c: build) as the ``ChunkPart`` the msgspec path makes."""
+    n_events, tables, counts, x_ts, x_dur, x_codes, x_ints, f_ts, f_codes, m_ts, (m_codes, m_ints) = got
+    phases = tables[-1]
+    x = {key: _codes(c, tables[k]) for k, (key, c) in enumerate(zip(_X_KEYS, x_codes, strict=True))}
+    base = len(_X_KEYS)
+    flows = {
+        key: _codes(c, tables[base + k]) for k, (key, c) in enumerate(zip(FLOW_FIELDS, f_codes, strict=True))
+    }
+    arrays: dict[str, np.ndarray | IntColumn] = {
+        "ts_ns": _i64(x_ts),
+        "dur_ns": _i64(x_dur),
+        "flow_ts_ns": _i64(f_ts),
+    }
+    arrays.update({"arg_" + name: _ints(pair) for name, pair in zip(INT_ARGS, x_ints, strict=True)})
+    part = ChunkPart(n_events, 0, dict(zip(phases, _i64(counts).tolist(), strict=True)), x, flows, arrays)
+    if len(m_ts):  # as the msgspec path: no [memory] event, no memory columns
+        base += len(FLOW_FIELDS)
+        part.memory_codes = {
+            key: _codes(c, tables[base + k]) for k, (key, c) in enumerate(zip(_M_KEYS, m_codes, strict=True))
+        }
+        memory: dict[str, np.ndarray | IntColumn] = {"ts_ns": _i64(m_ts)}
+        memory.update({"arg_" + name: _ints(pair) for name, pair in zip(MEMORY_ARGS, m_ints, strict=True)})
+        part.memory_arrays = memory
+    return part
+
+
+def _i64(buf) -> np.ndarray:
+    return np.frombuffer(buf, dtype=np.int64)
+
+
+def _codes(buf, uniques: list) -> Codes:
+    return Codes(np.frombuffer(buf, dtype=np.int32), uniques)
+
+
+def _ints(pair: tuple) -> IntColumn:
+    values, mask = pair
+    return IntColumn(_i64(values), np.frombuffer(mask, dtype=np.bool_))

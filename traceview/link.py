@@ -27,6 +27,8 @@ self time, and the GPU activities it launched itself and through its children.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -93,18 +95,28 @@ def _depths(start: np.ndarray, end: np.ndarray, group: np.ndarray) -> np.ndarray
 def _parents(depth: np.ndarray) -> np.ndarray:
     """Position of the nearest earlier span one level up (-1 for roots)."""
     n = len(depth)
-    key = depth * (n + 1) + np.arange(n)
-    sorted_key = np.sort(key)
-    query = (depth - 1) * (n + 1) + np.arange(n)
-    at = np.searchsorted(sorted_key, query) - 1
-    found = sorted_key[np.clip(at, 0, None)]
-    ok = (depth > 0) & (at >= 0) & (found // (n + 1) == depth - 1)
-    return np.where(ok, found % (n + 1), -1)
+    # the positions level by level, each level in position order: a stable sort of the depths,
+    # a radix sort when they fit 16 bits (always, but in a hostile trace): ~6x faster than sorting keys
+    small = depth.astype(np.int16) if depth.max(initial=0) < 2**15 else depth
+    by_level = np.argsort(small, kind="stable")
+    level = depth[by_level]
+    key = level * (n + 1) + by_level  # (depth, position), sorted
+    # each span's query (its depth - 1, its position) in that same order is sorted too, which
+    # makes the search ~3x faster than in position order
+    at = np.searchsorted(key, key - (n + 1)) - 1
+    found = key[np.clip(at, 0, None)]
+    ok = (level > 0) & (at >= 0) & (found // (n + 1) == level - 1)
+    out = np.empty(n, dtype=np.int64)
+    out[by_level] = np.where(ok, found % (n + 1), -1)
+    return out
 
 
-def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> tuple[np.ndarray, int]:
+def launches(
+    kernels: pd.DataFrame, events: pd.DataFrame, flows: Callable[[], pd.DataFrame]
+) -> tuple[np.ndarray, int]:
     """events row of the runtime call that launched each GPU activity, -1 if none; and how many
-    activities were left unlinked because their correlation id names several launches."""
+    activities were left unlinked because their correlation id names several launches.
+    ``flows`` builds the flow table, asked for only when some activity has no launch by id."""
     by_corr, ambiguous = _launch_rows_by_correlation(events)
     out = np.full(len(kernels), -1, dtype=np.int64)
     corr = kernels["correlation"]
@@ -113,8 +125,8 @@ def launches(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -
         found = by_corr.reindex(corr[has].astype("int64").to_numpy())
         out[has] = found.fillna(-1).astype("int64").to_numpy()
     missing = out < 0
-    if missing.any() and len(flows):
-        out[missing] = _launch_by_flow(kernels[missing], events, flows)
+    if missing.any() and len(table := flows()):
+        out[missing] = _launch_by_flow(kernels[missing], events, table)
     unsure = has & (out < 0)
     unsure[has] &= corr[has].astype("int64").isin(ambiguous).to_numpy()
     return out, int(unsure.sum())
@@ -128,23 +140,22 @@ def _launch_rows_by_correlation(events: pd.DataFrame) -> tuple[pd.Series, np.nda
     trace) leave the id ambiguous: which launch an activity came from cannot be told, so such
     ids link nothing (the flow events, when present, may still tell) rather than all to the first.
     A graph launch is one call with many activities, which is not ambiguous."""
-    runtime = events.index[(events["role"] == "runtime").to_numpy()]  # compares codes, not strings
-    rt = pd.DataFrame(
-        {
-            "row": runtime,
-            "corr": events["correlation"].to_numpy()[runtime],
-            "driver": per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[runtime],
-        }
-    )
-    rt = rt.dropna(subset=["corr"])
-    rt["corr"] = rt["corr"].astype("int64")
-    rt = rt.sort_values("driver", kind="stable")
-    first = rt.drop_duplicates("corr")  # per id: its runtime calls if any, else its driver calls
-    best = rt.merge(first[["corr", "driver"]], on=["corr", "driver"])
-    counts = best["corr"].value_counts()
-    ambiguous = counts.index[counts.to_numpy() > 1].to_numpy()
-    first = first[~first["corr"].isin(ambiguous)]
-    return pd.Series(first["row"].to_numpy(), index=first["corr"].to_numpy()), ambiguous
+    corr = events["correlation"]
+    # runtime calls with an id (role compares codes, not strings)
+    row = np.flatnonzero((events["role"] == "runtime").to_numpy() & corr.notna().to_numpy())
+    ids = corr.to_numpy(dtype=np.int64, na_value=0)[row]
+    driver = per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[row]
+    # per id, its runtime calls before its driver calls, each in file order: the first row of an
+    # id is its launch, and the id is ambiguous when the next row is another call of that kind
+    order = np.lexsort((row, driver, ids))
+    row, ids, driver = row[order], ids[order], driver[order]
+    first = np.ones(len(row), dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    twice = np.zeros(len(row), dtype=bool)
+    twice[:-1] = ~first[1:] & (driver[1:] == driver[:-1])
+    ambiguous = ids[first & twice]
+    keep = first & ~twice
+    return pd.Series(row[keep], index=ids[keep]), ambiguous
 
 
 def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
@@ -221,9 +232,13 @@ ARROW = " → "  # joins the op names of a chain, outermost first
 
 
 def link(
-    events: pd.DataFrame, flows: pd.DataFrame, steps: pd.DataFrame, activities: pd.DataFrame, op_args: dict
+    events: pd.DataFrame,
+    flows: Callable[[], pd.DataFrame],
+    steps: pd.DataFrame,
+    activities: pd.DataFrame,
+    op_args: dict,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict, list]:
-    """Link the GPU activities and build the op table.
+    """Link the GPU activities and build the op table (``flows``: see ``launches``).
 
     Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
     ``op_event`` and ``launch_name``; the op table; the linked shares; and notes on what

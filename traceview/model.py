@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -123,13 +124,13 @@ def categorical(values) -> pd.Categorical:
         codes, uniques = values.codes, values.uniques
     else:
         codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
-    labels = [str(u) for u in uniques]
-    if len(set(labels)) != len(labels):  # e.g. tid 7 and "7": merge them
-        labels_arr = np.array(labels, dtype=object)
-        merged, remap = np.unique(labels_arr, return_inverse=True)
+    labels = pd.Index(list(map(str, uniques)), dtype=object)
+    # pandas keeps the answer, so from_codes' own check of the categories costs nothing more
+    if not labels.is_unique:  # e.g. tid 7 and "7": merge them
+        merged, remap = np.unique(labels.to_numpy(), return_inverse=True)
         codes = np.where(codes >= 0, remap[np.clip(codes, 0, None)], -1)
-        labels = list(merged)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(labels, dtype=object))
+        labels = pd.Index(list(merged), dtype=object)
+    return pd.Categorical.from_codes(codes, categories=labels)
 
 
 def per_category(col, fn, missing, dtype=object) -> np.ndarray:
@@ -163,7 +164,9 @@ class Built(NamedTuple):
     """What the model makes of the raw columns."""
 
     events: pd.DataFrame
-    flows: pd.DataFrame
+    #: builds the flow table when called: link needs it only for an activity without a launch by
+    #: correlation (rare), and labelling every flow id costs ~10% of what follows the decode
+    flows: Callable[[], pd.DataFrame]
     op_args: dict  # OP_ARGS name -> the events' raw arg texts (reader's Codes or list), row-aligned
     counts: dict  # events per phase, as read
     notes: list  # what was unusable, counted
@@ -182,7 +185,7 @@ def build_events(cols: dict, meta: dict) -> Built:
         rows = np.flatnonzero(keep)
         events = events.iloc[rows].reset_index(drop=True)
         texts = {name: _take(t, rows) for name, t in texts.items()}
-    flows = _flow_events(cols["flows"], _shift(cols["flows"]["ts_ns"], base))
+    flows = functools.partial(flow_table, cols["flows"], base)
     notes += phase_notes(cols["counts"]) + _no_cat_notes(events)
     memory = memory_table(cols.get("memory") or {}, base, notes)
     return Built(events, flows, texts, cols["counts"], notes, memory)
@@ -308,8 +311,12 @@ def _same_hash(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
         ^ codes * u(0x165667B19E3779F9)
     )[rows]
     sorted_h = np.sort(h)  # a plain sort is ~5x faster than argsort, and repeats are rare
-    repeated = sorted_h[1:][sorted_h[1:] == sorted_h[:-1]]
-    return np.isin(h, repeated) if len(repeated) else np.zeros(len(rows), dtype=bool)
+    repeated = np.unique(sorted_h[1:][sorted_h[1:] == sorted_h[:-1]])
+    if not len(repeated):
+        return np.zeros(len(rows), dtype=bool)
+    # a search among the few repeated hashes: np.isin sorts all of them again (~5x slower)
+    at = np.clip(np.searchsorted(repeated, h), 0, len(repeated) - 1)
+    return repeated[at] == h
 
 
 #: Every phase of the Trace Event Format; the ones traceview does not read (B/E aside, which
@@ -470,7 +477,9 @@ def _roles(cat: pd.Categorical) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=order)  # unordered, as CategoricalDtype(order)
 
 
-def _flow_events(flows: dict, ts: np.ndarray) -> pd.DataFrame:
+def flow_table(flows: dict, base: int) -> pd.DataFrame:
+    """The flow events (``ac2g`` and the like): ``ph``, ``id``, ``pid``, ``tid``, ``ts_ns``."""
+    ts = _shift(flows["ts_ns"], base)
     if isinstance(flows["cat"], Codes):
         flow_cat = np.array([c in FLOW_CATS for c in flows["cat"].uniques] + [False], dtype=bool)
         keep = np.flatnonzero(flow_cat[flows["cat"].codes])

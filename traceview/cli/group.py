@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ..read.compiled import describe
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="traceview")
+# the decoder is part of the version: a bug report then says whether the compiled one ran
+@click.version_option(package_name="traceview", message=f"%(prog)s %(version)s ({describe()})")
 def main():
     """Analyse saved PyTorch profiler traces (Chrome/Kineto JSON, plain or gzip).
 

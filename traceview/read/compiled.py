@@ -21,15 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..errors import TraceReadError
-from .chunks import CHUNK_BYTES, chunk_bounds, cut
+from . import chunks
+from .chunks import chunk_bounds, cut
 from .codes import Codes, IntColumn
 from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, decode_chunk
 from .events import MEMORY_ARGS, TEXT_ARGS
 
 try:
-    from . import _cscan  # type: ignore[attr-defined]
+    from ._cscan import scan as _scan  # type: ignore[import-not-found]
 except ImportError:  # not built: the msgspec decoder runs
-    _cscan = None
+    _scan = None
 
 ENV = "TRACEVIEW_DECODER"
 COMPILED, PYTHON = "compiled", "python"
@@ -43,7 +44,7 @@ _M_KEYS = ("pid", "tid")
 
 def built() -> bool:
     """Whether the compiled scanner was built into this install."""
-    return _cscan is not None
+    return _scan is not None
 
 
 def available() -> bool:
@@ -63,7 +64,9 @@ def event_columns(events_raw, path: str):
     """The events' columns: ``EventColumns`` (its ``decoder`` says how many chunks msgspec
     took), or ``RECHECK`` when a chunk is not valid JSON."""
     n = len(events_raw)
-    bounds = chunk_bounds(events_raw) if n > CHUNK_BYTES else [(0, n, b"", b"")]
+    bounds = (
+        chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
+    )  # read now: tests shrink it
     threads = _threads(len(bounds))
 
     def one(bound):
@@ -107,7 +110,7 @@ def _chunk(events_raw, bound: tuple, path: str) -> tuple[ChunkPart | None, bool]
     """One chunk's part, and whether the scanner made it (False: msgspec did). (None, False):
     msgspec refused the chunk too."""
     inner = _inner(events_raw, bound)
-    got = _cscan.scan(events_raw, *inner) if inner is not None else None
+    got = _scan(events_raw, *inner) if inner is not None else None
     if got is not None:
         return part_of(got), True
     try:

@@ -1,0 +1,405 @@
+"""The compiled decoder (src/cscan, traceview/read/compiled.py) reads exactly what msgspec reads.
+
+Differential: every corpus trace and sample trace, generated events that aim at each rule of
+the scanner (types per field, number limits, escapes, UTF-8, duplicate and escaped keys,
+whitespace), many small chunks on several threads: the same columns, counts, warnings and
+errors as the msgspec decoder, which shares no code with the scanner. Real traces must not
+fall back to msgspec at all (else the speed is lost without a test noticing). Also: the
+package builds and works without a C compiler, ``--version`` names the decoder, the fuzz
+regression cases replay, and a bounded libFuzzer run under ASan and UBSan finds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import zipfile
+from pathlib import Path
+
+import decoders
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from corpus import CORPUS, corpus_params
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import traceview as tv
+from traceview.cli import main
+from traceview.read import chunks, compiled
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = sorted((ROOT / "sample_traces").glob("*.json.gz"))
+REQUIRED = os.environ.get("TRACEVIEW_REQUIRE_COMPILED") == "1"  # CI: a missing build is a failure
+
+needs_build = pytest.mark.skipif(
+    not decoders.BUILT and not REQUIRED, reason="the compiled decoder is not built in this install"
+)
+
+
+def test_built_where_required():
+    assert decoders.BUILT or not REQUIRED, "TRACEVIEW_REQUIRE_COMPILED=1 but traceview.read._cscan is missing"
+
+
+@needs_build
+@pytest.mark.parametrize("path", [*SAMPLES, *(p.values[0] for p in corpus_params("*/*.json*"))])
+def test_real_traces_read_the_same_without_fallback(path):
+    if path is None:
+        pytest.skip(f"corpus not found at {CORPUS}")
+    raw = decoders.same_read(path)
+    assert raw.decoder == compiled.COMPILED  # no chunk left to msgspec
+
+
+@needs_build
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta/trace_diff__control__control.json.gz",
+        "tokenomics/trace0.json.gz",
+        "tracelens/b200__eager_trace.json.gz",
+    ],
+)
+def test_small_chunks_on_threads(name, monkeypatch, tmp_path):
+    """Many chunks (64 KiB each) on 3 threads: the msgspec serial result, chunk for chunk."""
+    path = CORPUS / name
+    if not path.exists():
+        pytest.skip(f"corpus trace missing: {path}")
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setenv("TRACEVIEW_WORKERS", "3")
+    raw = decoders.same_read(path)
+    assert raw.decoder == compiled.COMPILED
+
+
+@needs_build
+def test_whole_trace_frames_identical():
+    """Past the reader too: every frame of the loaded Trace, for a sample and a memory/stack trace."""
+    corpus = [
+        "tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz",
+        "param/et_replay__linear_kineto.json.gz",
+    ]
+    paths = [
+        ROOT / "sample_traces" / "naive.json.gz",
+        *(CORPUS / name for name in corpus if (CORPUS / name).exists()),
+    ]
+    for path in paths:
+        with decoders.decoder(compiled.PYTHON):
+            a = tv.load(path, cache=False)
+        with decoders.decoder(compiled.COMPILED):
+            b = tv.load(path, cache=False)
+        assert (a.stats["decoder"], b.stats["decoder"]) == (compiled.PYTHON, compiled.COMPILED)
+        for name in ("events", "kernels", "ops", "steps", "memory"):
+            pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=f"{path.name}: {name}")
+
+
+@needs_build
+def test_threads_of_a_notebook(tmp_path):
+    """Loads from several Python threads at once (a notebook, a web server): no fork, same result."""
+    path = ROOT / "sample_traces" / "sdpa_math.json.gz"
+    want = tv.load(path, cache=False).events
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(tv.load(path, cache=False))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3
+    for trace in got:
+        assert trace.stats["decoder"] == compiled.COMPILED
+        pd.testing.assert_frame_equal(trace.events, want)
+
+
+# ---------------------------------------------------------------- generated events
+
+NUMBERS = st.one_of(
+    st.from_regex(r"-?(0|[1-9][0-9]{0,19})(\.[0-9]{1,6})?([eE][+-]?[0-9]{1,3})?", fullmatch=True),
+    st.sampled_from(
+        [
+            "4611686018427386",
+            "4611686018427386.999",
+            "4611686018427387",
+            "-4611686018427387",
+            "999999999999999999",
+            "1000000000000000000",
+            "9223372036854775808",
+            "-0",
+            "-0.0",
+            "1e400",
+            "0.0005",
+            "1661203462598738.5",
+            "4398046511104.001",
+        ]
+    ),
+)
+STRINGS = st.one_of(
+    st.text(max_size=12).map(lambda s: json.dumps(s, ensure_ascii=False)),
+    st.text(max_size=12).map(json.dumps),
+    st.sampled_from(
+        [
+            '"[memory]"',
+            '"\\u005bmemory]"',
+            '"X"',
+            '"\\ud83d\\ude00"',
+            '"\\ud800"',
+            '"\\udc00x"',
+            '"\\u0000"',
+            '"a\\/b\\"\\\\"',
+            '"\\x"',
+            '"\udcff"',  # raw bytes written with surrogateescape: 0xff, invalid UTF-8
+            '"\udced\udca0\udc80"',  # a surrogate encoded in UTF-8
+            '"\udcc0\udcaf"',  # an overlong '/'
+            '"\udcf4\udc90\udc80\udc80"',  # past U+10FFFF
+            '"\udce2\udc82"',  # cut short
+            '"\xff\u20ac"',
+            '"tab\there"',
+            '"' + "k" * 40 + '"',
+        ]
+    ),
+)
+SCALARS = st.one_of(NUMBERS, STRINGS, st.sampled_from(["null", "true", "false"]))
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3).map(lambda xs: "[" + ",".join(xs) + "]"),
+        st.lists(st.tuples(STRINGS, inner), max_size=3).map(
+            lambda kv: "{" + ",".join(f"{k}:{v}" for k, v in kv) + "}"
+        ),
+    ),
+    max_leaves=6,
+)
+PHASES = st.sampled_from(['"X"', '"s"', '"f"', '"t"', '"i"', '"I"', '"M"', '"B"', '""', "null", "1"])
+ARG_KEYS = [
+    "correlation", "External id", "external id", "device", "stream", "bytes", "Python id",
+    "Python parent id", "Input Dims", "Input type", "Concrete Inputs", "Call stack", "Addr", "Bytes",
+    "Total Allocated", "Total Reserved", "Device Type", "Device Id", "name", "Sequence number",
+]  # fmt: skip
+EVENT_KEYS = ["cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "s", "cname"]
+SPACE = st.sampled_from(["", "", " ", "\n  ", "\t"])
+
+
+def _member(key: st.SearchStrategy, value: st.SearchStrategy) -> st.SearchStrategy:
+    return st.tuples(SPACE, key, value).map(lambda t: f'{t[0]}"{t[1]}"{t[0]}:{t[0]}{t[2]}')
+
+
+ARGS = st.lists(
+    _member(st.sampled_from([*ARG_KEYS, "p\\u0068"]), st.one_of(SCALARS, VALUES)), max_size=5
+).map(lambda ms: "{" + ",".join(ms) + "}")
+EVENT = st.tuples(
+    SPACE,
+    PHASES,
+    st.lists(
+        _member(st.sampled_from([*EVENT_KEYS, "ph", "p\\u0068"]), st.one_of(SCALARS, VALUES)), max_size=6
+    ),
+    st.one_of(st.none(), ARGS, st.sampled_from(["null", "[]", '"x"'])),
+    st.sampled_from(["", "", "", '"name":"[memory]",']),
+).map(
+    lambda t: (
+        t[0]
+        + "{"
+        + t[4]
+        + ",".join([f'"ph":{t[1]}', *t[2], *([f'"args":{t[3]}'] if t[3] is not None else [])])
+        + "}"
+    )
+)
+# what real traces hold: the scanner must take these itself
+PLAIN = st.tuples(
+    st.sampled_from(["X", "s", "f", "i", "M"]),
+    st.text(st.characters(codec="utf-8"), max_size=10),
+    st.integers(0, 2**40),
+    st.integers(0, 4611686018427386),
+    st.integers(0, 999),
+).map(
+    lambda t: json.dumps(
+        {
+            "ph": t[0],
+            "name": t[1],
+            "pid": t[2],
+            "tid": str(t[2]),
+            "ts": float(f"{t[3] % 2**42}.{t[4]:03d}") if t[4] % 2 else t[3],
+            "dur": t[4],
+            "args": {"External id": t[2], "Input Dims": [[t[4]]], "device": 0},
+        },
+        ensure_ascii=t[4] % 3 == 0,
+    )
+)
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _write(tmp_path: Path, events: list[str], bare: bool) -> Path:
+    body = "[" + ",".join(events) + "]"
+    text = body if bare else '{"traceEvents":' + body + ',"schemaVersion":1}'
+    path = tmp_path / "case.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    return path
+
+
+@needs_build
+@FUZZ
+@given(events=st.lists(EVENT, min_size=1, max_size=8), bare=st.booleans())
+def test_generated_events_read_the_same(tmp_path, events, bare):
+    decoders.same_read(_write(tmp_path, events, bare))
+
+
+@needs_build
+@FUZZ
+@given(events=st.lists(PLAIN, min_size=1, max_size=8))
+def test_plain_events_are_the_scanners(tmp_path, events):
+    raw = decoders.same_read(_write(tmp_path, events, False))
+    assert raw.decoder == compiled.COMPILED
+
+
+TAKEN = [  # the scanner reads these itself
+    '{"ph":"X","name":"a\\u00e9\\ud83d\\ude00\\"","ts":1661203462598738.125,"dur":0}',
+    '{"ph":"X","ts":4611686018427386.999,"args":{"Input Dims":null,"device":"cuda:0","bytes":"7"}}',
+    '{"ph":"i","name":"[memory]","ts":null,"args":{"Bytes":-8,"Addr":999999999999999999}}',
+    '{"ph":"f","id":"9","pid":-1,"tid":"t","bp":null,"cat":null}',
+    '{"ph":"M","name":[1,{"a":[true]}],"args":{"name":1.5}}',
+    '{"ph":"C","args":{"unknown":1e400,"x":"\xff"}}',  # U+00FF, valid
+    "{}",
+]
+BAILED = [  # the scanner leaves these to msgspec, whose result (or error) stands
+    '{"ph":"X","ts":4611686018427387}',  # past the times both int and text paths agree on
+    '{"ph":"X","ts":1.0005}',  # a 4th fraction digit: float and text paths round differently
+    '{"ph":"X","ts":1e3}',
+    '{"ph":"X","ts":"12.5"}',
+    '{"ph":"X","pid":1.0}',
+    '{"ph":"X","args":{"correlation":"3"}}',
+    '{"ph":"X","args":{"Bytes":true}}',
+    '{"ph":"X","args":{"bytes":1.5}}',
+    '{"ph":"X","name":7}',
+    '{"ph":"X","ph":"f"}',
+    '{"p\\u0068":"X"}',
+    '{"ph":"X","name":"\udcff"}',  # invalid UTF-8 (written with surrogateescape)
+    '{"ph":"C","args":{"x":"\udcff"}}',  # msgspec skips it unchecked; the scanner bails
+    '{"ph":"X","name":"\\ud800"}',
+    '{"ph":"X","args":{"name":1e400}}',
+    "[]",
+    '{"ph":"X"},',
+]
+
+
+@needs_build
+@pytest.mark.parametrize("event", TAKEN)
+def test_taken_by_the_scanner(tmp_path, event):
+    got = decoders.same_read(_write(tmp_path, ['{"ph":"X","name":"ok"}', event], False))
+    assert got.decoder == compiled.COMPILED
+
+
+@needs_build
+@pytest.mark.parametrize("event", BAILED)
+def test_left_to_msgspec_reads_the_same(tmp_path, event):
+    got = decoders.same_read(_write(tmp_path, ['{"ph":"X","name":"ok"}', event], False))
+    assert isinstance(got, Exception) or got.decoder != compiled.COMPILED
+
+
+# ---------------------------------------------------------------- the build, the CLI, the fuzzer
+
+
+def test_version_names_the_decoder(monkeypatch):
+    out = subprocess.run(
+        [sys.executable, "-m", "traceview", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert ("decoder: compiled" if decoders.BUILT else "decoder: python") in out
+    env = {**os.environ, compiled.ENV: compiled.PYTHON}
+    out = subprocess.run(
+        [sys.executable, "-m", "traceview", "--version"], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert "decoder: python (msgspec; " in out
+
+
+def test_trace_stats_say_which_decoder_ran():
+    with decoders.decoder(compiled.PYTHON):
+        trace = tv.load(ROOT / "sample_traces" / "naive.json.gz", cache=False)
+    assert trace.stats["decoder"] == compiled.PYTHON
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and "decoder:" in result.output
+
+
+def _wheel(tmp_path: Path, env: dict) -> Path:
+    """A wheel built from a clean copy of the project's files (no build/ folder, no built
+    extension lying in the tree: what a fresh clone holds)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    src = tmp_path / "src"
+    for name in listed:
+        if (ROOT / name).is_file() and not name.startswith(("tests/", "sample_traces/", "docs/")):
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    out = tmp_path / "wheel"
+    pip = [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*pip, "-w", str(out)], check=True, env=env, capture_output=True, cwd=tmp_path)
+    (wheel,) = out.glob("traceview-*.whl")
+    return wheel
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
+def test_builds_without_a_compiler_and_reads_with_msgspec(tmp_path):
+    """``pip install .`` where no C compiler runs: the package builds, without the scanner, and
+    loads traces with msgspec."""
+    env = {
+        **os.environ,
+        "CC": str(tmp_path / "no-such-compiler"),
+        "LDSHARED": str(tmp_path / "no-such-linker"),
+    }
+    wheel = _wheel(tmp_path, env)
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.endswith((".so", ".pyd"))], names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = (
+        "import traceview as tv, traceview.read.compiled as c; assert not c.built(); "
+        f"t = tv.load({str(SAMPLES[0])!r}, cache=False); print(t.stats['decoder'], len(t.events))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert out[0] == compiled.PYTHON and int(out[1]) > 0
+
+
+@pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler here")
+def test_builds_with_a_compiler(tmp_path):
+    wheel = _wheel(tmp_path, dict(os.environ))
+    assert [n for n in zipfile.ZipFile(wheel).namelist() if "_cscan" in n and n.endswith(".so")]
+
+
+def test_fuzz_regressions_replay(tmp_path):
+    """Every input the fuzzer ever crashed on, through the scanner and through both decoders."""
+    cases = sorted((ROOT / "fuzz" / "regressions").glob("*"))
+    for case in cases:
+        text = case.read_bytes()
+        if decoders.BUILT:
+            from traceview.read._cscan import scan
+
+            scan(text, 0, len(text))
+            path = tmp_path / "case.json"
+            path.write_bytes(b'{"traceEvents":[' + text + b"]}")
+            decoders.same_read(path)
+
+
+@pytest.mark.skipif(
+    shutil.which("clang") is None, reason="clang not installed: the scanner is not fuzzed here"
+)
+def test_fuzz_the_scanner_under_sanitizers(tmp_path):
+    """A bounded libFuzzer run under ASan and UBSan (fuzz/run.sh): no crash, no leak, no UB."""
+    seconds = os.environ.get("TRACEVIEW_SCAN_FUZZ_SECONDS", "45")
+    proc = subprocess.run(
+        ["bash", str(ROOT / "fuzz" / "run.sh"), seconds, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "no crash" in proc.stdout

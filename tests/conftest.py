@@ -6,6 +6,8 @@
   font cache) and ``XDG_CACHE_HOME``/``XDG_CONFIG_HOME`` (headless chromium's profile bits):
   the test command leaves ``~/.cache`` and ``~/.config`` alone. Removed at the end of the session.
 * At the end of the run, one line says how many corpus tests were skipped and why.
+* The tests of the reader (``READER_TESTS``) are marked ``reader``: CI runs them a second time
+  with the compiled decoder turned off (``TRACEVIEW_DECODER=python -m reader``, issue 23).
 """
 
 from __future__ import annotations
@@ -17,6 +19,24 @@ import tempfile
 import corpus
 
 _saved: dict = {}
+
+READER_TESTS = {
+    "test_load_quirks.py",
+    "test_bad_input.py",
+    "test_salvage.py",
+    "test_exact_ints.py",
+    "test_corpus_exact.py",
+    "test_not_a_trace.py",
+    "test_limits.py",
+    "test_plausible_input.py",
+    "test_fuzz.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in READER_TESTS:
+            item.add_marker("reader")
 
 
 def pytest_configure(config):

@@ -22,6 +22,13 @@ pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_meth
 CONTROL = CORPUS / "hta" / "trace_diff__control__control.json.gz"
 
 
+@pytest.fixture(autouse=True)
+def msgspec_decoder(monkeypatch):
+    """The fork path belongs to the msgspec decoder: the compiled one (threads) is tested in
+    test_compiled_decoder.py."""
+    monkeypatch.setenv("TRACEVIEW_DECODER", "python")
+
+
 @pytest.fixture
 def forced(monkeypatch):
     """Parallel path on for small texts; records what each parallel attempt returned."""

@@ -20,11 +20,12 @@ static PyObject *uniques(const tv_table *t) {
     if (!out) return NULL;
     for (size_t i = 0; i < t->n; i++) {
         const tv_entry *e = &t->e[i];
-        const char *s = (const char *)t->arena.v + e->off;
+        /* an arena that never held a byte is NULL: no pointer is formed from it then */
+        const char *s = e->len ? (const char *)t->arena.v + e->off : "";
         PyObject *item;
         if (e->kind == TV_KIND_INT) item = PyLong_FromLongLong(e->ival);
-        else if (e->kind == TV_KIND_STR) item = PyUnicode_DecodeUTF8(e->len ? s : "", (Py_ssize_t)e->len, "strict");
-        else item = PyBytes_FromStringAndSize(e->len ? s : "", (Py_ssize_t)e->len);
+        else if (e->kind == TV_KIND_STR) item = PyUnicode_DecodeUTF8(s, (Py_ssize_t)e->len, "strict");
+        else item = PyBytes_FromStringAndSize(s, (Py_ssize_t)e->len);
         if (!item) {
             Py_DECREF(out);
             return NULL;
@@ -122,5 +123,9 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_cscan", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__cscan(void) {
+    if (!tv_check_tables()) {  /* the import fails and the reader uses msgspec */
+        PyErr_SetString(PyExc_ImportError, "traceview.read._cscan: its field tables disagree");
+        return NULL;
+    }
     return PyModule_Create(&module);
 }

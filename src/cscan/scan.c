@@ -12,6 +12,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define MAX_DEPTH 64          /* nesting a skipped value may have (real events: 4-5) */
 #define MAX_ANY_NUMBER 300    /* longest number kept for an Any field (msgspec: out of range) */
@@ -70,6 +73,26 @@ static int fail(cur *c, int err) {
     return 0;
 }
 
+/* a[0:n] == b[0:n] for n <= 16, by a few overlapping word loads (never past either end):
+ * for member names and short values a call to memcmp costs more than the comparison */
+static int eq_short(const uint8_t *a, const uint8_t *b, size_t n) {
+    if (n >= 8) {
+        uint64_t x, y, z, w;
+        memcpy(&x, a, 8), memcpy(&y, b, 8), memcpy(&z, a + n - 8, 8), memcpy(&w, b + n - 8, 8);
+        return x == y && z == w;
+    }
+    if (n >= 4) {
+        uint32_t x, y, z, w;
+        memcpy(&x, a, 4), memcpy(&y, b, 4), memcpy(&z, a + n - 4, 4), memcpy(&w, b + n - 4, 4);
+        return x == y && z == w;
+    }
+    return n == 0 || (a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1]);
+}
+
+static int eq(const uint8_t *a, const uint8_t *b, size_t n) {
+    return n <= 16 ? eq_short(a, b, n) : memcmp(a, b, n) == 0;
+}
+
 /* ---- intern tables ---------------------------------------------------- */
 
 static uint64_t hash_bytes(const uint8_t *s, size_t n, uint64_t seed) {
@@ -104,25 +127,34 @@ static int table_rehash(tv_table *t, size_t nslots) {
     return 1;
 }
 
+/* Whether entry e of t holds (kind, s[0:n] or ival). */
+static int same(const tv_table *t, const tv_entry *e, uint8_t kind, const uint8_t *s, size_t n, int64_t ival) {
+    if (e->kind != kind) return 0;
+    if (kind == TV_KIND_INT) return e->ival == ival;
+    if (e->len != n) return 0;
+    return n == 0 || eq(t->arena.v + e->off, s, n);  /* an empty arena may be NULL: no offset from it */
+}
+
 /* The code of (kind, bytes or int) in ``t``, adding it if new; -1 when out of memory. */
 static int32_t intern(tv_table *t, uint8_t kind, const uint8_t *s, size_t n, int64_t ival) {
+    if (t->last && same(t, &t->e[t->last - 1], kind, s, n, ival)) return (int32_t)(t->last - 1);
     uint64_t h = kind == TV_KIND_INT ? hash_bytes((const uint8_t *)&ival, 8, 1) : hash_bytes(s, n, kind);
     if ((t->n + 1) * 2 > t->nslots) {
         if (t->n >= INT32_MAX / 2 || !table_rehash(t, t->nslots ? t->nslots * 2 : 64)) return -1;
     }
     size_t at = h & (t->nslots - 1);
     for (int32_t i; (i = t->slots[at]) >= 0; at = (at + 1) & (t->nslots - 1)) {
-        const tv_entry *e = &t->e[i];
-        if (e->hash != h || e->kind != kind) continue;
-        if (kind == TV_KIND_INT ? e->ival == ival
-                                : e->len == n && (n == 0 || memcmp(t->arena.v + e->off, s, n) == 0))
+        if (t->e[i].hash == h && same(t, &t->e[i], kind, s, n, ival)) {
+            t->last = (size_t)i + 1;
             return i;
+        }
     }
     tv_entry e = {h, ival, t->arena.n, n, kind};
     if (kind != TV_KIND_INT && !append(&t->arena, s, n)) return -1;
     if (!grow((void **)&t->e, &t->cap, t->n + 1, sizeof *t->e)) return -1;
     t->e[t->n] = e;
     t->slots[at] = (int32_t)t->n;
+    t->last = t->n + 1;
     return (int32_t)t->n++;
 }
 
@@ -217,11 +249,31 @@ static const uint8_t *unescape(cur *c, const uint8_t *p) {
     return append(&c->scratch, &b, 1) ? p + 2 : (fail(c, TV_NOMEM), NULL);
 }
 
+/* The first byte at or after p that ends a run of plain string text: '"', '\\', a control
+ * character or a non-ASCII byte (end when there is none). 16 bytes at a time where SSE2 is. */
+static const uint8_t *plain_run(const uint8_t *p, const uint8_t *end) {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)p);
+        /* signed compare: bytes >= 0x80 are negative, so "< 0x20" also finds non-ASCII */
+        __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, slash)),
+                                   _mm_cmplt_epi8(x, space));
+        int mask = _mm_movemask_epi8(hit);
+        if (mask) return p + __builtin_ctz((unsigned)mask);
+        p += 16;
+    }
+#endif
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20 && *p < 0x80) p++;
+    return p;
+}
+
 /* The string at c->p ('"') into *v (kind V_STR); 0 on a bail. Text without escapes stays
  * where it is; with escapes it is decoded into the scratch buffer. */
 static int parse_string(cur *c, val *v) {
     const uint8_t *p = c->p + 1, *end = c->end, *start = p;
     for (;;) {
+        p = plain_run(p, end);
         if (p >= end) return fail(c, TV_BAIL);
         uint8_t ch = *p;
         if (ch == '"') {
@@ -266,30 +318,55 @@ static const uint8_t *str_bytes(const cur *c, const val *v) {
     return v->in_scratch ? c->scratch.v + v->soff : v->sp;
 }
 
+/* The value of 8 ASCII digits at p, or -1 if they are not all digits (SWAR, little-endian). */
+static int64_t eight_digits(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t lo = w - 0x3030303030303030ULL, hi = w + 0x4646464646464646ULL;
+    if ((lo | hi) & 0x8080808080808080ULL) return -1;  /* a byte below '0' or above '9' */
+    lo = lo * 10 + (lo >> 8);
+    lo = (((lo & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+          (((lo >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+    return (int64_t)lo;
+#else
+    (void)p;
+    return -1;
+#endif
+}
+
 typedef struct {
     int neg, has_exp;
     const uint8_t *ip, *fp;  /* integer and fraction digits */
     size_t in, fn, len;
+    int64_t whole, frac;     /* their values, where in <= MAX_INT_DIGITS and fn <= 3 */
 } num;
 
-/* A JSON number at p: its parts, and the position after it; NULL if it is not one. */
+/* A JSON number at p: its parts, and the position after it; NULL if it is not one. The
+ * values of short digit runs are taken in the same pass (most numbers are ids and times). */
 static const uint8_t *scan_number(const uint8_t *p, const uint8_t *end, num *m) {
     const uint8_t *s = p;
-    m->neg = 0, m->has_exp = 0, m->fn = 0;
+    uint64_t v = 0;  /* unsigned: past 19 digits it wraps (defined), and is not used */
+    m->neg = 0, m->has_exp = 0, m->fn = 0, m->frac = 0;
     if (p < end && *p == '-') m->neg = 1, p++;
     if (p >= end) return NULL;
     m->ip = p;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9')
-        while (p < end && *p >= '0' && *p <= '9') p++;
-    else
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        for (int64_t d; end - p >= 8 && (d = eight_digits(p)) >= 0; p += 8) v = v * 100000000u + (uint64_t)d;
+        for (; p < end && *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
+    } else {
         return NULL;
+    }
     m->in = (size_t)(p - m->ip);
+    m->whole = m->in <= MAX_INT_DIGITS ? (int64_t)v : 0;
     m->fp = p;
     if (p < end && *p == '.') {
         m->fp = ++p;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        for (v = 0; p < end && *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
         m->fn = (size_t)(p - m->fp);
+        m->frac = m->fn <= 3 ? (int64_t)v : 0;
         if (!m->fn) return NULL;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -304,29 +381,20 @@ static const uint8_t *scan_number(const uint8_t *p, const uint8_t *end, num *m) 
     return p;
 }
 
-static int64_t digits(const uint8_t *p, size_t n) {
-    int64_t v = 0;
-    for (size_t k = 0; k < n; k++) v = v * 10 + (p[k] - '0');
-    return v;
-}
-
 /* An int token that surely fits int64 (no fraction, no exponent, at most MAX_INT_DIGITS digits). */
 static int num_int(const num *m, int64_t *out) {
     if (m->fn || m->has_exp || m->in > MAX_INT_DIGITS) return 0;
-    int64_t v = digits(m->ip, m->in);
-    *out = m->neg ? -v : v;
+    *out = m->neg ? -m->whole : m->whole;
     return 1;
 }
 
 /* Microseconds -> exact nanoseconds, for the tokens every path of times_ns converts alike
  * (at most 3 fraction digits, no exponent, below TIME_LIMIT_US). */
 static int num_ns(const num *m, int64_t *out) {
-    if (m->has_exp || m->fn > 3 || m->in > MAX_TIME_DIGITS) return 0;
-    int64_t whole = digits(m->ip, m->in);
-    if (whole >= TIME_LIMIT_US) return 0;
-    int64_t frac = digits(m->fp, m->fn);
+    if (m->has_exp || m->fn > 3 || m->in > MAX_TIME_DIGITS || m->whole >= TIME_LIMIT_US) return 0;
+    int64_t frac = m->frac;
     for (size_t k = m->fn; k < 3; k++) frac *= 10;
-    int64_t v = whole * 1000 + frac;
+    int64_t v = m->whole * 1000 + frac;
     *out = m->neg ? -v : v;
     return 1;
 }
@@ -478,35 +546,82 @@ static int get_value(cur *c, val *v, int rule) {
 /* ---- events ----------------------------------------------------------- */
 
 enum { K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ID, K_BP, K_ARGS, N_KEYS };
-static const char *const KEYS[N_KEYS] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args"};
-static const int KEY_RULE[N_KEYS] = {R_STR, R_STR_NULL, R_NAME, R_INT_STR_NULL, R_INT_STR_NULL,
-                                     R_TIME, R_TIME, R_INT_STR_NULL, R_STR_NULL, -1};
-
 #define N_ARGS (TV_X_INTS + 4 + TV_M_INTS + 1)
-static const char *const ARG_KEYS[N_ARGS] = {
-    "correlation", "External id", "external id", "device", "stream", "bytes", "Python id",
-    "Python parent id", "Input Dims", "Input type", "Concrete Inputs", "Call stack", "Addr", "Bytes",
-    "Total Allocated", "Total Reserved", "Device Type", "Device Id", "name"};
-static const int ARG_RULE[N_ARGS] = {
-    R_INT_NULL, R_INT_NULL, R_INT_NULL, R_INT_STR_NULL, R_INT_STR_NULL, R_ANY_INT, R_ANY_INT,
-    R_ANY_INT, R_RAW, R_RAW, R_RAW, R_RAW, R_ANY_INT, R_ANY_INT, R_ANY_INT, R_ANY_INT, R_ANY_INT,
-    R_ANY_INT, R_NAME};
+
+/* a member name, its length and its rule (-1: the args object) */
+typedef struct {
+    const char *s;
+    size_t n;
+    int rule;
+} key;
+#define KEY(text, rule) {text, sizeof(text) - 1, rule}
+
+/* the fields of events.py's Event, in the K_ order */
+static const key EVENT_KEYS[N_KEYS] = {
+    KEY("ph", R_STR), KEY("cat", R_STR_NULL), KEY("name", R_NAME), KEY("pid", R_INT_STR_NULL),
+    KEY("tid", R_INT_STR_NULL), KEY("ts", R_TIME), KEY("dur", R_TIME), KEY("id", R_INT_STR_NULL),
+    KEY("bp", R_STR_NULL), KEY("args", -1)};
+
+/* the fields of events.py's Args: TV_X_INTS int args, the 4 raw-text args, TV_M_INTS [memory]
+ * args, and name (decoded as Any, unused) */
+static const key ARG_KEYS[N_ARGS] = {
+    KEY("correlation", R_INT_NULL), KEY("External id", R_INT_NULL), KEY("external id", R_INT_NULL),
+    KEY("device", R_INT_STR_NULL), KEY("stream", R_INT_STR_NULL), KEY("bytes", R_ANY_INT),
+    KEY("Python id", R_ANY_INT), KEY("Python parent id", R_ANY_INT),
+    KEY("Input Dims", R_RAW), KEY("Input type", R_RAW), KEY("Concrete Inputs", R_RAW), KEY("Call stack", R_RAW),
+    KEY("Addr", R_ANY_INT), KEY("Bytes", R_ANY_INT), KEY("Total Allocated", R_ANY_INT),
+    KEY("Total Reserved", R_ANY_INT), KEY("Device Type", R_ANY_INT), KEY("Device Id", R_ANY_INT),
+    KEY("name", R_NAME)};
 
 typedef struct {
     val f[N_KEYS];
     val a[N_ARGS];
 } event;
 
-static int find_key(const char *const *keys, int n, const uint8_t *s, size_t len) {
-    for (int k = 0; k < n; k++)
-        if (strlen(keys[k]) == len && memcmp(keys[k], s, len) == 0) return k;
+/* Per name length (0-16, the longest being "Python parent id"), the indices of the names of
+ * that length, -1 after the last: most member names of a real event's args are none of ours,
+ * and one look at their length rejects most of them. tv_check_tables() checks these rows
+ * against the names (the module refuses to load, and the fuzzer to run, if they disagree). */
+static const int8_t EVENT_BY_LEN[17][5] = {
+    {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {0, 5, 7, 8, -1}, {1, 3, 4, 6, -1},
+    {2, 9, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1}};
+static const int8_t ARG_BY_LEN[17][5] = {
+    {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1},
+    {12, 18, -1, -1, -1}, {5, 13, -1, -1, -1}, {3, 4, -1, -1, -1}, {-1, -1, -1, -1, -1},
+    {-1, -1, -1, -1, -1}, {6, 17, -1, -1, -1}, {8, 9, 11, -1, -1}, {0, 1, 2, 16, -1},
+    {-1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1}, {15, -1, -1, -1, -1}, {10, 14, -1, -1, -1},
+    {7, -1, -1, -1, -1}};
+
+static int find_key(const key *keys, const int8_t (*by_len)[5], const uint8_t *s, size_t len) {
+    if (len > 16) return -1;
+    for (const int8_t *k = by_len[len]; *k >= 0; k++)
+        if (eq_short((const uint8_t *)keys[*k].s, s, len)) return *k;
     return -1;
 }
 
-/* The members of the object at c->p into vals by their key (keys/rules), unknown ones
- * skipped. ``nested``: the args object, whose own members are fields; 0: an event. */
-static int parse_object(cur *c, val *vals, const char *const *keys, const int *rules, int nkeys,
-                        event *ev) {
+static int check_rows(const key *keys, int n, const int8_t (*by_len)[5]) {
+    for (int k = 0; k < n; k++) {
+        int found = 0;
+        if (keys[k].n > 16) return 0;
+        for (const int8_t *i = by_len[keys[k].n]; *i >= 0; i++) found += *i == k;
+        if (found != 1) return 0;
+    }
+    for (int len = 0; len <= 16; len++)
+        for (const int8_t *i = by_len[len]; *i >= 0; i++)
+            if (*i >= n || keys[*i].n != (size_t)len) return 0;
+    return 1;
+}
+
+int tv_check_tables(void) {
+    return check_rows(EVENT_KEYS, N_KEYS, EVENT_BY_LEN) && check_rows(ARG_KEYS, N_ARGS, ARG_BY_LEN);
+}
+
+/* The members of the object at c->p into vals by their key, unknown ones skipped; the args
+ * member of an event goes into ev->a. */
+static int parse_object(cur *c, val *vals, const key *keys, const int8_t (*by_len)[5], event *ev) {
     uint32_t seen = 0;
     const uint8_t *end = c->end;
     c->p = ws(c->p + 1, end);
@@ -521,16 +636,16 @@ static int parse_object(cur *c, val *vals, const char *const *keys, const int *r
         c->p = ws(c->p, end);
         if (c->p >= end || *c->p != ':') return fail(c, TV_BAIL);
         c->p = ws(c->p + 1, end);
-        int idx = find_key(keys, nkeys, k.sp, k.sn);
+        int idx = find_key(keys, by_len, k.sp, k.sn);
         if (idx < 0) {
             if (!skip_value(c, 0)) return 0;
         } else {
             if (seen & (1u << idx)) return fail(c, TV_BAIL);  /* duplicate: msgspec keeps the last */
             seen |= 1u << idx;
-            if (rules[idx] >= 0) {
-                if (!get_value(c, &vals[idx], rules[idx])) return 0;
+            if (keys[idx].rule >= 0) {
+                if (!get_value(c, &vals[idx], keys[idx].rule)) return 0;
             } else if (c->p < end && *c->p == '{') {  /* args */
-                if (!parse_object(c, ev->a, ARG_KEYS, ARG_RULE, N_ARGS, ev)) return 0;
+                if (!parse_object(c, ev->a, ARG_KEYS, ARG_BY_LEN, ev)) return 0;
             } else if (is_null(c)) {
                 c->p += 4;
             } else {
@@ -667,7 +782,7 @@ int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
         }
         memset(&ev, 0, sizeof ev);
         c.scratch.n = 0;
-        if (!parse_object(&c, ev.f, KEYS, KEY_RULE, N_KEYS, &ev) || !emit(&c, out, &ev)) break;
+        if (!parse_object(&c, ev.f, EVENT_KEYS, EVENT_BY_LEN, &ev) || !emit(&c, out, &ev)) break;
         c.p = ws(c.p, c.end);
         if (c.p >= c.end) break;
         if (*c.p != ',') {

@@ -52,6 +52,7 @@ typedef struct {
     int32_t *slots;    /* open addressing: entry index, -1 empty */
     size_t nslots;
     tv_u8 arena;
+    size_t last;       /* 1 + the entry found last (0: none): consecutive events often repeat it */
 } tv_table;
 
 typedef struct {
@@ -78,6 +79,8 @@ typedef struct {
  * tv_result_free whatever the result. */
 int tv_scan(const uint8_t *p, size_t n, tv_result *out);
 void tv_result_init(tv_result *out);
+/* 1 when the scanner's lookup tables agree with its field names (checked once at load) */
+int tv_check_tables(void);
 void tv_result_free(tv_result *out);
 
 #endif

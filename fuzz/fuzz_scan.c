@@ -23,6 +23,7 @@ static void check_codes(const tv_i32 *codes, size_t rows, const tv_table *t) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    CHECK(tv_check_tables());
     /* a copy of exactly `size` bytes, so that ASan catches any read past the end */
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;

@@ -1,37 +1,59 @@
-"""traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames."""
+"""traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames.
 
-from . import render  # noqa: F401  (registers how a Report prints and shows in a notebook)
+``import traceview`` loads only what :func:`load` needs; the commands (``tv.summary``, ...),
+``tv.Selection`` and the ``api``/``render``/``analyses`` modules are imported the first time
+one of them is asked for (PEP 562 ``__getattr__``, issue 23): a script that only loads traces
+does not pay for the analyses and renderers. A Report finds its renderer when it is shown
+(``report.DISPLAY``), so nothing has to be imported for that here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
+# (``from traceview.report import Report``), and ``tv.Report`` is its class. The module is
+# imported here, once, and its name dropped, so that ``tv.report`` reaches ``__getattr__``
+# (the function) even when ``traceview.report`` is imported before it is asked for: an
+# import only sets the package attribute the first time the module loads.
+from . import report
 from ._version import __version__
-from .api import (
-    LoadOptions,
-    Report,
-    Selection,
-    annotate,
-    assert_check,
-    check,
-    compare,
-    compare_runs,
-    diff,
-    diff_runs,
-    exposed,
-    hta,
-    kernels,
-    load_run,
-    memory,
-    ranks,
-    report,
-    roofline,
-    summary,
-    summary_run,
-    timeline,
-)
 from .classify import classify
 from .errors import CheckRuleError, NotATraceError, RuleError, TraceReadError, TraceviewError
 from .load import load
 from .model import Trace
+from .options import LoadOptions
+from .report import Report
 
-# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
-# (``from traceview.report import Report``), and ``tv.Report`` is its class.
+del report
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time ``__getattr__`` imports these
+    from . import analyses as analyses
+    from . import api as api
+    from . import render as render
+    from .api import (
+        Selection,
+        annotate,
+        assert_check,
+        check,
+        compare,
+        compare_runs,
+        diff,
+        diff_runs,
+        exposed,
+        hta,
+        kernels,
+        load_run,
+        memory,
+        ranks,
+        report,
+        roofline,
+        summary,
+        summary_run,
+        timeline,
+    )
+
 __all__ = [
     "CheckRuleError",
     "LoadOptions",
@@ -64,3 +86,25 @@ __all__ = [
     "summary_run",
     "timeline",
 ]
+
+#: the names ``__getattr__`` supplies: those of ``__all__`` defined by ``api`` (functions, Selection)
+_FROM_API = frozenset(__all__) - set(globals())
+#: modules ``import traceview`` used to import and scripts reach as attributes (``tv.api.breakdown``)
+_MODULES = ("analyses", "api", "render")
+
+
+def __getattr__(name: str) -> Any:
+    """The commands and the heavier modules, imported on first use. Both ``api`` and ``render``
+    are imported, so that after it the package holds what an eager ``import traceview`` held."""
+    if name not in _FROM_API and name not in _MODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # import_module, not ``from . import``: that asks this package for the names first (hasattr),
+    # which would come back here
+    mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
+    found = {n: getattr(mods["api"], n) for n in _FROM_API} | mods
+    globals().update(found)  # later look-ups are plain attributes, not calls of this hook
+    return found[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_MODULES))

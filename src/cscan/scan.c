@@ -161,6 +161,7 @@ static int32_t intern(tv_table *t, uint8_t kind, const uint8_t *s, size_t n, int
 /* ---- lexing ----------------------------------------------------------- */
 
 static const uint8_t *ws(const uint8_t *p, const uint8_t *end) {
+    if (p < end && *p > ' ') return p;  /* the usual case: no whitespace at all */
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
     return p;
 }

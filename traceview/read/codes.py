@@ -53,12 +53,15 @@ class IntColumn:
 
 
 class Factorizer:
-    """Factorizes a column part by part against one growing table of distinct values,
-    so that the codes of every part index the same ``uniques``."""
+    """Factorizes a column part by part against one table of distinct values, so that the
+    codes of every part index the same ``uniques``, in order of first appearance.
+
+    The parts are kept until ``finish``, which merges their tables with one hash pass over
+    all their distinct values (``pd.factorize``; its equality is Python's: 1, 1.0 and True
+    are one value, as in a dict), instead of a Python loop per distinct value per part."""
 
     def __init__(self, empty_is_missing: bool = False):
-        self.index: dict = {}
-        self.parts: list = []
+        self.parts: list[tuple[np.ndarray, list]] = []
         self.empty_is_missing = empty_is_missing  # b"" (no Input Dims) is "missing", not a value
 
     def add(self, values: list) -> None:
@@ -66,22 +69,32 @@ class Factorizer:
         if not values:
             return
         codes, uniques = _factorize(values)
-        index, skip = self.index, self.empty_is_missing
-        glob = np.array(
-            [-1 if skip and not len(u) else index.setdefault(u, len(index)) for u in uniques] + [-1],
-            dtype=np.int64,
-        )
-        self.parts.append(glob[codes])  # code -1 picks the trailing -1
+        if self.empty_is_missing and any(not len(u) for u in uniques):
+            keep = np.array([len(u) > 0 for u in uniques] + [False])
+            remap = np.where(keep, np.cumsum(keep) - 1, -1)  # index -1 (missing) picks the False
+            codes, uniques = remap[codes], [u for u in uniques if len(u)]
+        self.parts.append((codes, uniques))
 
     def add_codes(self, part: Codes) -> None:
         """Append another factorizer's finished part: the same as having ``add``-ed its values here."""
-        index = self.index
-        glob = np.array([index.setdefault(u, len(index)) for u in part.uniques] + [-1], dtype=np.int64)
-        self.parts.append(glob[part.codes])  # code -1 picks the trailing -1
+        self.parts.append((part.codes, part.uniques))
 
     def finish(self) -> Codes:
-        codes = np.concatenate(self.parts) if self.parts else np.empty(0, dtype=np.int64)
-        return Codes(codes, list(self.index))
+        if not self.parts:
+            return Codes(np.empty(0, dtype=np.int64), [])
+        if len(self.parts) == 1:
+            codes, uniques = self.parts[0]
+            return Codes(codes.astype(np.int64), list(uniques))
+        import pandas as pd
+
+        every = [u for _, part in self.parts for u in part]
+        glob, uniques = pd.factorize(np.fromiter(every, dtype=object, count=len(every)), use_na_sentinel=True)
+        out, at = [], 0
+        for codes, part in self.parts:
+            remap = np.append(glob[at : at + len(part)], -1).astype(np.int64)  # code -1 picks the -1
+            out.append(remap[codes])
+            at += len(part)
+        return Codes(np.concatenate(out), list(uniques))
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

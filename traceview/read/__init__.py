@@ -76,8 +76,10 @@ def read(
     del text
     meta, events_raw = split_document(data, path)
     del data  # events_raw keeps the text alive only until the columns are built
-    decoded = event_columns(events_raw, path)
+    held = [events_raw]  # handed over: the compiled decoder frees the text before joining columns
     del events_raw
+    decoded = event_columns(held, path)
+    del held
     _check_is_trace(decoded, path)
     if decoded.dropped:
         warnings.append(f"{path}: skipped {decoded.dropped} malformed event(s)")
@@ -92,15 +94,18 @@ def read(
     )
 
 
-def event_columns(events_raw, path: str) -> EventColumns:
-    """The events' columns: from the compiled decoder where it is built, else from msgspec
-    (the parallel decoder where it pays, else the serial one)."""
+def event_columns(held: list, path: str) -> EventColumns:
+    """The columns of the events text ``held[0]``: from the compiled decoder where it is built
+    (it empties ``held`` once the text is scanned, so the text is freed before the columns are
+    joined: a lower peak of memory), else from msgspec (the parallel decoder where it pays,
+    else the serial one)."""
     with columns.gc_paused():
         if compiled.available():
-            got = compiled.event_columns(events_raw, path)
+            got = compiled.event_columns(held, path)
             if got is compiled.RECHECK:
-                return columns.event_columns(events_raw, path, checked=True)
+                return columns.event_columns(held[0], path, checked=True)
             return got
+        events_raw = held[0]
         got = parallel.event_columns(events_raw, path)  # looked up at call time: tests replace it
         if got is parallel.RECHECK:
             return columns.event_columns(events_raw, path, checked=True)

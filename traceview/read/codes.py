@@ -83,18 +83,20 @@ class Factorizer:
         if not self.parts:
             return Codes(np.empty(0, dtype=np.int64), [])
         if len(self.parts) == 1:
-            codes, uniques = self.parts[0]
-            return Codes(codes.astype(np.int64), list(uniques))
+            codes, one = self.parts[0]
+            return Codes(codes.astype(np.int64), list(one))
         import pandas as pd
 
         every = [u for _, part in self.parts for u in part]
         glob, uniques = pd.factorize(np.fromiter(every, dtype=object, count=len(every)), use_na_sentinel=True)
-        out, at = [], 0
-        for codes, part in self.parts:
-            remap = np.append(glob[at : at + len(part)], -1).astype(np.int64)  # code -1 picks the -1
-            out.append(remap[codes])
-            at += len(part)
-        return Codes(np.concatenate(out), list(uniques))
+        out = np.empty(sum(len(codes) for codes, _ in self.parts), dtype=np.int64)
+        at, base = 0, 0
+        while self.parts:  # each part's codes freed once mapped: the peak is the result and one part
+            codes, part = self.parts.pop(0)
+            remap = np.append(glob[base : base + len(part)], -1).astype(np.int64)  # code -1 picks the -1
+            out[at : at + len(codes)] = remap[codes]
+            at, base = at + len(codes), base + len(part)
+        return Codes(out, list(uniques))
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

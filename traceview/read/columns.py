@@ -187,13 +187,30 @@ class ColumnBuilder:
 
 
 def join_parts(parts: dict) -> dict:
-    """Each key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one."""
+    """Each key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one. The lists
+    are emptied as they are joined, so each chunk's array is freed once copied."""
     out: dict[str, np.ndarray | IntColumn] = {}
     for key, got in parts.items():
         if key.startswith("arg_"):
-            out[key] = IntColumn.concat(got)
+            values, masks = [p.values for p in got], [p.mask for p in got]
+            got.clear()
+            out[key] = IntColumn(drain(values, np.int64), drain(masks, np.bool_))
         else:
-            out[key] = np.concatenate(got) if got else np.empty(0, dtype=np.int64)
+            out[key] = drain(got, np.int64)
+    return out
+
+
+def drain(arrays: list, empty_dtype) -> np.ndarray:
+    """``np.concatenate(arrays)``, emptying the list as it copies: a part is freed once copied
+    (where nothing else holds it), so the peak is the result and one part, not twice the data."""
+    if not arrays:
+        return np.empty(0, dtype=empty_dtype)
+    out = np.empty(sum(map(len, arrays)), dtype=np.result_type(*arrays))
+    at = 0
+    while arrays:
+        part = arrays.pop(0)
+        out[at : at + len(part)] = part
+        at += len(part)
     return out
 
 

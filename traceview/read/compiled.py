@@ -24,7 +24,7 @@ from ..errors import TraceReadError
 from . import chunks
 from .chunks import chunk_bounds, cut
 from .codes import Codes, IntColumn
-from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, decode_chunk
+from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, EventColumns, decode_chunk
 from .events import MEMORY_ARGS, TEXT_ARGS
 
 try:
@@ -60,9 +60,20 @@ def describe() -> str:
     return f"decoder: {PYTHON} (msgspec; {why})"
 
 
-def event_columns(events_raw, path: str):
-    """The events' columns: ``EventColumns`` (its ``decoder`` says how many chunks msgspec
-    took), or ``RECHECK`` when a chunk is not valid JSON."""
+def event_columns(held: list, path: str):
+    """The columns of the events text ``held[0]``: ``EventColumns`` (its ``decoder`` says how
+    many chunks msgspec took), or ``RECHECK`` when a chunk is not valid JSON (``held`` kept).
+    Once every chunk is scanned ``held`` is emptied, so that the text can be freed before the
+    chunks' columns are joined: the peak holds the text or the joined columns, not both."""
+    parts = _scan_chunks(held[0], path)
+    if parts is RECHECK:
+        return RECHECK
+    held.clear()
+    return _merge(parts)
+
+
+def _scan_chunks(events_raw, path: str):
+    """Every chunk's (part, by the scanner?), in order; RECHECK if msgspec refused one."""
     n = len(events_raw)
     bounds = (
         chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
@@ -73,20 +84,18 @@ def event_columns(events_raw, path: str):
         return _chunk(events_raw, bound, path)
 
     if threads <= 1:
-        parts = map(one, bounds)
-        return _merge(parts, len(bounds))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return _merge(pool.map(one, bounds), len(bounds))
+        parts = list(map(one, bounds))
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            parts = list(pool.map(one, bounds))
+    return RECHECK if any(part is None for part, _ in parts) else parts
 
 
-def _merge(parts, n_chunks: int):
+def _merge(parts: list) -> EventColumns:
     builder = ColumnBuilder()
-    fallback = 0
-    for part, by_c in parts:
-        if part is None:
-            return RECHECK
-        fallback += not by_c
-        builder.add(part)
+    n_chunks, fallback = len(parts), sum(not by_c for _, by_c in parts)
+    while parts:  # each part dropped once added: the builder holds its arrays, nothing else does
+        builder.add(parts.pop(0)[0])
     got = builder.finish()
     got.decoder = COMPILED if not fallback else f"{COMPILED} ({fallback} of {n_chunks} chunks by msgspec)"
     return got

@@ -72,6 +72,9 @@ class Trace:
     steps: pd.DataFrame
     meta: dict
     warnings: list = field(default_factory=list)
+    #: how the trace was read: ``n_events``, ``json_bytes`` (its JSON text), ``decoder`` (the
+    #: decoder that ran, ``"compiled"`` or ``"python"``: see ``traceview --version``), ``phases``
+    #: (events per phase) and the linkage shares
     stats: dict = field(default_factory=dict)
     #: the ``[memory]`` events (``profile_memory=True``), one row per allocation (bytes > 0) or
     #: free (bytes < 0), in time order; empty when the trace recorded none

@@ -29,8 +29,7 @@ READER_TESTS = {
     "test_not_a_trace.py",
     "test_limits.py",
     "test_plausible_input.py",
-    "test_fuzz.py",
-}
+}  # not test_fuzz.py: each of its cases is read by both decoders already (tests/decoders.py)
 
 
 def pytest_collection_modifyitems(config, items):

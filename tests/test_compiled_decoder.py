@@ -394,7 +394,7 @@ def test_fuzz_regressions_replay(tmp_path):
 )
 def test_fuzz_the_scanner_under_sanitizers(tmp_path):
     """A bounded libFuzzer run under ASan and UBSan (fuzz/run.sh): no crash, no leak, no UB."""
-    seconds = os.environ.get("TRACEVIEW_SCAN_FUZZ_SECONDS", "45")
+    seconds = os.environ.get("TRACEVIEW_SCAN_FUZZ_SECONDS", "30")
     proc = subprocess.run(
         ["bash", str(ROOT / "fuzz" / "run.sh"), seconds, str(tmp_path)],
         capture_output=True,

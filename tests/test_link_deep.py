@@ -13,28 +13,57 @@ import textwrap
 import numpy as np
 import pytest
 
-from traceview.link import ARROW, CHAIN_MAX, _depth, _farthest, _nearest, elision
+from traceview.link import ARROW, CHAIN_MAX, _depth, _farthest, _first_open, _nearest, _subtree_sums, elision
 
 DEPTH = 10_000
 
 
+def _hostile() -> list[dict]:
+    """Op i spans [10i, 20 DEPTH - 10i] us, inside every op before it, and launches one 3 us kernel;
+    an allocation (Addr i) at 20 DEPTH - 10i - 5 lies in op i and no op inside it, after all of
+    them end: finding its op from the last op to start walks DEPTH - 1 - i levels up."""
+    events = []
+    for i in range(DEPTH):
+        span = {"pid": 1, "tid": 1, "ts": 10 * i}
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", **span, "dur": 20 * (DEPTH - i)},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                **span,
+                "dur": 1,
+                "args": {"correlation": i},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "k",
+                "pid": 0,
+                "tid": 7,
+                "ts": 10 * i + 5,
+                "dur": 3,
+                "args": {"correlation": i, "device": 0, "stream": 7},
+            },
+            {
+                "ph": "i",
+                "s": "t",
+                "cat": "cpu_instant_event",
+                "name": "[memory]",
+                "pid": 1,
+                "tid": 1,
+                "ts": 20 * DEPTH - 10 * i - 5,
+                "args": {"Bytes": 16, "Addr": i, "Device Type": 0, "Device Id": -1},
+            },
+        ]
+    return events
+
+
 @pytest.fixture(scope="module")
 def deep(tmp_path_factory):
-    """Load the hostile trace in a fresh interpreter; its peak memory growth and its chains."""
-    folder = tmp_path_factory.mktemp("deep")
-    path = folder / "deep.json"
-    events = [
-        {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": f"aten::op{i % 7}",
-            "pid": 1,
-            "tid": 1,
-            "ts": i,
-            "dur": 2 * (DEPTH - i),
-        }
-        for i in range(DEPTH)
-    ]
+    """Load the hostile trace in a fresh interpreter; its peak memory growth and its op table."""
+    path = tmp_path_factory.mktemp("deep") / "deep.json"
+    events = _hostile()
     path.write_text(json.dumps({"traceEvents": events}))
     script = textwrap.dedent(
         """
@@ -43,21 +72,26 @@ def deep(tmp_path_factory):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         trace = tv.load(sys.argv[1], cache=False)
         grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-        ops = trace.ops.sort_values("ts_ns")
-        print(json.dumps({"grew_kib": grew, "depth": ops["depth"].tolist(),
-                          "chains": ops["chain"].astype(str).tolist()}))
+        ops, mem = trace.ops.sort_values("ts_ns"), trace.memory.sort_values("addr")
+        print(json.dumps({"grew_kib": grew, "chains": ops["chain"].astype(str).tolist(),
+                          **{c: ops[c].tolist() for c in ["depth", "n_kernels", "gpu_ns", "ts_ns"]},
+                          "mem_op_ts": ops["ts_ns"].to_numpy()[mem["op"].to_numpy()].tolist()}))
         """
     )
     run = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stderr
-    return [e["name"] for e in events], json.loads(run.stdout)
+    return [e["name"] for e in events if e["cat"] == "cpu_op"], json.loads(run.stdout)
 
 
 def test_deep_nesting_loads_in_bounded_memory(deep):
     _, out = deep
     assert out["depth"] == list(range(DEPTH))
+    # inclusive kernel counts and time: op i holds the kernels of ops i..DEPTH-1
+    assert out["n_kernels"] == [DEPTH - i for i in range(DEPTH)]
+    assert out["gpu_ns"] == [3000 * (DEPTH - i) for i in range(DEPTH)]
+    assert out["mem_op_ts"] == [10_000 * i for i in range(DEPTH)]  # allocation i is in op i
     assert out["grew_kib"] < 500 * 1024, f"load grew the peak by {out['grew_kib'] // 1024} MiB"
 
 
@@ -104,3 +138,21 @@ def test_pointer_jumping_matches_a_plain_walk(seed):
     assert _farthest(parent, marked).tolist() == far
     assert _depth(parent).tolist() == depth
     assert max(depth) > 100  # deep enough that pointer jumping takes many doublings
+    values = rng.integers(0, 1000, n)
+    sums = [0] * n
+    for start in range(n):  # each value added to its node and every ancestor, one step at a time
+        x = start
+        while x >= 0:
+            sums[x] += int(values[start])
+            x = parent[x]
+    assert _subtree_sums(parent, np.array(depth), values)[0].tolist() == sums
+    # ends in no order along a path (a damaged trace), queries from any node or none
+    end = rng.integers(0, 1000, n)
+    cur = rng.integers(-1, n, 500)
+    ts = rng.integers(0, 1100, 500)
+    want = []
+    for c, t in zip(cur.tolist(), ts.tolist(), strict=True):
+        while c >= 0 and end[c] < t:
+            c = int(parent[c])
+        want.append(c)
+    assert _first_open(cur, ts, parent, end).tolist() == want

@@ -493,18 +493,22 @@ def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> No
     linked = owner >= 0
     ops["n_kernels_self"] = np.bincount(owner[linked], minlength=n).astype(np.int64)
     ops["gpu_ns_self"] = np.bincount(owner[linked], weights=dur[linked], minlength=n).astype(np.int64)
-    total_n = np.zeros(n, dtype=np.int64)
-    total_ns = np.zeros(n, dtype=np.int64)
-    parent = ops["parent"].to_numpy()
-    cur, d = owner[linked], dur[linked]
-    while len(cur):
-        total_n += np.bincount(cur, minlength=n)
-        total_ns += np.bincount(cur, weights=d, minlength=n).astype(np.int64)
-        cur = parent[cur]
-        keep = cur >= 0
-        cur, d = cur[keep], d[keep]
-    ops["n_kernels"] = total_n
-    ops["gpu_ns"] = total_ns
+    ops["n_kernels"], ops["gpu_ns"] = _subtree_sums(
+        ops["parent"].to_numpy(), ops["depth"].to_numpy(), ops["n_kernels_self"], ops["gpu_ns_self"]
+    )
+
+
+def _subtree_sums(parent: np.ndarray, depth: np.ndarray, *values) -> list[np.ndarray]:
+    """Each value summed over the node and all below it: one level at a time from the deepest,
+    each pass touching only that level's nodes, so a deep tree costs its size, not size x depth."""
+    totals = [np.array(v, dtype=np.int64) for v in values]
+    by_level = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[by_level], np.arange(depth.max(initial=0) + 2))
+    for d in range(len(bounds) - 2, 0, -1):
+        rows = by_level[bounds[d] : bounds[d + 1]]
+        for total in totals:  # a level's parents are one level up, never among its rows
+            np.add.at(total, parent[rows], total[rows])
+    return totals
 
 
 # ------------------------------------------------------------------ [memory] event -> op, step
@@ -530,7 +534,7 @@ def link_memory(memory: pd.DataFrame, ops: pd.DataFrame, steps: pd.DataFrame) ->
 
 def _op_at(memory: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     """Per event, the innermost op containing it: the last op on its thread to start at or
-    before it, else that op's nearest ancestor that has not ended yet (one tree level a pass)."""
+    before it, else that op's nearest ancestor that has not ended yet (``_first_open``)."""
     out = np.full(len(memory), -1, dtype=np.int64)
     if not len(memory) or not len(ops):
         return out
@@ -549,15 +553,26 @@ def _op_at(memory: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     ts = memory["ts_ns"].to_numpy()
     pos = _last_at_or_before(key_ops, mcode, ts)
     cur = np.where((pos >= 0) & (mcode >= 0), order[np.clip(pos, 0, None)], -1)
-    parent = ops["parent"].to_numpy()
-    while (open_ := cur >= 0).any():
-        c = cur[open_]
-        inside = end[c] >= ts[open_]
-        idx = np.flatnonzero(open_)
-        out[idx[inside]] = c[inside]
-        cur[idx[inside]] = -1
-        cur[idx[~inside]] = parent[c[~inside]]
-    return out
+    return _first_open(cur, ts, ops["parent"].to_numpy(), end)
+
+
+def _first_open(cur: np.ndarray, ts: np.ndarray, parent: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per query, the first of ``cur`` and its ancestors whose ``end`` is at or after ``ts``, -1 if
+    none. Binary lifting: ``up[k]`` is the 2**k-th ancestor and ``reach[k]`` the latest end among
+    the 2**k nodes from a node up (not including ``up[k]``); a query skips every span of nodes
+    that all end too early, largest first, so a deep tree costs log2(depth) passes."""
+    up, reach = [parent], [end]
+    while (up[-1] >= 0).any():
+        u, r = up[-1], reach[-1]
+        has = u >= 0
+        at = np.clip(u, 0, None)
+        reach.append(np.where(has, np.maximum(r, r[at]), r))
+        up.append(np.where(has, u[at], -1))
+    for u, r in zip(reversed(up), reversed(reach), strict=True):
+        ok = cur >= 0
+        skip = ok & (r[np.clip(cur, 0, None)] < ts)
+        cur = np.where(skip, u[np.clip(cur, 0, None)], cur)
+    return np.where((cur >= 0) & (end[np.clip(cur, 0, None)] >= ts), cur, -1)
 
 
 def _last_at_or_before(key: np.ndarray, group: np.ndarray, ts: np.ndarray) -> np.ndarray:

@@ -54,6 +54,17 @@ def test_real_traces_read_the_same_without_fallback(path):
     assert raw.decoder == compiled.COMPILED  # no chunk left to msgspec
 
 
+FUZZ_CASE_INPUTS = sorted(p for p in (ROOT / "tests" / "fuzz_cases").glob("*/[ab].*"))
+
+
+@needs_build
+@pytest.mark.parametrize("path", FUZZ_CASE_INPUTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_saved_fuzz_cases_read_the_same(path):
+    """Every input the CLI fuzzer ever failed on (tests/fuzz_cases/): both decoders agree."""
+    decoders.same_read(path)
+    decoders.same_read(path, salvage=True)
+
+
 @needs_build
 @pytest.mark.parametrize(
     "name",

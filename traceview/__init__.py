@@ -12,12 +12,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
-# (``from traceview.report import Report``), and ``tv.Report`` is its class. The module is
-# imported here, once, and its name dropped, so that ``tv.report`` reaches ``__getattr__``
-# (the function) even when ``traceview.report`` is imported before it is asked for: an
-# import only sets the package attribute the first time the module loads.
-from . import report
 from ._version import __version__
 from .classify import classify
 from .errors import CheckRuleError, NotATraceError, RuleError, TraceReadError, TraceviewError
@@ -26,7 +20,12 @@ from .model import Trace
 from .options import LoadOptions
 from .report import Report
 
-del report
+# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
+# (``from traceview.report import Report``), and ``tv.Report`` is its class. Importing the
+# module above set the package's ``report`` to it; dropped, ``tv.report`` reaches
+# ``__getattr__`` (the function), also where ``traceview.report`` was imported first: an import
+# sets the package attribute only when the module first loads, which is here.
+del globals()["report"]
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time ``__getattr__`` imports these
     from . import analyses as analyses
@@ -93,18 +92,19 @@ _FROM_API = frozenset(__all__) - set(globals())
 _MODULES = ("analyses", "api", "render")
 
 
-def __getattr__(name: str) -> Any:
-    """The commands and the heavier modules, imported on first use. Both ``api`` and ``render``
-    are imported, so that after it the package holds what an eager ``import traceview`` held."""
-    if name not in _FROM_API and name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # import_module, not ``from . import``: that asks this package for the names first (hasattr),
-    # which would come back here
-    mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
-    found = {n: getattr(mods["api"], n) for n in _FROM_API} | mods
-    globals().update(found)  # later look-ups are plain attributes, not calls of this hook
-    return found[name]
+if not TYPE_CHECKING:  # hidden from type checkers: they see the names above, and a typo stays an error
 
+    def __getattr__(name: str) -> Any:
+        """The commands and the heavier modules, imported on first use. Both ``api`` and ``render``
+        are imported, so that after it the package holds what an eager ``import traceview`` held."""
+        if name not in _FROM_API and name not in _MODULES:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        # import_module, not ``from . import``: that asks this package for the names first (hasattr),
+        # which would come back here
+        mods = {m: importlib.import_module(f"{__name__}.{m}") for m in _MODULES}
+        found = {n: getattr(mods["api"], n) for n in _FROM_API} | mods
+        globals().update(found)  # later look-ups are plain attributes, not calls of this hook
+        return found[name]
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | set(_MODULES))
+    def __dir__() -> list[str]:
+        return sorted(set(globals()) | set(__all__) | set(_MODULES))

@@ -2,16 +2,19 @@
 
 ``read(path)`` opens a trace file (plain or gzip, ``source``), optionally repairs
 a cut one (``salvage``), splits the JSON document into metadata and the raw
-events array (``document``) and decodes the events into columns (``columns``,
-on several cores for large traces: ``parallel``). Everything a user can get wrong
+events array (``document``) and decodes the events into columns: with the compiled
+scanner where it was built (``compiled``, on threads, every core; a chunk it leaves goes
+to msgspec), else with msgspec (``columns``, on several cores for large traces:
+``parallel``). Both give identical columns. Everything a user can get wrong
 raises ``TraceReadError`` with a one-line message; readable JSON that is not a
 profiler trace raises its subclass ``NotATraceError``.
 
 An event that msgspec refuses on its own (a lone surrogate escape, nesting a thousand
 deep) is blanked by ``unfit`` and dropped with a count, not the whole trace.
 
-Imports go one way, with no loop: this package imports its modules; ``parallel``
-uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``,
+Imports go one way, with no loop: this package imports its modules; ``compiled``
+uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes`` and
+``events``; ``parallel`` uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``,
 ``codes`` and ``times``; ``chunks`` and ``events`` use ``document``; ``document``
 uses ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and
 ``source``. No module imports another's private (``_x``) names.

@@ -29,10 +29,16 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .link import _op_at
+from .link import _nearest, _op_at
 from .model import categorical, per_category
 
 SEP = ";"  # joins the frames of a stack, innermost first, as the Call stack arg does
+#: frames a python_function stack shows in full; the deepest stack in the 48 corpus traces and the
+#: sample traces has 45 frames, so only hostile nesting reaches this. Longer stacks are elided
+#: (``_elided_stacks``), which keeps their text, and the levels walked, bounded. Not more: each
+#: level below it builds its stacks' text whole (a tree of distinct deep paths costs STACK_MAX**2
+#: per path), and a longer stack still shows its 64 innermost frames, where the user's line lies.
+STACK_MAX = 128
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$", re.S)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method x of Tensor object at 0x7f..>": per object
 _INSTANCE = re.compile(r"_\d+$")
@@ -52,14 +58,13 @@ def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> pd.Ca
     texts: list[str] = list(own.categories) if isinstance(own, pd.Categorical) else []
     code = np.array(own.codes, dtype=np.int64) if isinstance(own, pd.Categorical) else own.astype(np.int64)
     need = code < 0
-    if need.any():
-        frame_code, frame_texts = _frame_stacks(events)
-        if len(frame_texts):
-            at = _op_at(ops.iloc[np.flatnonzero(need)][["pid", "tid", "ts_ns"]], _frames(events, frame_code))
-            found = np.where(at >= 0, frame_code[np.clip(at, 0, None)], -1)
-            code[need] = np.where(found >= 0, found + len(texts), -1)
-            texts += frame_texts
-    code = _inherit(code, ops["parent"].to_numpy(), ops["depth"].to_numpy())
+    if need.any() and len(frames := _frames(events)):
+        at = _op_at(ops.iloc[np.flatnonzero(need)][["pid", "tid", "ts_ns"]], frames)
+        frame_code, frame_texts = _frame_stacks(frames, at[at >= 0])
+        found = np.where(at >= 0, frame_code[np.clip(at, 0, None)], -1)
+        code[need] = np.where(found >= 0, found + len(texts), -1)
+        texts += frame_texts
+    code = _inherit(code, ops["parent"].to_numpy())
     # one text may come from two chains (C frames between differ, or both kinds of record)
     same, distinct = pd.factorize(np.asarray(texts, dtype=object))
     code = np.where(code >= 0, same[np.clip(code, 0, None)] if len(same) else -1, -1)
@@ -80,17 +85,20 @@ def _decoded(raw) -> pd.Categorical:
     return categorical(per_category(cat, text, None))
 
 
-def _frames(events: pd.DataFrame, frame_code: np.ndarray) -> pd.DataFrame:
-    """The python_function events as spans with their parent (a row of this table, -1: none)."""
-    rows = np.flatnonzero((events["role"] == "python").to_numpy())
-    py = events.iloc[rows]
+def _frames(events: pd.DataFrame) -> pd.DataFrame:
+    """The python_function events as spans with their name, their caller (a row of this table,
+    -1: none, and none where callers loop: see ``_forest``) and their levels below a root."""
+    py = events.iloc[np.flatnonzero((events["role"] == "python").to_numpy())]
+    parent, depth = _forest(_parent_rows(py))
     return pd.DataFrame(
         {
             "pid": py["pid"].array,
             "tid": py["tid"].array,
             "ts_ns": py["ts_ns"].to_numpy(),
             "dur_ns": py["dur_ns"].to_numpy(),
-            "parent": _parent_rows(py),
+            "name": py["name"].array,
+            "parent": parent,
+            "depth": depth,
         }
     )
 
@@ -106,25 +114,23 @@ def _parent_rows(py: pd.DataFrame) -> np.ndarray:
     return lookup.reindex(want).fillna(-1).to_numpy(dtype=np.int64)
 
 
-def _frame_stacks(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """Per python_function event, the code of its stack text (its file frames and its callers'),
-    and the texts. Built one tree level at a time from (caller's stack, own frame) pairs, so
-    each distinct stack's text is made once."""
-    rows = np.flatnonzero((events["role"] == "python").to_numpy())
-    if not len(rows):
-        return np.empty(0, np.int64), []
-    py = events.iloc[rows]
-    parent = _parent_rows(py)
-    names = py["name"].cat.remove_unused_categories()
+def _frame_stacks(frames: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per python_function frame (a row of ``_frames``), the code of its stack text (its frame
+    and its callers'), and the texts. Built one tree level at a time from (caller's stack, own
+    frame) pairs, so each distinct stack's text is made once. Stacks of more than ``STACK_MAX``
+    frames (only a hostile trace nests so deep) are elided by ``_elided_stacks``, and only for
+    the ``wanted`` frames (those an op starts in; the others' code is -1): this bounds the levels
+    walked, the text each stack holds, and the deep stacks made to those ops use."""
+    parent, depth = frames["parent"].to_numpy(), frames["depth"].to_numpy()
+    names = frames["name"].cat.remove_unused_categories()
     labels = np.asarray(
         [_ADDRESS.sub("", str(n)).replace(SEP, ",") for n in names.cat.categories], dtype=object
     )
     name_code = names.cat.codes.to_numpy().astype(np.int64)
-    depth = _depth(parent)
-    code = np.full(len(rows), -1, dtype=np.int64)
+    code = np.full(len(frames), -1, dtype=np.int64)
     texts: list[str] = []
     width = len(labels) + 1
-    for d in np.unique(depth):  # callers come first
+    for d in np.unique(depth[depth < STACK_MAX]):  # callers come first
         at = np.flatnonzero(depth == d)
         above = np.where(parent[at] >= 0, code[np.clip(parent[at], 0, None)], -1)
         pairs, inverse = np.unique((above + 1) * width + name_code[at], return_inverse=True)
@@ -132,30 +138,61 @@ def _frame_stacks(events: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
         for pair in pairs.tolist():
             up, c = divmod(pair, width)
             texts.append(labels[c] if up == 0 else labels[c] + SEP + texts[up - 1])
+    deep = np.intersect1d(np.flatnonzero(depth >= STACK_MAX), wanted)
+    if len(deep):
+        _elided_stacks(deep, code, texts, parent, depth, name_code, labels)
     return code, texts
 
 
-def _depth(parent: np.ndarray) -> np.ndarray:
-    """Levels below a root, following ``parent``; a cycle (a damaged trace) stops at the frame count."""
-    depth = np.zeros(len(parent), dtype=np.int64)
-    cur = parent.copy()
-    for _ in range(len(parent)):
-        if not (active := cur >= 0).any():
+def _elided_stacks(deep, code, texts: list, parent, depth, name_code, labels) -> None:
+    """Number (in ``code``) and write (onto ``texts``) the stacks of more than ``STACK_MAX`` frames:
+    the inner half's frames, ``… N frames …``, then the stack of the outer half's innermost frame
+    (numbered above), as op_chains elides chains. Deep stacks that differ only inside the elision
+    share a text. Work and text are bounded by ``STACK_MAX`` per deep frame."""
+    half = STACK_MAX // 2
+    head = code[_nearest(parent, depth == half - 1)[deep]]
+    tail = np.empty((len(deep), half), dtype=np.int32)  # inner frames, innermost first
+    cur = deep
+    for k in range(half):
+        tail[:, k] = name_code[cur]
+        cur = parent[cur]
+    key = np.column_stack([head, depth[deep] + 1 - 2 * half, tail])
+    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    code[deep] = len(texts) + inverse.reshape(-1)
+    inner = labels[uniq[:, 2:]].tolist()  # one object array lookup, not one per stack
+    for frames_in, h, elided in zip(inner, uniq[:, 0].tolist(), uniq[:, 1].tolist(), strict=True):
+        texts.append(SEP.join([*frames_in, frame_elision(elided), texts[h]]))
+
+
+def frame_elision(left_out: int) -> str:
+    """The frame that stands for those left out of the middle of a stack longer than STACK_MAX:
+    no file frame, so never taken for the user's line."""
+    return f"… {left_out} frame{'' if left_out == 1 else 's'} …"
+
+
+def _forest(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``parent`` with frames whose callers loop (a damaged trace) made roots (no caller is
+    trusted), and each frame's levels below its root. Pointer jumping: log2(depth) passes, each
+    adding the distance known at the frame jumped to; a frame still jumping after more passes
+    than the frame count needs is in, or under, a loop."""
+    depth = (parent >= 0).astype(np.int64)
+    hop = parent.copy()
+    for _ in range(len(parent).bit_length() + 1):
+        if not len(todo := np.flatnonzero(hop >= 0)):
             break
-        depth[active] += 1
-        cur[active] = parent[cur[active]]
-    else:
-        depth[cur >= 0] = 0  # in a cycle: no caller is trusted
-    return depth
+        h = hop[todo]
+        depth[todo] += depth[h]
+        hop[todo] = hop[h]
+    looped = hop >= 0
+    depth[looped] = 0
+    return np.where(looped, -1, parent), depth
 
 
-def _inherit(code: np.ndarray, parent: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """An op without a stack of its own has its parent op's (outermost ops first)."""
-    code = code.copy()
-    for d in np.unique(depth[code < 0]):
-        at = np.flatnonzero((depth == d) & (code < 0) & (parent >= 0))
-        code[at] = code[parent[at]]
-    return code
+def _inherit(code: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """An op without a stack of its own has its nearest enclosing op's that has one (pointer
+    jumping over the op tree: log2(depth) passes, not one per level)."""
+    found = _nearest(parent, code >= 0)
+    return np.where(found >= 0, code[np.clip(found, 0, None)], -1)
 
 
 def sources(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) -> pd.Categorical:

@@ -1,0 +1,124 @@
+"""Hostile nesting in Python stacks: 10,000 python_function frames each called by the one before,
+and 10,000 cpu_ops each inside the one before that inherit one ``Call stack``, load in bounded
+memory (stack text was built whole at every level, one pass per level: 50,000 frames took
+seconds and gigabytes), and stacks longer than ``STACK_MAX`` frames are elided as documented in
+docs/metrics.md 'Python stacks'. The loop-safe depth walk is checked against a plain walk."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from traceview.sources import SEP, STACK_MAX, _forest, frame_elision
+
+DEPTH = 10_000
+CALL_STACK = "torch/nn/functional.py(5): softmax;model.py(42): forward;train.py(3): <module>"
+
+
+def _frame(i: int) -> str:
+    """Frame i's name: a user file every 7th frame, library code otherwise."""
+    return f"model{i}.py({i % 50}): f{i % 5}" if i % 7 == 0 else f"torch/nn/m{i % 3}.py({i % 11}): g"
+
+
+def _hostile() -> list[dict]:
+    """Thread 1: frame i spans [10i, 20 DEPTH - 10i] us, called by frame i - 1 (Python ids i + 1);
+    op i starts 1 us into frame i, so its stack is frame i's. Thread 2: op i spans
+    [10i, 20 DEPTH - 10i] us inside op i - 1; only the outermost carries a ``Call stack``."""
+    events = []
+    for i in range(DEPTH):
+        span = {"ph": "X", "pid": 1, "ts": 10 * i, "dur": 20 * (DEPTH - i)}
+        args = {"Python id": i + 1, "Python parent id": i}  # id 0: no frame, so frame 0 is a root
+        events += [
+            {**span, "tid": 1, "cat": "python_function", "name": _frame(i), "args": args},
+            {**span, "tid": 1, "cat": "cpu_op", "name": "aten::a", "ts": 10 * i + 1, "dur": 1},
+            {**span, "tid": 2, "cat": "cpu_op", "name": f"aten::op{i % 7}"}
+            | ({"args": {"Call stack": CALL_STACK}} if i == 0 else {}),
+        ]
+    return events
+
+
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory):
+    """Load the hostile trace in a fresh interpreter; its peak memory growth and its ops' stacks."""
+    path = tmp_path_factory.mktemp("deep") / "deep.json"
+    path.write_text(json.dumps({"traceEvents": _hostile()}))
+    script = textwrap.dedent(
+        """
+        import json, resource, sys
+        import traceview as tv
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        trace = tv.load(sys.argv[1], cache=False)
+        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        out = {"grew_kib": grew}
+        for tid, ops in trace.ops.groupby("tid", observed=True):
+            ops = ops.sort_values("ts_ns")
+            out[str(tid)] = {c: ops[c].astype("string").fillna("-").tolist() for c in ["stack", "source", "call"]}
+        print(json.dumps(out))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_deep_stacks_load_in_bounded_memory_and_deep_ops_inherit(deep):
+    assert deep["grew_kib"] < 500 * 1024, f"load grew the peak by {deep['grew_kib'] // 1024} MiB"
+    inherited = deep["2"]
+    assert inherited["stack"] == [CALL_STACK] * DEPTH  # op 9,999 has op 0's stack, 9,999 levels up
+    assert set(inherited["source"]) == {"model.py:42 forward"} and set(inherited["call"]) == {"softmax"}
+
+
+def test_long_stacks_are_elided_short_ones_kept_whole(deep):
+    ops, half = deep["1"], STACK_MAX // 2
+    for i in [0, 1, STACK_MAX - 2, STACK_MAX - 1, STACK_MAX, STACK_MAX + 1, 5000, DEPTH - 1]:
+        frames = [_frame(k) for k in range(i, -1, -1)]  # innermost first: frame i, then its callers
+        want = (
+            frames
+            if len(frames) <= STACK_MAX
+            else [*frames[:half], frame_elision(len(frames) - STACK_MAX), *frames[-half:]]
+        )
+        assert ops["stack"][i].split(SEP) == want, i
+        # the user's line: the innermost model*.py frame, a frame every 7th level, never elided here
+        user = i - i % 7
+        assert ops["source"][i] == f"model{user}.py:{user % 50} f{user % 5}", i
+        assert ops["call"][i] == ("-" if user == i else "g"), i
+    assert ops["stack"][STACK_MAX].split(SEP)[half] == "… 1 frame …"
+    assert ops["stack"][-1].split(SEP)[half] == f"… {DEPTH - STACK_MAX} frames …"
+    assert max(len(s) for s in ops["stack"]) < 40 * (STACK_MAX + 1)  # no text grows with depth
+
+
+def _walk(parent: np.ndarray) -> list[int]:
+    """Per node, by stepping up one parent at a time: its depth, or 0 where its callers loop."""
+    depth = []
+    for x in range(len(parent)):
+        seen = [x]
+        while parent[seen[-1]] >= 0 and parent[seen[-1]] not in seen:
+            seen.append(int(parent[seen[-1]]))
+        depth.append(0 if parent[seen[-1]] >= 0 else len(seen) - 1)
+    return depth
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_loop_safe_depth_matches_a_plain_walk(seed):
+    rng = np.random.default_rng(seed)
+    n = 2000
+    # a forest whose chains run deep, then a few parents pointed anywhere: loops, and trees under them
+    parent = np.array(
+        [-1 if i == 0 or rng.random() < 0.01 else i - 1 - int(rng.integers(0, 3)) for i in range(n)]
+    )
+    parent = np.where(parent >= 0, parent, -1)
+    bent = rng.choice(n, size=seed * 3, replace=False)
+    parent[bent] = rng.integers(0, n, size=len(bent))
+    want = _walk(parent)
+    cut, depth = _forest(parent)
+    assert depth.tolist() == want
+    looped = np.array([w == 0 and p >= 0 for w, p in zip(want, parent, strict=True)])
+    assert cut.tolist() == np.where(looped, -1, parent).tolist()
+    assert max(want) > 100

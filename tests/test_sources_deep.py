@@ -57,7 +57,8 @@ def deep(tmp_path_factory):
         out = {"grew_kib": grew}
         for tid, ops in trace.ops.groupby("tid", observed=True):
             ops = ops.sort_values("ts_ns")
-            out[str(tid)] = {c: ops[c].astype("string").fillna("-").tolist() for c in ["stack", "source", "call"]}
+            cols = ["stack", "source", "call"]
+            out[str(tid)] = {c: ops[c].astype("string").fillna("-").tolist() for c in cols}
         print(json.dumps(out))
         """
     )
@@ -122,3 +123,23 @@ def test_loop_safe_depth_matches_a_plain_walk(seed):
     looped = np.array([w == 0 and p >= 0 for w, p in zip(want, parent, strict=True)])
     assert cut.tolist() == np.where(looped, -1, parent).tolist()
     assert max(want) > 100
+
+
+def test_callers_that_loop_load_and_are_cut(tmp_path):
+    """Frames 1 and 2 name each other as caller (a damaged trace), frame 3 is called by 2: each
+    has no caller trusted, so an op in frame 3 has that frame alone as its stack. The walk up
+    the callers to find an op's frame once never ended on such a loop: run in a subprocess."""
+    frames = [("a.py(1): f", 0, 100, 1, 2), ("b.py(2): g", 10, 80, 2, 1), ("c.py(3): h", 20, 60, 3, 2)]
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "cat": "python_function", "name": name, "ts": ts, "dur": dur}
+        | {"args": {"Python id": own, "Python parent id": up}}
+        for name, ts, dur, own, up in frames
+    ] + [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "aten::x", "ts": 30, "dur": 10}]
+    path = tmp_path / "loop.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    script = "import sys, traceview as tv; print(tv.load(sys.argv[1], cache=False).ops['stack'].tolist())"
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "['c.py(3): h']"

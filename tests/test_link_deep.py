@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from forests import deep_forest
 
 from traceview.link import ARROW, CHAIN_MAX, _depth, _farthest, _first_open, _nearest, _subtree_sums, elision
 
@@ -128,10 +129,7 @@ def test_pointer_jumping_matches_a_plain_walk(seed):
     rng = np.random.default_rng(seed)
     n = 3000
     # a forest: each node's parent is an earlier node or none; chains run deep where parents are recent
-    parent = np.array(
-        [-1 if i == 0 or rng.random() < 0.01 else i - 1 - int(rng.integers(0, 3)) for i in range(n)]
-    )
-    parent = np.where(parent >= 0, parent, -1)
+    parent = deep_forest(rng, n)
     marked = rng.random(n) < [0.0, 0.02, 0.5, 1.0][seed % 4]
     near, far, depth = _walk(parent, marked)
     assert _nearest(parent, marked).tolist() == near

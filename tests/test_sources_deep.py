@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from forests import deep_forest
 
 from traceview.sources import SEP, STACK_MAX, _forest, frame_elision
 
@@ -111,10 +112,7 @@ def test_loop_safe_depth_matches_a_plain_walk(seed):
     rng = np.random.default_rng(seed)
     n = 2000
     # a forest whose chains run deep, then a few parents pointed anywhere: loops, and trees under them
-    parent = np.array(
-        [-1 if i == 0 or rng.random() < 0.01 else i - 1 - int(rng.integers(0, 3)) for i in range(n)]
-    )
-    parent = np.where(parent >= 0, parent, -1)
+    parent = deep_forest(rng, n)
     bent = rng.choice(n, size=seed * 3, replace=False)
     parent[bent] = rng.integers(0, n, size=len(bent))
     want = _walk(parent)

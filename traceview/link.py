@@ -28,6 +28,7 @@ self time, and the GPU activities it launched itself and through its children.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -182,31 +183,54 @@ def _unique_by(frame: pd.DataFrame, key: list) -> pd.DataFrame:
     return frame[~frame.duplicated(key, keep=False).to_numpy()]
 
 
-def ancestry(rows: np.ndarray, nesting: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
-    """For each events row: innermost and outermost cpu_op, innermost annotation, step.
+@dataclass(frozen=True)
+class Ancestors:
+    """Per events row: its parent span, and the innermost cpu_op, outermost cpu_op, innermost
+    annotation and step span on its path to the root (itself included; -1: none), with each
+    row's step number. Found once per trace: the GPU activities and the op table both read it."""
 
-    Each is the nearest or farthest marked span on the row's path to its root, found for all
-    spans at once by pointer jumping: log2(depth) passes, so a hostile 10,000-deep nesting
-    costs 14 passes, not 10,000.
-    """
+    parent: np.ndarray
+    op: np.ndarray
+    top_op: np.ndarray
+    annotation: np.ndarray
+    step_span: np.ndarray
+    step_of: np.ndarray
+
+
+def ancestors(nesting: pd.DataFrame, events: pd.DataFrame) -> Ancestors:
+    """The marked spans above every row, found for all spans at once by pointer jumping:
+    log2(depth) passes, so a hostile 10,000-deep nesting costs 14 passes, not 10,000."""
     parent = np.full(len(events), -1, dtype=np.int64)
     parent[nesting.index.to_numpy()] = nesting["parent"].to_numpy()
     is_op = (events["role"] == "cpu_op").to_numpy()  # compares codes, not strings
     step_of = step_numbers(events["name"])
     is_annot = (events["role"] == "annotation").to_numpy() & (step_of < 0)
-    up = np.where(rows >= 0, parent[np.clip(rows, 0, None)], -1)  # the row itself does not count
+    return Ancestors(
+        parent,
+        _nearest(parent, is_op),
+        _farthest(parent, is_op),
+        _nearest(parent, is_annot),
+        _farthest(parent, step_of >= 0),
+        step_of,
+    )
+
+
+def ancestry(rows: np.ndarray, anc: Ancestors) -> pd.DataFrame:
+    """For each of ``rows`` (events rows, -1: none): the innermost and outermost cpu_op, the
+    innermost annotation and the step above it (the row itself does not count)."""
+    up = np.where(rows >= 0, anc.parent[np.clip(rows, 0, None)], -1)
     found = up >= 0
 
     def at(table: np.ndarray) -> np.ndarray:
         return np.where(found, table[np.clip(up, 0, None)], -1)
 
-    step_row = at(_farthest(parent, step_of >= 0))
+    step_row = at(anc.step_span)
     return pd.DataFrame(
         {
-            "op_row": at(_nearest(parent, is_op)),
-            "top_op_row": at(_farthest(parent, is_op)),
-            "annotation_row": at(_nearest(parent, is_annot)),
-            "step": np.where(step_row >= 0, step_of[np.clip(step_row, 0, None)], -1),
+            "op_row": at(anc.op),
+            "top_op_row": at(anc.top_op),
+            "annotation_row": at(anc.annotation),
+            "step": np.where(step_row >= 0, anc.step_of[np.clip(step_row, 0, None)], -1),
         }
     )
 
@@ -283,10 +307,10 @@ def link(
     ``op_event`` and ``launch_name``; the op table; the linked shares; and notes on what
     could not be linked because an id named several events.
     """
-    nesting = nest(events)
+    above = ancestors(nest(events), events)
     launch, by_corr = launches(activities, events, flows)
-    activities, by_ext = link_activities(activities, launch, events, nesting, steps)
-    ops = ops_table(events, nesting, steps, activities, op_args)
+    activities, by_ext = link_activities(activities, launch, events, above, steps)
+    ops = ops_table(events, above, steps, activities, op_args)
     n = len(activities)
     shares = {
         "linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
@@ -311,10 +335,10 @@ def link(
 # ------------------------------------------------------------------ GPU activity -> op, step
 
 
-def link_activities(kernels, launch, events, nesting, steps) -> tuple[pd.DataFrame, int]:
+def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[pd.DataFrame, int]:
     """The activities with their op, step and launch columns, and how many found no op because
     their External id names several CPU ops."""
-    anc = ancestry(launch, nesting, events)
+    anc = ancestry(launch, above)
     op_row = anc["op_row"].to_numpy().copy()
     by_ext, ambiguous = _op_rows_by_external_id(events)
     need = op_row < 0
@@ -371,12 +395,12 @@ def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
 # ------------------------------------------------------------------ the op table
 
 
-def ops_table(events, nesting, steps, kernels, op_args: dict) -> pd.DataFrame:
+def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.DataFrame:
     """One row per cpu_op: name, times, thread, parent op, depth, chain, self time, step,
     its raw ``Input Dims``/``Input type``/``Concrete Inputs`` texts (``op_args``: name ->
     texts row-aligned with ``events``), and the GPU activities it launched (self and inclusive)."""
     rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
-    anc = ancestry(rows, nesting, events)
+    anc = ancestry(rows, above)
     pos = np.full(len(events), -1, dtype=np.int64)
     pos[rows] = np.arange(len(rows))
     parent = np.where(anc["op_row"] >= 0, pos[np.clip(anc["op_row"], 0, None)], -1)

@@ -414,3 +414,12 @@ def test_fuzz_the_scanner_under_sanitizers(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "no crash" in proc.stdout
+
+
+@needs_build
+def test_bare_array_with_whitespace_around_it(tmp_path):
+    """A bare array may sit in any amount of whitespace (skipped by C and numpy, not a Python loop)."""
+    path = tmp_path / "bare.json"
+    body = b'[{"ph":"X","name":"a","ts":1,"dur":1}]'
+    path.write_bytes(b" \n\t\r" * 300_000 + body + b"\r\n \t" * 600_000)
+    assert decoders.same_read(path).decoder == compiled.COMPILED

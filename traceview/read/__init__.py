@@ -13,11 +13,12 @@ An event that msgspec refuses on its own (a lone surrogate escape, nesting a tho
 deep) is blanked by ``unfit`` and dropped with a count, not the whole trace.
 
 Imports go one way, with no loop: this package imports its modules; ``compiled``
-uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes`` and
-``events``; ``parallel`` uses ``columns``, ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``,
-``codes`` and ``times``; ``chunks`` and ``events`` use ``document``; ``document``
-uses ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and
-``source``. No module imports another's private (``_x``) names.
+uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes``,
+``events``, ``parallel`` (its core count) and ``scan``; ``parallel`` uses ``columns``,
+``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``, ``codes`` and
+``times``; ``chunks`` and ``events`` use ``document``; ``document`` uses ``unfit``,
+which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and ``source``. No
+module imports another's private (``_x``) names.
 """
 
 from __future__ import annotations

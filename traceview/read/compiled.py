@@ -26,6 +26,8 @@ from .chunks import chunk_bounds, cut
 from .codes import Codes, IntColumn
 from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, EventColumns, decode_chunk
 from .events import MEMORY_ARGS, TEXT_ARGS
+from .parallel import usable_cores, wanted_workers
+from .scan import skip_ws
 
 try:
     from ._cscan import scan as _scan  # type: ignore[import-not-found]
@@ -36,7 +38,8 @@ ENV = "TRACEVIEW_DECODER"
 COMPILED, PYTHON = "compiled", "python"
 RECHECK = object()  # msgspec found a chunk that is not valid JSON: re-run on the checked path
 MAX_THREADS = 8
-_WS = b" \t\r\n"
+_WS = np.frombuffer(b" \t\r\n", dtype=np.uint8)  # JSON's whitespace
+_WS_BLOCK = 1 << 20
 # the scanner's tables, in its order (scan.h): X fields, flow fields, [memory] fields
 _X_KEYS = (*X_STRINGS, *("arg_" + a for a in TEXT_ARGS))
 _M_KEYS = ("pid", "tid")
@@ -64,7 +67,7 @@ def event_columns(held: list, path: str):
     """The columns of the events text ``held[0]``: ``EventColumns`` (its ``decoder`` says how
     many chunks msgspec took), or ``RECHECK`` when a chunk is not valid JSON (``held`` kept).
     Once every chunk is scanned ``held`` is emptied, so that the text can be freed before the
-    chunks' columns are joined: the peak holds the text or the joined columns, not both."""
+    chunks' columns are joined: the text is never held together with the joined columns."""
     parts = _scan_chunks(held[0], path)
     if parts is RECHECK:
         return RECHECK
@@ -75,9 +78,8 @@ def event_columns(held: list, path: str):
 def _scan_chunks(events_raw, path: str):
     """Every chunk's (part, by the scanner?), in order; RECHECK if msgspec refused one."""
     n = len(events_raw)
-    bounds = (
-        chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
-    )  # read now: tests shrink it
+    # chunks.CHUNK_BYTES read now, not imported: tests shrink it
+    bounds = chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
     threads = _threads(len(bounds))
 
     def one(bound):
@@ -102,17 +104,11 @@ def _merge(parts: list) -> EventColumns:
 
 
 def _threads(n_chunks: int) -> int:
-    try:
-        wanted = int(os.environ.get("TRACEVIEW_WORKERS", "").strip())
-    except ValueError:
-        wanted = None
+    """TRACEVIEW_WORKERS threads where it is set, else one per core (as the fork pool counts them)."""
+    wanted = wanted_workers()
     if wanted is not None:
         return max(1, min(wanted, n_chunks))
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_THREADS, n_chunks))
+    return max(1, min(usable_cores(), MAX_THREADS, n_chunks))
 
 
 def _chunk(events_raw, bound: tuple, path: str) -> tuple[ChunkPart | None, bool]:
@@ -130,22 +126,33 @@ def _chunk(events_raw, bound: tuple, path: str) -> tuple[ChunkPart | None, bool]
 
 def _inner(events_raw, bound: tuple) -> tuple[int, int] | None:
     """The bounds of the chunk's items (without the array's own brackets), or None when its
-    first or last chunk does not open or close the array (msgspec then says what is wrong)."""
+    first or last chunk does not open or close the array (msgspec then says what is wrong).
+    A bare array may have any amount of whitespace around it: skipped at C speed."""
     lo, hi, head, tail = bound
     text = memoryview(events_raw)
     if not head:  # the array's first chunk: its '[' (after any spaces) is the array's
-        while lo < hi and text[lo] in _WS:
-            lo += 1
+        lo = skip_ws(text, lo)
         if lo >= hi or text[lo] != ord("["):
             return None
         lo += 1
     if not tail:  # the last chunk: its ']' (before any spaces) closes the array
-        while hi > lo and text[hi - 1] in _WS:
-            hi -= 1
+        hi = _before_trailing_ws(text, lo, hi)
         if hi <= lo or text[hi - 1] != ord("]"):
             return None
         hi -= 1
     return lo, hi
+
+
+def _before_trailing_ws(text: memoryview, lo: int, hi: int) -> int:
+    """Where ``text[lo:hi]`` ends without its trailing JSON whitespace, looked for a block at a
+    time with numpy: a hostile file may end in a gigabyte of spaces."""
+    while hi > lo:
+        start = max(lo, hi - _WS_BLOCK)
+        solid = np.flatnonzero(~np.isin(np.frombuffer(text[start:hi], dtype=np.uint8), _WS))
+        if len(solid):
+            return start + int(solid[-1]) + 1
+        hi = start
+    return lo
 
 
 def part_of(got: tuple) -> ChunkPart:

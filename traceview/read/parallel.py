@@ -36,7 +36,7 @@ _PATH = ""
 
 def workers(nbytes: int) -> int:
     """How many worker processes to use for ``nbytes`` of event text (0 or 1: none)."""
-    wanted = _wanted_workers()
+    wanted = wanted_workers()
     if (wanted is not None and wanted <= 1) or nbytes < MIN_BYTES or not _can_fork():
         return 0
     if wanted is not None:
@@ -47,14 +47,19 @@ def workers(nbytes: int) -> int:
         # Forking a process that runs other Python threads (a notebook kernel, a web
         # server) can deadlock the child; only an explicit TRACEVIEW_WORKERS=N risks it.
         return 0
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     return min(cores, MAX_WORKERS) if cores > 1 else 0
 
 
-def _wanted_workers() -> int | None:
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, where the platform tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def wanted_workers() -> int | None:
     """TRACEVIEW_WORKERS as a number, or None when unset or not a number."""
     try:
         return int(os.environ.get("TRACEVIEW_WORKERS", "").strip())

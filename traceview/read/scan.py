@@ -17,7 +17,7 @@ QUOTE, BACKSLASH, COMMA = 34, 92, 44
 SKIP_WS = re.compile(rb"[ \t\r\n]*")
 
 
-def skip_ws(raw: bytes, at: int = 0) -> int:
+def skip_ws(raw: bytes | memoryview, at: int = 0) -> int:
     """The first position at or after ``at`` that is not JSON whitespace (SKIP_WS matches anywhere,
     possibly empty: the fallback is never taken)."""
     m = SKIP_WS.match(raw, at)

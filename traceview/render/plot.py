@@ -27,6 +27,7 @@ import pandas as pd
 
 from ..atomic import atomic_open, write_text
 from ..errors import TraceviewError
+from .fit import column
 from .safe import visible
 
 SUFFIXES = (".png", ".svg", ".html")
@@ -119,9 +120,18 @@ def _legend(ax, handles: list, labels: list, **kwargs):
     """A legend that shows every label as given, one starting with "_" included (matplotlib
     drops those, so the legend is made with placeholders and the texts set afterwards)."""
     legend = ax.legend(handles, ["x"] * len(handles), **kwargs)
-    for text, label in zip(legend.get_texts(), labels, strict=True):
-        text.set_text(visible(label))
+    for text, label in zip(legend.get_texts(), short_labels(labels), strict=True):
+        text.set_text(label)
     return legend
+
+
+LABEL_MAX = 48  # characters of one legend entry or lane name: trace text is unbounded, and
+# matplotlib lays a 350,000-character name out for minutes (a fuzz case hung the timeline plot)
+
+
+def short_labels(labels: list, width: int = LABEL_MAX) -> list[str]:
+    """Each label escaped and cut in the middle to ``width`` characters, kept distinct."""
+    return column([visible(label) for label in labels], width)
 
 
 def check_path(path) -> Path:
@@ -208,7 +218,7 @@ def breakdown_figure(report, title: str | None = None):
     frame = long.pivot(index="trace", columns="group", values="time_per_step_ns")
     frame = frame.loc[list(dict.fromkeys(long["trace"])), list(dict.fromkeys(long["group"]))]
     fig, ax, tops, bars = _stacked_bars(plt, frame, gpu)
-    ax.set_title(visible(title or report.title))
+    ax.set_title(wrap_label(title or report.title, 90, 2))
     ax.set_ylim(0, max(tops.max() * 1.12, 1e-9) if len(tops) else 1)
     ax.spines[["top", "right"]].set_visible(False)
     if len(frame.columns):
@@ -299,13 +309,13 @@ def roofline_figure(report):
         if peak and bw:
             ax.plot(x, np.minimum(peak, bw * x / 1e3), lw=1, color="#555555")
             ax.annotate(
-                visible(f"{key} {peak:.4g} TFLOP/s"), (x[-1], peak), ha="right", va="bottom", fontsize=7
+                wrap_label(f"{key} {peak:.4g} TFLOP/s", 60, 1), (x[-1], peak), ha="right", va="bottom", fontsize=7
             )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(visible(report.title), fontsize=9)
+    ax.set_title(wrap_label(report.title, 90, 2), fontsize=9)
     if len(t):
         _legend(ax, points, cats, loc="upper left", fontsize=8, frameon=False, title="category")
     return fig
@@ -349,7 +359,7 @@ def timeline_figure(report):
             )
         )
     ax.set_yticks([row[lane] for lane in lanes])
-    ax.set_yticklabels([visible(lane) for lane in lanes], fontsize=8)
+    ax.set_yticklabels(short_labels(lanes), fontsize=8)
     ax.invert_yaxis()
     first = "GPU activity" if gpu else "CPU op"
     ax.set_xlabel(

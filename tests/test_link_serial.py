@@ -96,3 +96,60 @@ def test_annotate_classifies_only_the_names_in_use():
         assert row["category"] == want.category
         assert (row["rule"] if pd.notna(row["rule"]) else None) == want.rule
         assert (row["tensor_core"] if pd.notna(row["tensor_core"]) else None) == want.tensor_core
+
+
+def _nesting_by_brute_force(start, end, group, prio) -> tuple[list[int], list[int]]:
+    """Depth and parent of each span, from the definitions alone: spans in (thread, start, later
+    end first, role) order; a span's depth counts the earlier spans on its thread still open at
+    its start (one that ends exactly there has closed); its parent is the nearest earlier span
+    one level up."""
+    n = len(start)
+    order = sorted(range(n), key=lambda i: (group[i], start[i], -end[i], prio[i], i))
+    depth, parent = [0] * n, [-1] * n
+    for k, i in enumerate(order):
+        depth[i] = sum(1 for j in order[:k] if group[j] == group[i] and end[j] > start[i])
+        for j in reversed(order[:k]):
+            if depth[j] == depth[i] - 1:
+                parent[i] = j
+                break
+    return depth, parent
+
+
+def _events(start, dur, tid, role) -> pd.DataFrame:
+    n = len(start)
+    return pd.DataFrame(
+        {
+            "ts_ns": np.array(start, dtype=np.int64),
+            "dur_ns": np.array(dur, dtype=np.int64),
+            "pid": pd.Categorical(["p"] * n),
+            "tid": pd.Categorical([f"t{t}" for t in tid]),
+            "role": pd.Categorical(role),
+        }
+    )
+
+
+def test_nesting_against_the_definition():
+    """Touching siblings, zero-length spans, equal starts of several roles, partial overlaps and
+    several threads, on both paths: thread and time in one key (every real trace), and times
+    too far apart for one (the keys sorted apart)."""
+    from traceview.link import _ROLE_ORDER, _time_key, nest
+
+    rng = random.Random(23)
+    roles = list(_ROLE_ORDER)
+    for far in (False, True):
+        for _ in range(150):
+            n = rng.randint(2 if far else 1, 40)
+            start = [rng.randint(0, 12) * 10 for _ in range(n)]
+            dur = [rng.choice([0, 0, 10, 10, 20, 35, 60]) for _ in range(n)]
+            if far:
+                start[0] = -(2**62)  # the span of times no longer fits one int64 key
+            tid = [rng.randint(0, 2) for _ in range(n)]
+            role = [rng.choice(roles) for _ in range(n)]
+            events = _events(start, dur, tid, role)
+            ends = [s + d for s, d in zip(start, dur, strict=True)]
+            tids = np.array(tid, dtype=np.int64)
+            assert (_time_key(tids, np.array(start), np.array(ends)) is None) == far
+            got = nest(events)
+            want_depth, want_parent = _nesting_by_brute_force(start, ends, tid, [_ROLE_ORDER[r] for r in role])
+            assert got["depth"].tolist() == want_depth
+            assert got["parent"].tolist() == want_parent

@@ -55,8 +55,14 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     end = start + np.clip(sub["dur_ns"].to_numpy(), 0, None)
     group = _thread_group(sub)
     prio = per_category(sub["role"], lambda r: _ROLE_ORDER.get(r, -1), -1, np.int64)
-    order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
-    depth = _depths(start[order], end[order], group[order])
+    key = _time_key(group, start, end)
+    if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
+        order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
+        depth = _depths(start[order], end[order], group[order])
+    else:
+        order = _order(key, end, prio)
+        ks = key[order]
+        depth = _depths_keyed(ks, ks + (end - start)[order])
     parent_pos = _parents(depth)
     parent = np.full(len(rows), -1, dtype=np.int64)
     has = parent_pos >= 0
@@ -70,6 +76,46 @@ def _thread_group(sub: pd.DataFrame) -> np.ndarray:
     pid = sub["pid"].cat.codes.to_numpy().astype(np.int64)
     tid = sub["tid"].cat.codes.to_numpy().astype(np.int64)
     return pid * (tid.max(initial=0) + 2) + tid
+
+
+def _time_key(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """(thread, start) as one int64 that sorts as the pair, or None when it would not fit."""
+    base = int(start.min())
+    span = int(end.max()) - base + 1
+    if int(group.max()) * span + span >= 2**62:  # only hostile times or thread counts get here
+        return None
+    return group * span + (start - base)
+
+
+def _order(key: np.ndarray, end: np.ndarray, prio: np.ndarray) -> np.ndarray:
+    """The spans by key, then outer first (later end, then role) where keys tie: the order
+    ``np.lexsort((prio, -end, key))`` gives, at a fraction of its cost. The key is nearly sorted
+    already (a thread's events are written in time order), which a stable sort runs through
+    in close to one pass; only the spans that share a key are sorted on the other two."""
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    same = ks[1:] == ks[:-1]
+    if same.any():
+        tied = np.flatnonzero(np.r_[False, same] | np.r_[same, False])
+        sub = order[tied]
+        order[tied] = sub[np.lexsort((prio[sub], -end[sub], ks[tied]))]
+    return order
+
+
+def _depths_keyed(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
+    """``_depths`` for spans in nesting order with one start key and one end key each (thread
+    and time in one int64): a span's depth is its position less the ends before its start, here
+    counted by one search in the sorted ends. A search counts an end at a start's own key as
+    before it; in the sweep that holds only for spans earlier in the order, and the spans at
+    the same key later in the order (or the span itself) that end there are the zero-length
+    ones, which sort last among the spans that start at that key: they are taken back out."""
+    n = len(ks)
+    before = np.searchsorted(np.sort(ke), ks, side="right")
+    zero = np.concatenate(([0], np.cumsum(ke == ks)))
+    run_starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    run_end = np.repeat(np.r_[run_starts[1:], n], np.diff(np.r_[run_starts, n]))
+    pos = np.arange(n)
+    return pos - (before - (zero[run_end] - zero[pos]))
 
 
 def _depths(start: np.ndarray, end: np.ndarray, group: np.ndarray) -> np.ndarray:

@@ -150,6 +150,7 @@ def test_nesting_against_the_definition():
             tids = np.array(tid, dtype=np.int64)
             assert (_time_key(tids, np.array(start), np.array(ends)) is None) == far
             got = nest(events)
-            want_depth, want_parent = _nesting_by_brute_force(start, ends, tid, [_ROLE_ORDER[r] for r in role])
+            prio = [_ROLE_ORDER[r] for r in role]
+            want_depth, want_parent = _nesting_by_brute_force(start, ends, tid, prio)
             assert got["depth"].tolist() == want_depth
             assert got["parent"].tolist() == want_parent

@@ -213,6 +213,49 @@ def test_gzip_through_a_pipe(tmp_path):
         writer.join(timeout=10)
 
 
+def test_gzip_magic_split_across_pipe_writes(tmp_path):
+    """The two magic bytes written one at a time: a raw read of a pipe returns what is there,
+    so the head is read until it has both (else the gzip file reads as plain text)."""
+    import os
+    import threading
+    import time
+
+    data = gzip.compress(json.dumps({"traceEvents": [_event()]}).encode())
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def write():
+        with open(fifo, "wb", buffering=0) as fh:
+            fh.write(data[:1])
+            time.sleep(0.2)  # the reader is blocked in its first read by now, and gets one byte
+            fh.write(data[1:])
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert tv.load(fifo, cache=False).stats["n_events"] == 1
+    finally:
+        writer.join(timeout=10)
+
+
+def test_a_plain_file_is_held_once(tmp_path):
+    """Reading a plain trace allocates its text once: a buffered reader's read() joined its
+    buffer to the rest, a second copy of the whole file at the peak (2x the file in memory)."""
+    import tracemalloc
+
+    text = b'{"traceEvents": [' + json.dumps(_event()).encode() + b"]}" + b" " * (32 << 20)
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    tracemalloc.start()
+    try:
+        data = read_source(str(path)).data
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == text
+    assert peak < 1.1 * len(text), peak / len(text)
+
+
 @pytest.mark.skipif(not corpus_files(), reason=SKIP_REASON)
 def test_corpus_ratios_are_far_below_the_default():
     """The default's justification, checked: every real trace expands less than a quarter of

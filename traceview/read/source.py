@@ -66,8 +66,10 @@ def read_source(
     """The file's text. With ``salvage`` a damaged gzip stream gives what came before
     the damage (``cut`` set) instead of an error. ``max_ratio`` None: no ratio limit."""
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(2)
+        # unbuffered: a buffered reader's read() joins what it buffered to the rest, a second
+        # copy of the whole file at the peak of memory (2x the file at 1 GB)
+        with open(path, "rb", buffering=0) as fh:
+            head = _read_head(fh, 2)
             if head == GZIP_MAGIC:
                 return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
             data = _read_plain(fh, head, path, max_bytes)
@@ -97,13 +99,22 @@ def read_bytes(
     return read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage).data
 
 
+def _read_head(fh, n: int) -> bytes:
+    """The first ``n`` bytes (fewer only at the end of the file): a raw read of a pipe may
+    return less than asked."""
+    head = b""
+    while len(head) < n and (more := fh.read(n - len(head))):
+        head += more
+    return head
+
+
 def _read_plain(fh, head: bytes, path: str, max_bytes: int) -> bytes:
     """``head``: the bytes already read (a pipe cannot seek back to them)."""
     size = os.fstat(fh.fileno()).st_size
     _check_size(path, size, max_bytes)
     if size:  # a regular file: read() allocates its size up front, known and checked above
         fh.seek(0)
-        return fh.read()
+        return fh.readall()  # one buffer of the file's size, filled in place
     return _read_capped(fh, head, path, max_bytes)
 
 

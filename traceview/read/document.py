@@ -10,6 +10,8 @@ msgspec refuses on its own (a lone surrogate escape, nesting a thousand deep) is
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 
 from ..errors import NotATraceError, TraceReadError
@@ -19,12 +21,19 @@ TOO_DEEP = "JSON nested too deeply to decode (thousands of levels; not a trace)"
 NOT_A_TRACE = "not a profiler trace"
 _META_DECODER = msgspec.json.Decoder(float_hook=float)  # 1e400 -> inf rather than an error
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
+_LEADING = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.lstrip() strips
+
+
+def _head(data: bytes, n: int) -> bytes:
+    """``data.lstrip()[:n]`` without the copy of the whole text ``lstrip`` makes."""
+    at = _LEADING.match(data).end()
+    return bytes(data[at : at + n])
 
 
 def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
     """Top-level metadata (decoded) and the raw ``traceEvents`` array. The array may lie in a
     blanked copy of ``data`` (see ``fit_events``), not in ``data`` itself."""
-    start = data.lstrip()[:1]
+    start = _head(data, 1)
     if start == b"[":  # legacy Chrome format: a bare array of events
         return {}, msgspec.Raw(fit_events(data))
     if start != b"{":
@@ -46,9 +55,9 @@ def _not_an_object(data: bytes, path: str) -> TraceReadError:
     try:
         msgspec.json.decode(data, type=msgspec.Raw)  # validates without building values
     except msgspec.DecodeError:
-        return TraceReadError(path, f"not JSON: starts with {data.lstrip()[:12]!r}")
+        return TraceReadError(path, f"not JSON: starts with {_head(data, 12)!r}")
     return NotATraceError(
-        path, f"{NOT_A_TRACE}: the JSON document is {data.lstrip()[:12]!r}, not an object or a list"
+        path, f"{NOT_A_TRACE}: the JSON document is {_head(data, 12)!r}, not an object or a list"
     )
 
 

@@ -309,7 +309,11 @@ def roofline_figure(report):
         if peak and bw:
             ax.plot(x, np.minimum(peak, bw * x / 1e3), lw=1, color="#555555")
             ax.annotate(
-                wrap_label(f"{key} {peak:.4g} TFLOP/s", 60, 1), (x[-1], peak), ha="right", va="bottom", fontsize=7
+                wrap_label(f"{key} {peak:.4g} TFLOP/s", 60, 1),
+                (x[-1], peak),
+                ha="right",
+                va="bottom",
+                fontsize=7,
             )
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -81,6 +81,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
     if not raw.n_events:  # an all-zero summary would read as a measurement; there is nothing to analyse
         raise NotATraceError(path, "no trace events (an empty capture): nothing to analyse")
     built = build_events(raw.columns, raw.meta)
+    raw.columns = {}  # the events frame holds what it needs: the raw columns go before linking (peak memory)
     warnings = (
         list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
     )

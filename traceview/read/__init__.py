@@ -77,12 +77,14 @@ def read(
         data, note = salvage_prefix(data, path, text.cut)
         if note:
             warnings.append(note)
+    stamp = text.stamp if data is text.data else None  # the file's own text: its chunks can be read again
     del text
     meta, events_raw = split_document(data, path)
+    region = compiled.region_of(path, data, events_raw, stamp)
     del data  # events_raw keeps the text alive only until the columns are built
     held = [events_raw]  # handed over: the compiled decoder frees the text before joining columns
     del events_raw
-    decoded = event_columns(held, path)
+    decoded = event_columns(held, path, region)
     del held
     _check_is_trace(decoded, path)
     if decoded.dropped:
@@ -98,14 +100,14 @@ def read(
     )
 
 
-def event_columns(held: list, path: str) -> EventColumns:
+def event_columns(held: list, path: str, region: compiled.Region | None = None) -> EventColumns:
     """The columns of the events text ``held[0]``: from the compiled decoder where it is built
-    (it empties ``held`` once the text is scanned, so the text is freed before the columns are
-    joined: a lower peak of memory), else from msgspec (the parallel decoder where it pays,
-    else the serial one)."""
+    (it empties ``held`` once the text is scanned, or once it is cut into chunks where it can
+    read them again from the file's ``region``: a lower peak of memory), else from msgspec
+    (the parallel decoder where it pays, else the serial one)."""
     with columns.gc_paused():
         if compiled.available():
-            got = compiled.event_columns(held, path)
+            got = compiled.event_columns(held, path, region)
             if got is compiled.RECHECK:
                 return columns.event_columns(held[0], path, checked=True)
             return got

@@ -16,7 +16,9 @@ The extension is optional: where it was not built (no compiler at install time) 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder,
 from .events import MEMORY_ARGS, TEXT_ARGS
 from .parallel import usable_cores, wanted_workers
 from .scan import skip_ws
+from .source import file_stamp
 
 try:
     from ._cscan import scan as _scan  # type: ignore[import-not-found]
@@ -63,27 +66,99 @@ def describe() -> str:
     return f"decoder: {PYTHON} (msgspec; {why})"
 
 
-def event_columns(held: list, path: str):
+@dataclass(frozen=True)
+class Region:
+    """Where the events text lies in a plain file (``offset``, ``length``), and the file's
+    ``source.file_stamp`` when it was read whole."""
+
+    path: str
+    offset: int
+    length: int
+    stamp: tuple
+
+
+def region_of(path: str, data, events_raw, stamp: tuple | None) -> Region | None:
+    """The events text's place in the file, when ``data`` is the file's text as read (``stamp``
+    set) and ``events_raw`` lies in it (not in a copy with events blanked); else None."""
+    if stamp is None or not len(events_raw) or not hasattr(os, "preadv"):  # no preadv on Windows
+        return None
+    at = _address(events_raw) - _address(data)
+    if not 0 <= at <= len(data) - len(events_raw):
+        return None
+    return Region(path, at, len(events_raw), stamp)
+
+
+def _address(buf) -> int:
+    return np.frombuffer(memoryview(buf), dtype=np.uint8).ctypes.data
+
+
+def event_columns(held: list, path: str, region: Region | None = None):
     """The columns of the events text ``held[0]``: ``EventColumns`` (its ``decoder`` says how
-    many chunks msgspec took), or ``RECHECK`` when a chunk is not valid JSON (``held`` kept).
-    Once every chunk is scanned ``held`` is emptied, so that the text can be freed before the
-    chunks' columns are joined: the text is never held together with the joined columns."""
-    parts = _scan_chunks(held[0], path)
+    many chunks msgspec took), or ``RECHECK`` when a chunk is not valid JSON, with the text in
+    ``held[0]``. Once every chunk is scanned ``held`` is emptied, so that the text can be freed
+    before the chunks' columns are joined.
+
+    With the events' ``region`` of a plain file, and more chunks than threads, the text is let
+    go as soon as it is cut into chunks and each chunk is read again from the file as its
+    thread comes to it: the text is never held together with the chunks' columns (the peak of
+    memory is the larger of the two, not their sum). A file that changes meanwhile is an error."""
+    bounds = _bounds(held[0])
+    threads = _threads(len(bounds))
+    if region is None or len(bounds) <= 2 * threads:
+        parts = _scan_chunks(lambda bound: (held[0], bound), bounds, threads, path)
+    else:
+        held.clear()
+        parts = _scan_region(region, bounds, threads, held)
     if parts is RECHECK:
         return RECHECK
     held.clear()
     return _merge(parts)
 
 
-def _scan_chunks(events_raw, path: str):
-    """Every chunk's (part, by the scanner?), in order; RECHECK if msgspec refused one."""
-    n = len(events_raw)
-    # chunks.CHUNK_BYTES read now, not imported: tests shrink it
-    bounds = chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
-    threads = _threads(len(bounds))
+def _bounds(events_raw) -> list:
+    n = len(events_raw)  # chunks.CHUNK_BYTES read now, not imported: tests shrink it
+    return chunk_bounds(events_raw) if n > chunks.CHUNK_BYTES else [(0, n, b"", b"")]
+
+
+def _scan_region(region: Region, bounds: list, threads: int, held: list):
+    """``_scan_chunks`` with each chunk read from the file; on RECHECK the whole events text is
+    read again into ``held``. Raises TraceReadError if the file is not as it was when read."""
+    with open(region.path, "rb", buffering=0) as fh:
+        fd = fh.fileno()
+        _same_file(region, fd)
+
+        mine = threading.local()  # one buffer per thread, reused: fresh pages for every chunk cost more
+
+        def text(bound):
+            lo, hi, head, tail = bound
+            if len(getattr(mine, "buf", b"")) < hi - lo:
+                mine.buf = bytearray(hi - lo)
+            buf = memoryview(mine.buf)[: hi - lo]
+            if os.preadv(fd, [buf], region.offset + lo) != hi - lo:
+                raise TraceReadError(region.path, CHANGED)
+            return buf, (0, hi - lo, head, tail)
+
+        parts = _scan_chunks(text, bounds, threads, region.path)
+        if parts is RECHECK:
+            held.append(os.pread(fd, region.length, region.offset))
+        _same_file(region, fd)
+    return parts
+
+
+CHANGED = "the file changed while it was being read: load it again once it is written"
+
+
+def _same_file(region: Region, fd: int) -> None:
+    if file_stamp(os.fstat(fd)) != region.stamp:
+        raise TraceReadError(region.path, CHANGED)
+
+
+def _scan_chunks(text, bounds: list, threads: int, path: str):
+    """Every chunk's (part, by the scanner?), in order; RECHECK if msgspec refused one.
+    ``text(bound)``: the text a chunk lies in, and the chunk's bound in it."""
 
     def one(bound):
-        return _chunk(events_raw, bound, path)
+        return _chunk(*text(bound), path)
 
     if threads <= 1:
         parts = list(map(one, bounds))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import zlib
 from dataclasses import dataclass
 
@@ -52,10 +53,13 @@ class StreamCut:
 
 @dataclass(frozen=True)
 class Decompressed:
-    """A file's JSON text; ``cut`` says where its gzip stream stopped early, if it did."""
+    """A file's JSON text; ``cut`` says where its gzip stream stopped early, if it did. A
+    gzip file's text stays the bytearray it was inflated into: ``bytes()`` of it would be a
+    second copy of the whole text at the peak of memory (the reader takes any buffer)."""
 
-    data: bytes
+    data: bytes | bytearray
     cut: StreamCut | None = None
+    stamp: tuple | None = None  # a plain regular file's identity when read: see ``file_stamp``
 
 
 def read_source(
@@ -75,6 +79,7 @@ def read_source(
             if head == GZIP_MAGIC:
                 return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
             data = _read_plain(fh, head, path, max_bytes)
+            stamp = file_stamp(os.fstat(fh.fileno())) if _is_file(fh) else None
     except FileNotFoundError:
         raise TraceReadError(path, "no such file") from None
     except IsADirectoryError:
@@ -87,7 +92,7 @@ def read_source(
         raise TraceReadError(path, over_cap("larger than", max_bytes))
     if _blank(data):
         raise TraceReadError(path, "empty file")
-    return Decompressed(data)
+    return Decompressed(data, stamp=stamp)
 
 
 def read_bytes(
@@ -98,7 +103,17 @@ def read_bytes(
     salvage: bool = False,
 ) -> bytes:
     """The file's JSON text, decompressed if it is gzip whatever its suffix."""
-    return read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage).data
+    data = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage).data
+    return data if isinstance(data, bytes) else bytes(data)
+
+
+def file_stamp(st: os.stat_result) -> tuple:
+    """What changes when a file is replaced or written to: device, inode, size, modification time."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _is_file(fh) -> bool:
+    return stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
 
 
 def _blank(data) -> bool:
@@ -260,17 +275,17 @@ def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> D
         _inflate_all(fh, head, inflater)
     except zlib.error as exc:
         if salvage and inflater.out:
-            return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "corrupt"))
+            return Decompressed(inflater.out, StreamCut(inflater.consumed, "corrupt"))
         raise TraceReadError(path, _corrupt(str(exc), inflater.consumed)) from None
     if not inflater.decomp.eof:
         if salvage and inflater.out:
-            return Decompressed(bytes(inflater.out), StreamCut(inflater.consumed, "cut"))
+            return Decompressed(inflater.out, StreamCut(inflater.consumed, "cut"))
         raise TraceReadError(
             path, f"truncated gzip file (compressed stream ends at byte {inflater.consumed}; try --salvage)"
         )
     if _blank(inflater.out):
         raise TraceReadError(path, "empty file (gzip holds no data)")
-    return Decompressed(bytes(inflater.out))
+    return Decompressed(inflater.out)
 
 
 def _inflate_all(fh, head: bytes, inflater: _Inflater) -> None:

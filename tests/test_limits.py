@@ -25,7 +25,7 @@ import traceview as tv
 from traceview import limits
 from traceview.analyses.wording.names import normalise_kernel_name, readable_kernel_name
 from traceview.cli import main
-from traceview.read.source import DEFAULT_MAX_RATIO, RATIO_FLOOR, read_source
+from traceview.read.source import DEFAULT_MAX_RATIO, RATIO_FLOOR, read_bytes, read_source
 
 MEMORY = 3 << 29  # 1.5 GiB of address space: a fresh `python -m traceview` needs ~0.4 GiB of it
 HANG = 60  # seconds: a subprocess past this is killed and the test fails
@@ -265,6 +265,29 @@ def test_a_plain_file_is_held_once(tmp_path):
     if compiled.available():  # msgspec's chunks are copies of the text: the compiled decoder's are not
         # decoding adds bounded working memory (blocks of the whitespace run), never a copy
         assert peak_read < len(text) + (16 << 20), peak_read / len(text)
+
+
+def test_a_gzip_file_is_held_once(tmp_path):
+    """A gzip trace's text is the bytearray it was inflated into, handed on as it is: ``bytes()``
+    of it was a second copy of the whole text at the peak of memory. What remains is the
+    bytearray's headroom as it grows and one inflate step (INFLATE_STEP) of output."""
+    import tracemalloc
+
+    from traceview.read.source import INFLATE_STEP
+
+    text = b'{"traceEvents": [' + json.dumps(_event()).encode() + b" " * (48 << 20) + b"]}\n"
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(text, compresslevel=1))
+    tracemalloc.start()
+    try:
+        data = read_source(str(path), max_ratio=None).data
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert data == text
+    assert peak < 1.15 * len(text) + INFLATE_STEP, peak / len(text)
+    again = read_bytes(str(path), max_ratio=None)  # the public function still gives bytes
+    assert type(again) is bytes and again == text
 
 
 @pytest.mark.skipif(not corpus_files(), reason=SKIP_REASON)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from forests import deep_forest
 
+import traceview as tv
 from traceview.sources import SEP, STACK_MAX, _forest, frame_elision
 
 DEPTH = 10_000
@@ -135,9 +136,33 @@ def test_callers_that_loop_load_and_are_cut(tmp_path):
     ] + [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "aten::x", "ts": 30, "dur": 10}]
     path = tmp_path / "loop.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    script = "import sys, traceview as tv; print(tv.load(sys.argv[1], cache=False).ops['stack'].tolist())"
+    script = (
+        "import sys, traceview as tv; t = tv.load(sys.argv[1], cache=False); "
+        "print(t.ops['stack'].tolist()); print(t.warnings)"
+    )
     run = subprocess.run(
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "['c.py(3): h']"
+    stacks, warnings = run.stdout.strip().splitlines()
+    assert stacks == "['c.py(3): h']"
+    # nothing dropped silently: the three callers not trusted are counted
+    note = "3 Python frames left without a caller (following their Python parent ids leads round a loop)"
+    assert note in warnings
+
+
+def test_a_parent_id_several_frames_carry_is_counted(tmp_path):
+    """Two frames carry Python id 5 and a third names 5 as its caller: which one called it is
+    not known, so it has none, and the load says so."""
+    frames = [("a.py(1): f", 0, 100, 5, 0), ("b.py(2): g", 200, 100, 5, 0), ("c.py(3): h", 20, 60, 6, 5)]
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "cat": "python_function", "name": name, "ts": ts, "dur": dur}
+        | {"args": {"Python id": own, "Python parent id": up}}
+        for name, ts, dur, own, up in frames
+    ] + [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "aten::x", "ts": 30, "dur": 10}]
+    path = tmp_path / "shared.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    trace = tv.load(path, cache=False)
+    assert trace.ops["stack"].tolist() == ["c.py(3): h"]
+    note = "1 Python frame left without a caller (each one's Python parent id names several frames)"
+    assert any(note in w for w in trace.warnings), trace.warnings

@@ -90,7 +90,8 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
         built.events, built.flows, steps, gpu_activity_table(built.events), built.op_args
     )
     warnings += [f"{path}: {n}" for n in link_notes]
-    ops["stack"] = op_stacks(built.events, ops, ops.pop("call_stack").array)
+    ops["stack"], stack_notes = op_stacks(built.events, ops, ops.pop("call_stack").array)
+    warnings += [f"{path}: {n}" for n in stack_notes]
     ops["source"], ops["call"] = user_frames(ops["stack"])
     memory = link_memory(built.memory, ops, steps)
     activities = annotate(activities, rules=rules)

@@ -51,14 +51,15 @@ def source_rules() -> schema.SourceRules:
     return schema.convert(schema.read(path, "source rules"), schema.SourceRules)
 
 
-def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> pd.Categorical:
-    """Each op's Python stack text (file frames, innermost first), missing where the trace has none.
-    ``call_stack``: the ops' raw ``Call stack`` JSON texts (a categorical row-aligned with ops)."""
+def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> tuple[pd.Categorical, list]:
+    """Each op's Python stack text (file frames, innermost first), missing where the trace has none,
+    and notes on the callers it could not trust (``_frames``). ``call_stack``: the ops' raw
+    ``Call stack`` JSON texts (a categorical row-aligned with ops)."""
     own = _decoded(call_stack) if call_stack is not None else np.full(len(ops), -1)
     texts: list[str] = list(own.categories) if isinstance(own, pd.Categorical) else []
     code = np.array(own.codes, dtype=np.int64) if isinstance(own, pd.Categorical) else own.astype(np.int64)
-    need = code < 0
-    if need.any() and len(frames := _frames(events)):
+    need, notes = code < 0, []
+    if need.any() and len(frames := _frames(events, notes)):
         at = _op_at(ops.iloc[np.flatnonzero(need)][["pid", "tid", "ts_ns"]], frames)
         frame_code, frame_texts = _frame_stacks(frames, at[at >= 0])
         found = np.where(at >= 0, frame_code[np.clip(at, 0, None)], -1)
@@ -68,7 +69,7 @@ def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> pd.Ca
     # one text may come from two chains (C frames between differ, or both kinds of record)
     same, distinct = pd.factorize(np.asarray(texts, dtype=object))
     code = np.where(code >= 0, same[np.clip(code, 0, None)] if len(same) else -1, -1)
-    return pd.Categorical.from_codes(code, categories=pd.Index(distinct, dtype=object))
+    return pd.Categorical.from_codes(code, categories=pd.Index(distinct, dtype=object)), notes
 
 
 def _decoded(raw) -> pd.Categorical:
@@ -85,11 +86,23 @@ def _decoded(raw) -> pd.Categorical:
     return categorical(per_category(cat, text, None))
 
 
-def _frames(events: pd.DataFrame) -> pd.DataFrame:
+def _frames(events: pd.DataFrame, notes: list) -> pd.DataFrame:
     """The python_function events as spans with their name, their caller (a row of this table,
-    -1: none, and none where callers loop: see ``_forest``) and their levels below a root."""
+    -1: none, and none where callers loop: see ``_forest``) and their levels below a root.
+    Callers not trusted (an id several frames carry, a loop) are counted onto ``notes``."""
     py = events.iloc[np.flatnonzero((events["role"] == "python").to_numpy())]
-    parent, depth = _forest(_parent_rows(py))
+    rows, shared = _parent_rows(py)
+    parent, depth = _forest(rows)
+    looped = int(((rows >= 0) & (parent < 0)).sum())
+    for n, why in (
+        (shared, "each one's Python parent id names several frames"),
+        (looped, "following their Python parent ids leads round a loop"),
+    ):
+        if n:
+            notes.append(
+                f"{n} Python frame{'' if n == 1 else 's'} left without a caller ({why}): "
+                "a stack through such a frame starts at it"
+            )
     return pd.DataFrame(
         {
             "pid": py["pid"].array,
@@ -103,15 +116,19 @@ def _frames(events: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _parent_rows(py: pd.DataFrame) -> np.ndarray:
+def _parent_rows(py: pd.DataFrame) -> tuple[np.ndarray, int]:
     """Per python_function event, the row (in ``py``) of its ``Python parent id`` in the same
-    process; -1 for a root, and where that id is missing or several frames carry it."""
+    process; -1 for a root, and where that id is missing or several frames carry it. Also how
+    many frames name an id that several frames carry (their caller is not known)."""
     pid = py["pid"].cat.codes.to_numpy().astype(np.int64)
+    no_id = py["python_id"].isna().to_numpy()
     ids = pd.MultiIndex.from_arrays([pid, py["python_id"].fillna(-1).to_numpy(dtype=np.int64)])
-    shared = ids.duplicated(keep=False) | (py["python_id"].isna().to_numpy())
+    dup = ids.duplicated(keep=False) & ~no_id
+    shared = dup | no_id
     lookup = pd.Series(np.flatnonzero(~shared), index=ids[~shared])
     want = pd.MultiIndex.from_arrays([pid, py["python_parent_id"].fillna(-2).to_numpy(dtype=np.int64)])
-    return lookup.reindex(want).fillna(-1).to_numpy(dtype=np.int64)
+    n_shared = int(want.isin(ids[dup]).sum()) if dup.any() else 0
+    return lookup.reindex(want).fillna(-1).to_numpy(dtype=np.int64), n_shared
 
 
 def _frame_stacks(frames: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -9,7 +9,7 @@ from ..read.compiled import describe
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 # the decoder is part of the version: a bug report then says whether the compiled one ran
-@click.version_option(package_name="traceview", message=f"%(prog)s %(version)s ({describe()})")
+@click.version_option(package_name="traceview", message=f"%(prog)s %(version)s\n{describe()}")
 def main():
     """Analyse saved PyTorch profiler traces (Chrome/Kineto JSON, plain or gzip).
 

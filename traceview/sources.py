@@ -58,7 +58,8 @@ def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> tuple
     own = _decoded(call_stack) if call_stack is not None else np.full(len(ops), -1)
     texts: list[str] = list(own.categories) if isinstance(own, pd.Categorical) else []
     code = np.array(own.codes, dtype=np.int64) if isinstance(own, pd.Categorical) else own.astype(np.int64)
-    need, notes = code < 0, []
+    need = code < 0
+    notes: list[str] = []
     if need.any() and len(frames := _frames(events, notes)):
         at = _op_at(ops.iloc[np.flatnonzero(need)][["pid", "tid", "ts_ns"]], frames)
         frame_code, frame_texts = _frame_stacks(frames, at[at >= 0])

@@ -24,13 +24,14 @@ _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 _LEADING = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.lstrip() strips
 
 
-def _head(data: bytes, n: int) -> bytes:
+def _head(data: bytes | bytearray, n: int) -> bytes:
     """``data.lstrip()[:n]`` without the copy of the whole text ``lstrip`` makes."""
-    at = _LEADING.match(data).end()
+    m = _LEADING.match(data)  # matches anywhere (possibly empty): never None
+    at = m.end() if m else 0
     return bytes(data[at : at + n])
 
 
-def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
+def split_document(data: bytes | bytearray, path: str) -> tuple[dict, msgspec.Raw]:
     """Top-level metadata (decoded) and the raw ``traceEvents`` array. The array may lie in a
     blanked copy of ``data`` (see ``fit_events``), not in ``data`` itself."""
     start = _head(data, 1)
@@ -49,7 +50,7 @@ def split_document(data: bytes, path: str) -> tuple[dict, msgspec.Raw]:
     return meta, events_raw
 
 
-def _not_an_object(data: bytes, path: str) -> TraceReadError:
+def _not_an_object(data: bytes | bytearray, path: str) -> TraceReadError:
     """A document that does not start with { or [: valid JSON (a number, a string,
     null) is not a trace; anything else is not JSON at all."""
     try:
@@ -61,7 +62,7 @@ def _not_an_object(data: bytes, path: str) -> TraceReadError:
     )
 
 
-def fit_events(data: bytes) -> bytes:
+def fit_events(data: bytes | bytearray) -> bytes | bytearray:
     """``data``, or a copy of the same length (every offset the same) with the events msgspec
     refuses on their own blanked (``unfit``): the text ``split_document`` decodes. For a caller
     that decodes the events but writes back the original bytes (``annotate``). Other problems
@@ -74,7 +75,7 @@ def fit_events(data: bytes) -> bytes:
     return data
 
 
-def _decode_top(data: bytes, path: str) -> dict:
+def _decode_top(data: bytes | bytearray, path: str) -> dict:
     """The top-level members as raw values (they keep the text they point into alive). When
     msgspec refuses the text, try again with its unfit events blanked, once."""
     try:

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import TraceReadError
 from .scan import COMMA as _COMMA
 from .scan import KEY as _KEY
-from .scan import find_key, skip_ws, structure
+from .scan import Text, find_key, skip_ws, structure
 from .source import StreamCut
 from .unfit import may_hold_unfit, without_unfit_events
 
@@ -34,7 +34,7 @@ _DEEP = "nested too deeply"
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
 
 
-def salvage_prefix(data: bytes, path: str, cut: StreamCut | None = None) -> tuple[bytes, str | None]:
+def salvage_prefix(data: Text, path: str, cut: StreamCut | None = None) -> tuple[Text, str | None]:
     """A decodable document made of the complete part of ``data``, and a warning.
 
     ``cut``: where the gzip stream ``data`` came from stopped early, if it did.
@@ -96,7 +96,7 @@ def _valid_extent(data) -> tuple[int | None, str]:
         return None, _DEEP  # too deep to decode: salvage cannot help, unless one event is (unfit)
 
 
-def _close(raw: bytes, path: str, problem: str):
+def _close(raw: Text, path: str, problem: str):
     """(closed document, events kept, bytes of ``raw`` kept, bytes per event, kind): kind is
     "events" (cut inside the array), "metadata" (cut after it) or "junk" (a whole document, then junk)."""
     buf = np.frombuffer(raw, dtype=np.uint8)
@@ -131,7 +131,7 @@ def _close(raw: bytes, path: str, problem: str):
 
 
 def _close_array(
-    raw: bytes, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes, problem: str
+    raw: Text, path: str, brackets, depth, *, array_at: int, level: int, suffix: bytes, problem: str
 ):
     """Close the events array after its last complete element."""
     i_open = int(np.searchsorted(brackets, array_at))
@@ -150,7 +150,7 @@ def _close_array(
     )
 
 
-def _decodes(doc: bytes) -> bool:
+def _decodes(doc: Text) -> bool:
     try:
         _VALIDATOR.decode(doc)
         return True
@@ -158,7 +158,7 @@ def _decodes(doc: bytes) -> bool:
         return False
 
 
-def _close_metadata(raw: bytes, path: str, quotes, brackets, depth, close_at: int):
+def _close_metadata(raw: Text, path: str, quotes, brackets, depth, close_at: int):
     """The document up to the last complete top-level member after the events array."""
     tail = np.frombuffer(raw, dtype=np.uint8)[close_at + 1 :]
     commas = close_at + 1 + np.flatnonzero(tail == _COMMA)

@@ -13,11 +13,13 @@ import re
 
 import numpy as np
 
+#: JSON text as the reader holds it: a plain file's bytes, or the bytearray a gzip stream was inflated into
+Text = bytes | bytearray
 QUOTE, BACKSLASH, COMMA = 34, 92, 44
 SKIP_WS = re.compile(rb"[ \t\r\n]*")
 
 
-def skip_ws(raw: bytes | memoryview, at: int = 0) -> int:
+def skip_ws(raw: Text | memoryview, at: int = 0) -> int:
     """The first position at or after ``at`` that is not JSON whitespace (SKIP_WS matches anywhere,
     possibly empty: the fallback is never taken)."""
     m = SKIP_WS.match(raw, at)
@@ -60,7 +62,7 @@ def depth_at(pos: int, brackets: np.ndarray, depth: np.ndarray) -> int:
     return int(depth[i]) if i >= 0 else 0
 
 
-def find_key(raw: bytes, quotes, brackets, depth) -> int | None:
+def find_key(raw: Text, quotes, brackets, depth) -> int | None:
     """Where the top-level ``"traceEvents"`` key starts (a real key: a string at depth 1 followed by ':')."""
     at = raw.find(KEY)
     for _ in range(10_000):
@@ -80,7 +82,7 @@ def find_key(raw: bytes, quotes, brackets, depth) -> int | None:
     return None
 
 
-def events_array(raw: bytes, quotes, brackets, depth) -> tuple[int, int] | None:
+def events_array(raw: Text, quotes, brackets, depth) -> tuple[int, int] | None:
     """(position of the ``[`` that opens the events array, its depth after opening): a bare
     array is the document itself, else the array under the top-level ``traceEvents`` key."""
     start = skip_ws(raw)

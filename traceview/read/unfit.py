@@ -19,7 +19,7 @@ import re
 import msgspec
 import numpy as np
 
-from .scan import array_items, events_array, structure
+from .scan import Text, array_items, events_array, structure
 
 #: Nesting (levels inside one event) beyond which an event of a document msgspec refused is
 #: blanked. Real events nest 4-5 levels (args, "Input Dims", lists of shapes); msgspec's own
@@ -35,7 +35,7 @@ def may_hold_unfit(data, exc: BaseException | None = None) -> bool:
     return isinstance(exc, RecursionError) or _SURROGATE.search(data) is not None
 
 
-def without_unfit_events(data: bytes) -> tuple[bytes, int]:
+def without_unfit_events(data: Text) -> tuple[Text, int]:
     """``data`` with its unfit events blanked, and how many; ``(data, 0)`` when there are none
     or when every event is unfit (then the document's own error is the better answer)."""
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -67,7 +67,7 @@ def _too_deep(items: np.ndarray, brackets: np.ndarray, depth: np.ndarray, level:
     return bad
 
 
-def _refused(data: bytes, items: np.ndarray) -> np.ndarray:
+def _refused(data: Text, items: np.ndarray) -> np.ndarray:
     """Items with a surrogate escape that msgspec will not decode on their own (a valid pair decodes)."""
     bad = np.zeros(len(items), dtype=bool)
     lo, hi = int(items[0, 0]), int(items[-1, 1])
@@ -82,6 +82,6 @@ def _refused(data: bytes, items: np.ndarray) -> np.ndarray:
     return bad
 
 
-def _n_present(data: bytes, items: np.ndarray) -> int:
+def _n_present(data: Text, items: np.ndarray) -> int:
     """Items that hold more than spaces (``[]`` has one empty slot, which is no item)."""
     return sum(1 for lo, hi in items.tolist() if data[lo:hi].strip()) if len(items) < 2 else len(items)

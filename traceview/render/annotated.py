@@ -104,7 +104,7 @@ def _compressed(fh, out: Path):
     return contextlib.nullcontext(fh)
 
 
-def _reread(path: str, max_bytes: int, max_ratio: float | None, salvage: bool) -> bytes:
+def _reread(path: str, max_bytes: int, max_ratio: float | None, salvage: bool) -> bytes | bytearray:
     """The trace's JSON text as the load read it (magic bytes decide gzip, same caps)."""
     text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
     if not salvage:

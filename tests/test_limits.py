@@ -196,46 +196,41 @@ def test_small_files_are_never_refused_for_their_ratio(tmp_path):
     assert tv.load(path, cache=False).stats["n_events"] == 1
 
 
-def test_gzip_through_a_pipe(tmp_path):
-    """A gzip trace on a pipe (``<(cat t.json.gz)``): its magic bytes are read once, not sought back to."""
+def _events_through_a_pipe(tmp_path, write) -> int:
+    """The events count of a trace loaded from a FIFO that ``write(fifo)`` fills on a thread."""
     import os
     import threading
 
-    src = tmp_path / "src.json.gz"
-    src.write_bytes(gzip.compress(json.dumps({"traceEvents": [_event()]}).encode()))
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    writer = threading.Thread(target=lambda: fifo.write_bytes(src.read_bytes()))
+    writer = threading.Thread(target=write, args=(fifo,))
     writer.start()
     try:
-        assert tv.load(fifo, cache=False).stats["n_events"] == 1
+        return tv.load(fifo, cache=False).stats["n_events"]
     finally:
         writer.join(timeout=10)
+
+
+def test_gzip_through_a_pipe(tmp_path):
+    """A gzip trace on a pipe (``<(cat t.json.gz)``): its magic bytes are read once, not sought back to."""
+    data = gzip.compress(json.dumps({"traceEvents": [_event()]}).encode())
+    assert _events_through_a_pipe(tmp_path, lambda fifo: fifo.write_bytes(data)) == 1
 
 
 def test_gzip_magic_split_across_pipe_writes(tmp_path):
     """The two magic bytes written one at a time: a raw read of a pipe returns what is there,
     so the head is read until it has both (else the gzip file reads as plain text)."""
-    import os
-    import threading
     import time
 
     data = gzip.compress(json.dumps({"traceEvents": [_event()]}).encode())
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
 
-    def write():
+    def write(fifo):
         with open(fifo, "wb", buffering=0) as fh:
             fh.write(data[:1])
             time.sleep(0.2)  # the reader is blocked in its first read by now, and gets one byte
             fh.write(data[1:])
 
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        assert tv.load(fifo, cache=False).stats["n_events"] == 1
-    finally:
-        writer.join(timeout=10)
+    assert _events_through_a_pipe(tmp_path, write) == 1
 
 
 def test_a_plain_file_is_held_once(tmp_path):

@@ -64,9 +64,7 @@ def deep(tmp_path_factory):
         print(json.dumps(out))
         """
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
-    )
+    run = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout)
 
@@ -124,25 +122,29 @@ def test_loop_safe_depth_matches_a_plain_walk(seed):
     assert max(want) > 100
 
 
-def test_callers_that_loop_load_and_are_cut(tmp_path):
-    """Frames 1 and 2 name each other as caller (a damaged trace), frame 3 is called by 2: each
-    has no caller trusted, so an op in frame 3 has that frame alone as its stack. The walk up
-    the callers to find an op's frame once never ended on such a loop: run in a subprocess."""
-    frames = [("a.py(1): f", 0, 100, 1, 2), ("b.py(2): g", 10, 80, 2, 1), ("c.py(3): h", 20, 60, 3, 2)]
+def _frames_trace(path, frames) -> str:
+    """A trace of python_function frames (name, ts, dur, Python id, Python parent id) on one
+    thread and one op at 30-40 us inside them, written to ``path``."""
     events = [
         {"ph": "X", "pid": 1, "tid": 1, "cat": "python_function", "name": name, "ts": ts, "dur": dur}
         | {"args": {"Python id": own, "Python parent id": up}}
         for name, ts, dur, own, up in frames
     ] + [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "aten::x", "ts": 30, "dur": 10}]
-    path = tmp_path / "loop.json"
     path.write_text(json.dumps({"traceEvents": events}))
+    return str(path)
+
+
+def test_callers_that_loop_load_and_are_cut(tmp_path):
+    """Frames 1 and 2 name each other as caller (a damaged trace), frame 3 is called by 2: each
+    has no caller trusted, so an op in frame 3 has that frame alone as its stack. The walk up
+    the callers to find an op's frame once never ended on such a loop: run in a subprocess."""
+    frames = [("a.py(1): f", 0, 100, 1, 2), ("b.py(2): g", 10, 80, 2, 1), ("c.py(3): h", 20, 60, 3, 2)]
+    path = _frames_trace(tmp_path / "loop.json", frames)
     script = (
         "import sys, traceview as tv; t = tv.load(sys.argv[1], cache=False); "
         "print(t.ops['stack'].tolist()); print(t.warnings)"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
-    )
+    run = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     stacks, warnings = run.stdout.strip().splitlines()
     assert stacks == "['c.py(3): h']"
@@ -155,14 +157,7 @@ def test_a_parent_id_several_frames_carry_is_counted(tmp_path):
     """Two frames carry Python id 5 and a third names 5 as its caller: which one called it is
     not known, so it has none, and the load says so."""
     frames = [("a.py(1): f", 0, 100, 5, 0), ("b.py(2): g", 200, 100, 5, 0), ("c.py(3): h", 20, 60, 6, 5)]
-    events = [
-        {"ph": "X", "pid": 1, "tid": 1, "cat": "python_function", "name": name, "ts": ts, "dur": dur}
-        | {"args": {"Python id": own, "Python parent id": up}}
-        for name, ts, dur, own, up in frames
-    ] + [{"ph": "X", "pid": 1, "tid": 1, "cat": "cpu_op", "name": "aten::x", "ts": 30, "dur": 10}]
-    path = tmp_path / "shared.json"
-    path.write_text(json.dumps({"traceEvents": events}))
-    trace = tv.load(path, cache=False)
+    trace = tv.load(_frames_trace(tmp_path / "shared.json", frames), cache=False)
     assert trace.ops["stack"].tolist() == ["c.py(3): h"]
     note = "1 Python frame left without a caller (each one's Python parent id names several frames)"
     assert any(note in w for w in trace.warnings), trace.warnings

@@ -144,17 +144,25 @@ def test_a_cut_inside_a_string_reads_the_whole_region_again(monkeypatch, tmp_pat
 
 
 @needs_build
-def test_a_file_that_changes_while_read_is_an_error(monkeypatch, tmp_path):
-    """Chunks read again from a file that was written to meanwhile would mix two texts: the
-    load stops with one line naming the file instead."""
+@pytest.mark.parametrize("change", ["written", "cut short"])
+def test_a_file_that_changes_while_read_is_an_error(change, monkeypatch, tmp_path):
+    """Chunks read again from a file that was written to meanwhile (its modification time
+    moves), or cut short (a chunk's read meets the end), would mix two texts: the load stops
+    with one line naming the file instead."""
     plain = tmp_path / "t.json"
     plain.write_bytes(_many_events(20_000))
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 14)
     monkeypatch.setenv("TRACEVIEW_WORKERS", "1")
     real = compiled._chunk
+    size = plain.stat().st_size
 
     def touch_then_scan(*args):
-        os.utime(plain, ns=(1, 1))  # what any write does: the modification time moves
+        if change == "written":
+            os.utime(plain, ns=(1, 1))
+        else:  # its time set back: the next chunk's read meets the end before the last look
+            stat = plain.stat()
+            os.truncate(plain, size // 2)
+            os.utime(plain, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         return real(*args)
 
     monkeypatch.setattr(compiled, "_chunk", touch_then_scan)

@@ -134,8 +134,7 @@ def _scan_region(region: Region, bounds: list, threads: int, held: list):
             if len(getattr(mine, "buf", b"")) < hi - lo:
                 mine.buf = bytearray(hi - lo)
             buf = memoryview(mine.buf)[: hi - lo]
-            if os.preadv(fd, [buf], region.offset + lo) != hi - lo:
-                raise TraceReadError(region.path, CHANGED)
+            _read_into(fd, buf, region.offset + lo, region.path)
             return buf, (0, hi - lo, head, tail)
 
         parts = _scan_chunks(text, bounds, threads, region.path)
@@ -146,6 +145,17 @@ def _scan_region(region: Region, bounds: list, threads: int, held: list):
 
 
 CHANGED = "the file changed while it was being read: load it again once it is written"
+
+
+def _read_into(fd: int, buf: memoryview, offset: int, path: str) -> None:
+    """Fill ``buf`` from ``offset``: a read may return less than asked (a signal, some network
+    file systems); only the end of the file (the file got shorter) is an error."""
+    got = 0
+    while got < len(buf):
+        n = os.preadv(fd, [buf[got:]], offset + got)
+        if n == 0:
+            raise TraceReadError(path, CHANGED)
+        got += n
 
 
 def _same_file(region: Region, fd: int) -> None:

@@ -312,14 +312,18 @@ def _farthest(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
     return found
 
 
-def steps_by_time(ts: np.ndarray, pid: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
-    """Step number whose span (in the same process) contains each time, -1 if none."""
+def steps_by_time(ts: np.ndarray, pid: pd.Categorical, steps: pd.DataFrame) -> np.ndarray:
+    """Step number whose span (in the same process) contains each time, -1 if none. Processes
+    are matched by their text (a pid written 1 in one place and "1" in another is one process);
+    ``pid`` is compared by its codes, not its texts row by row."""
     out = np.full(len(ts), -1, dtype=np.int64)
+    codes = np.asarray(pid.codes)
+    texts = np.array([str(c) for c in pid.categories], dtype=object)
     for p, group in steps.groupby("pid", observed=True):
         group = group.sort_values("ts_ns")
         starts = group["ts_ns"].to_numpy()
         ends = starts + group["dur_ns"].to_numpy()
-        sel = np.flatnonzero(pid == str(p))
+        sel = np.flatnonzero(np.isin(codes, np.flatnonzero(texts == str(p))))
         at = np.searchsorted(starts, ts[sel], side="right") - 1
         ok = (at >= 0) & (ts[sel] < ends[np.clip(at, 0, None)])
         out[sel[ok]] = group["step"].to_numpy()[at[ok]]
@@ -399,7 +403,8 @@ def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[p
         ts = events["ts_ns"].to_numpy()
         at = np.clip(launch, 0, None)
         when = np.where(has_launch, ts[at], -1)
-        where = np.where(has_launch, per_category(events["pid"], str, "nan")[at], "")
+        pid = events["pid"].array
+        where = pd.Categorical.from_codes(np.where(has_launch, pid.codes[at], -1), dtype=pid.dtype)
         by_time = steps_by_time(when, where, steps)
         step = np.where((step < 0) & has_launch, by_time, step)
     names = events["name"]
@@ -469,7 +474,7 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
     step = anc["step"].to_numpy()
     if (step < 0).any() and len(steps):
-        by_time = steps_by_time(ops["ts_ns"].to_numpy(), per_category(ops["pid"], str, "nan"), steps)
+        by_time = steps_by_time(ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
         step = np.where(step < 0, by_time, step)
     ops["step"] = _nullable(step)
     ops["event"] = rows
@@ -595,7 +600,7 @@ def link_memory(memory: pd.DataFrame, ops: pd.DataFrame, steps: pd.DataFrame) ->
     if len(ops):
         step[has] = ops["step"].fillna(-1).to_numpy(dtype=np.int64)[op[has]]
     if (step < 0).any() and len(steps):
-        by_time = steps_by_time(memory["ts_ns"].to_numpy(), per_category(memory["pid"], str, "nan"), steps)
+        by_time = steps_by_time(memory["ts_ns"].to_numpy(), memory["pid"].array, steps)
         step = np.where(step < 0, by_time, step)
     memory["op"] = op
     memory["step"] = _nullable(step)

@@ -29,8 +29,9 @@ class Codes:
         present = codes[codes >= 0]
         if not len(present):
             return Codes(np.full(len(codes), -1, dtype=np.int64), [])
-        used, first = np.unique(present, return_index=True)
-        used = used[np.argsort(first, kind="stable")]
+        import pandas as pd  # loaded with the model already; kept out of this module's import
+
+        used = pd.unique(present)  # in order of first appearance, by hashing: no sort of the rows
         remap = np.full(len(self.uniques), -1, dtype=np.int64)
         remap[used] = np.arange(len(used))
         return Codes(

@@ -138,8 +138,10 @@ def _scan_region(region: Region, bounds: list, threads: int, held: list):
             return buf, (0, hi - lo, head, tail)
 
         parts = _scan_chunks(text, bounds, threads, region.path)
-        if parts is RECHECK:
-            held.append(os.pread(fd, region.length, region.offset))
+        if parts is RECHECK:  # in a loop: one read stops short of 2 GiB on Linux
+            whole = bytearray(region.length)
+            _read_into(fd, memoryview(whole), region.offset, region.path)
+            held.append(whole)
         _same_file(region, fd)
     return parts
 

@@ -78,8 +78,9 @@ def read_source(
             head = _read_head(fh, 2)
             if head == GZIP_MAGIC:
                 return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
+            before = os.fstat(fh.fileno())
             data = _read_plain(fh, head, path, max_bytes)
-            stamp = file_stamp(os.fstat(fh.fileno())) if _is_file(fh) else None
+            stamp = _stamp_if_unchanged(before, os.fstat(fh.fileno()))
     except FileNotFoundError:
         raise TraceReadError(path, "no such file") from None
     except IsADirectoryError:
@@ -112,8 +113,12 @@ def file_stamp(st: os.stat_result) -> tuple:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _is_file(fh) -> bool:
-    return stat.S_ISREG(os.fstat(fh.fileno()).st_mode)
+def _stamp_if_unchanged(before: os.stat_result, after: os.stat_result) -> tuple | None:
+    """A regular file's stamp, if it did not change while it was read (else None: its text may
+    mix old and new bytes, and nothing should be read from it again as if it matched)."""
+    if not stat.S_ISREG(after.st_mode) or file_stamp(before) != file_stamp(after):
+        return None
+    return file_stamp(after)
 
 
 def _blank(data) -> bool:

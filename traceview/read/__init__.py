@@ -16,8 +16,8 @@ Imports go one way, with no loop: this package imports its modules; ``compiled``
 uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes``,
 ``events``, ``parallel`` (its core count) and ``scan``; ``parallel`` uses ``columns``,
 ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``, ``codes`` and
-``times``; ``chunks`` and ``events`` use ``document``; ``document`` uses ``unfit``,
-which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and ``source``. No
+``times``; ``chunks`` and ``events`` use ``document``; ``document`` uses ``source``
+(its whitespace) and ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and ``source``. No
 module imports another's private (``_x``) names.
 """
 

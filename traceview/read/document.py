@@ -10,23 +10,21 @@ msgspec refuses on its own (a lone surrogate escape, nesting a thousand deep) is
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from ..errors import NotATraceError, TraceReadError
+from .source import SPACES
 from .unfit import may_hold_unfit, without_unfit_events
 
 TOO_DEEP = "JSON nested too deeply to decode (thousands of levels; not a trace)"
 NOT_A_TRACE = "not a profiler trace"
 _META_DECODER = msgspec.json.Decoder(float_hook=float)  # 1e400 -> inf rather than an error
 _VALIDATOR = msgspec.json.Decoder(msgspec.Raw)
-_LEADING = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.lstrip() strips
 
 
 def _head(data: bytes | bytearray, n: int) -> bytes:
     """``data.lstrip()[:n]`` without the copy of the whole text ``lstrip`` makes."""
-    m = _LEADING.match(data)  # matches anywhere (possibly empty): never None
+    m = SPACES.match(data)  # matches anywhere (possibly empty): never None
     at = m.end() if m else 0
     return bytes(data[at : at + n])
 

@@ -27,7 +27,7 @@ RATIO_FLOOR = 64 << 20  # less output than this is never refused for its ratio: 
 INFLATE_STEP = 16 << 20  # most output one decompress call makes, so every check runs often
 GUARD_STEP = 256 << 20  # output between two looks at available memory
 READ_CHUNK = 1 << 22
-_BLANK = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips
+SPACES = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips: JSON's spaces and \v \f
 LOCATE_STEP = 64  # compressed bytes per replay call when locating damage: the reported offset's precision
 
 
@@ -124,7 +124,7 @@ def _stamp_if_unchanged(before: os.stat_result, after: os.stat_result) -> tuple 
 def _blank(data) -> bool:
     """Whether ``data`` is all whitespace, found without ``data.strip()``'s copy of the text
     (a gigabyte at the peak of memory: real traces end in a newline)."""
-    return _BLANK.fullmatch(data) is not None
+    return SPACES.fullmatch(data) is not None
 
 
 def _read_head(fh, n: int) -> bytes:

@@ -85,6 +85,14 @@ def test_small_chunks_on_threads(name, monkeypatch, tmp_path):
     assert raw.decoder == compiled.COMPILED
 
 
+def _serial_only(monkeypatch) -> None:
+    """Plain files read whole, as where the direct path declines (tests/test_direct_read.py):
+    the paths below are its fallback."""
+    import traceview.read
+
+    monkeypatch.setattr(traceview.read, "read_direct", lambda *args: None)
+
+
 def _count_calls(monkeypatch, module, name: str) -> list:
     calls: list = []
     real = getattr(module, name)
@@ -113,6 +121,7 @@ def test_chunks_read_again_from_a_plain_file(name, monkeypatch, tmp_path):
     plain.write_bytes(gzip.decompress(path.read_bytes()))
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 16)
     monkeypatch.setenv("TRACEVIEW_WORKERS", "3")
+    _serial_only(monkeypatch)
     calls = _count_calls(monkeypatch, compiled, "_scan_region")
     got = decoders.same_read(plain)
     assert calls and got.decoder == compiled.COMPILED
@@ -138,6 +147,7 @@ def test_a_cut_inside_a_string_reads_the_whole_region_again(monkeypatch, tmp_pat
     plain.write_bytes(_many_events(3000, lambda i: 'x"},{"y' * (i % 7)))
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 12)
     monkeypatch.setenv("TRACEVIEW_WORKERS", "2")
+    _serial_only(monkeypatch)
     calls = _count_calls(monkeypatch, compiled, "_scan_region")
     got = decoders.same_read(plain)
     assert calls and got.n_events == 3000
@@ -165,6 +175,7 @@ def test_a_file_that_changes_while_read_is_an_error(change, monkeypatch, tmp_pat
             os.utime(plain, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         return real(*args)
 
+    _serial_only(monkeypatch)
     monkeypatch.setattr(compiled, "_chunk", touch_then_scan)
     with decoders.decoder(compiled.COMPILED), pytest.raises(tv.TraceReadError) as err:
         decoders.read(plain)
@@ -184,6 +195,7 @@ def test_a_plain_file_is_not_held_with_its_columns(monkeypatch, tmp_path):
     text = _many_events(200_000)
     plain.write_bytes(text)
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)
+    _serial_only(monkeypatch)
     monkeypatch.setenv("TRACEVIEW_WORKERS", "1")
 
     def peak() -> int:

@@ -5,6 +5,7 @@
  * builds the few Python objects the columns need: the distinct values (str, int or
  * bytes) and one bytearray per column, which numpy views without a copy. It returns
  * None when the scanner bailed (the caller decodes that chunk with msgspec).
+ * scan_open and find_events serve the reader's direct path (traceview/read/direct.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -113,10 +114,55 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* scan_open(buffer, lo, hi): (offset of the array's ']' in buffer or -1, columns), or None. */
+static PyObject *scan_open(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t lo, hi;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &lo, &hi)) return NULL;
+    if (lo < 0 || hi < lo || hi > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "scan_open: bounds outside the buffer");
+        return NULL;
+    }
+    tv_result r;
+    tv_result_init(&r);
+    size_t closed_at = TV_NOT_CLOSED;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = tv_scan_open((const uint8_t *)view.buf + lo, (size_t)(hi - lo), &r, &closed_at);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *out;
+    if (rc == TV_NOMEM) out = PyErr_NoMemory();
+    else if (rc != TV_OK) out = Py_NewRef(Py_None);
+    else {
+        Py_ssize_t at = closed_at == TV_NOT_CLOSED ? -1 : lo + (Py_ssize_t)closed_at;
+        out = Py_BuildValue("(nN)", at, build(&r));
+    }
+    tv_result_free(&r);
+    return out;
+}
+
+static PyObject *find_events(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    int64_t at = tv_find_events((const uint8_t *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromLongLong(at);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, lo, hi): the columns of the events in buffer[lo:hi] (the items of a JSON "
      "array, without its brackets), or None where the compiled scanner leaves them to msgspec."},
+    {"scan_open", scan_open, METH_VARARGS,
+     "scan_open(buffer, lo, hi): scan() for text that may hold the array's closing ']': "
+     "(its offset in buffer, or -1 where the text ends after an item first; columns), or None."},
+    {"find_events", find_events, METH_VARARGS,
+     "find_events(buffer): the offset of the '[' of the document's traceEvents, or -1 where "
+     "the head is not plain enough to tell (the caller splits the document with msgspec)."},
     {NULL, NULL, 0, NULL},
 };
 

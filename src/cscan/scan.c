@@ -772,10 +772,18 @@ void tv_result_free(tv_result *r) {
     tv_result_init(r);
 }
 
-int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
+/* The items loop of tv_scan and tv_scan_open. ``closed_at``: NULL for a chunk between its
+ * brackets; else the chunk may hold the array's own ']', whose offset is stored there
+ * (TV_NOT_CLOSED when the text ends after an item first). */
+static int scan_items(const uint8_t *p, size_t n, tv_result *out, size_t *closed_at) {
     cur c = {p, p + n, {NULL, 0, 0}, 0};
     event ev;
+    if (closed_at) *closed_at = TV_NOT_CLOSED;
     c.p = ws(c.p, c.end);
+    if (closed_at && c.p < c.end && *c.p == ']') {  /* an empty array */
+        *closed_at = (size_t)(c.p - p);
+        return TV_OK;
+    }
     while (c.p < c.end) {
         if (*c.p != '{') {  /* not an event object: msgspec drops it and counts it */
             c.err = TV_BAIL;
@@ -786,6 +794,10 @@ int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
         if (!parse_object(&c, ev.f, EVENT_KEYS, EVENT_BY_LEN, &ev) || !emit(&c, out, &ev)) break;
         c.p = ws(c.p, c.end);
         if (c.p >= c.end) break;
+        if (closed_at && *c.p == ']') {
+            *closed_at = (size_t)(c.p - p);
+            break;
+        }
         if (*c.p != ',') {
             c.err = TV_BAIL;
             break;
@@ -795,4 +807,39 @@ int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
     }
     free(c.scratch.v);
     return c.err;
+}
+
+int tv_scan(const uint8_t *p, size_t n, tv_result *out) {
+    return scan_items(p, n, out, NULL);
+}
+
+int tv_scan_open(const uint8_t *p, size_t n, tv_result *out, size_t *closed_at) {
+    return scan_items(p, n, out, closed_at);
+}
+
+/* The top-level members before traceEvents: keys without escapes, values skipped with
+ * their grammar checked. */
+int64_t tv_find_events(const uint8_t *p, size_t n) {
+    cur c = {p, p + n, {NULL, 0, 0}, 0};
+    int64_t found = -1;
+    c.p = ws(c.p, c.end);
+    if (c.p >= c.end || *c.p != '{') return -1;
+    c.p = ws(c.p + 1, c.end);
+    for (;;) {
+        val k;
+        if (c.p >= c.end || *c.p != '"' || !parse_string(&c, &k) || k.in_scratch) break;
+        c.p = ws(c.p, c.end);
+        if (c.p >= c.end || *c.p != ':') break;
+        c.p = ws(c.p + 1, c.end);
+        if (k.sn == 11 && memcmp(k.sp, "traceEvents", 11) == 0) {
+            if (c.p < c.end && *c.p == '[') found = (int64_t)(c.p - p);
+            break;
+        }
+        if (!skip_value(&c, 0)) break;
+        c.p = ws(c.p, c.end);
+        if (c.p >= c.end || *c.p != ',') break;
+        c.p = ws(c.p + 1, c.end);
+    }
+    free(c.scratch.v);
+    return found;
 }

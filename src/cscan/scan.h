@@ -78,6 +78,17 @@ typedef struct {
  * Returns TV_OK (``out`` filled), TV_BAIL or TV_NOMEM. ``out`` must be freed with
  * tv_result_free whatever the result. */
 int tv_scan(const uint8_t *p, size_t n, tv_result *out);
+/* tv_scan for a chunk that may hold the end of the array: ``p[0:n]`` starts after the
+ * array's '[' or at an item, and runs to the end of the file or to just after an item.
+ * On TV_OK, ``*closed_at`` is the offset of the array's ']' (the items before it are
+ * scanned, nothing after it is looked at) or TV_NOT_CLOSED when the text ends after an item. */
+#define TV_NOT_CLOSED SIZE_MAX
+int tv_scan_open(const uint8_t *p, size_t n, tv_result *out, size_t *closed_at);
+/* The offset of the '[' that opens the top-level object's traceEvents, or -1 where the
+ * text does not start as an object whose members up to traceEvents are plain JSON (no
+ * escaped key, nesting at most 64 deep) within ``p[0:n]``: the caller then splits the
+ * document with msgspec. */
+int64_t tv_find_events(const uint8_t *p, size_t n);
 void tv_result_init(tv_result *out);
 /* 1 when the scanner's lookup tables agree with its field names (checked once at load) */
 int tv_check_tables(void);

@@ -1,6 +1,8 @@
 """Bytes -> raw event columns: the first stage of the pipeline.
 
-``read(path)`` opens a trace file (plain or gzip, ``source``), optionally repairs
+``read(path)`` first tries to decode a plain file straight from the file, chunk by chunk on
+threads, without holding its text (``direct``, where the compiled scanner was built); where
+that path is not sure, it opens a trace file (plain or gzip, ``source``), optionally repairs
 a cut one (``salvage``), splits the JSON document into metadata and the raw
 events array (``document``) and decodes the events into columns: with the compiled
 scanner where it was built (``compiled``, on threads, every core; a chunk it leaves goes
@@ -12,7 +14,8 @@ profiler trace raises its subclass ``NotATraceError``.
 An event that msgspec refuses on its own (a lone surrogate escape, nesting a thousand
 deep) is blanked by ``unfit`` and dropped with a count, not the whole trace.
 
-Imports go one way, with no loop: this package imports its modules; ``compiled``
+Imports go one way, with no loop: this package imports its modules; ``direct`` uses
+``compiled``, ``chunks``, ``columns``, ``document`` and ``source``; ``compiled``
 uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes``,
 ``events``, ``parallel`` (its core count) and ``scan``; ``parallel`` uses ``columns``,
 ``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``, ``codes`` and
@@ -30,9 +33,10 @@ from ..errors import NotATraceError
 from . import columns, compiled, parallel
 from .codes import Codes, IntColumn, int_values
 from .columns import EventColumns
+from .direct import read_direct
 from .document import NOT_A_TRACE, split_document
 from .salvage import salvage_prefix
-from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read_bytes, read_source
+from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, opened, read_bytes, read_source
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -67,9 +71,16 @@ def read(
     max_ratio: float | None = DEFAULT_MAX_RATIO,
     salvage: bool = False,
 ) -> RawTrace:
-    """Read and decode one trace file into raw columns."""
+    """Read and decode one trace file into raw columns: straight from a plain file where the
+    compiled decoder is built (``direct``), else (or where that path is not sure) by reading
+    the whole text, splitting it and decoding its events."""
     path = os.fspath(path)
-    text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
+    with opened(path) as fh:  # opened once, whichever path reads it
+        got = None if salvage else read_direct(fh.fileno(), path, max_bytes)
+        if got is not None:
+            meta, decoded, json_bytes = got
+            return _raw_trace(path, meta, decoded, json_bytes, [])
+        text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage, fh=fh)
     warnings: list[str] = []
     data = text.data
     json_bytes = len(data)
@@ -86,6 +97,10 @@ def read(
     del events_raw
     decoded = event_columns(held, path, region)
     del held
+    return _raw_trace(path, meta, decoded, json_bytes, warnings)
+
+
+def _raw_trace(path: str, meta: dict, decoded: EventColumns, json_bytes: int, warnings: list) -> RawTrace:
     _check_is_trace(decoded, path)
     if decoded.dropped:
         warnings.append(f"{path}: skipped {decoded.dropped} malformed event(s)")

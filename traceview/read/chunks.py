@@ -30,14 +30,21 @@ def chunk_bounds(events_raw, size: int | None = None) -> list:
     bounds = []
     start, pos = 0, size
     while pos < n:
-        m = _BETWEEN.search(text, pos)
-        if m is None:
+        found = next_cut(text, pos)
+        if found is None:
             break
-        bounds.append((start, m.start() + 1, b"[" if start else b"", b"]"))
-        start = m.end() - 1
+        bounds.append((start, found[0], b"[" if start else b"", b"]"))
+        start = found[1]
         pos = start + size
     bounds.append((start, n, b"[" if start else b"", b""))
     return bounds
+
+
+def next_cut(text, pos: int = 0) -> tuple[int, int] | None:
+    """The first ``},{`` (any whitespace) at or after ``pos``: where the chunk before it ends
+    (after its ``}``) and where the next one starts (at its ``{``); None if there is none."""
+    m = _BETWEEN.search(text, pos)
+    return None if m is None else (m.start() + 1, m.end() - 1)
 
 
 def cut(events_raw, bound: tuple) -> bytes:

@@ -103,7 +103,7 @@ def event_columns(held: list, path: str, region: Region | None = None):
     thread comes to it: the text is never held together with the chunks' columns (the peak of
     memory is the larger of the two, not their sum). A file that changes meanwhile is an error."""
     bounds = _bounds(held[0])
-    threads = _threads(len(bounds))
+    threads = threads_for(len(bounds))
     if region is None or len(bounds) <= 2 * threads:
         parts = _scan_chunks(lambda bound: (held[0], bound), bounds, threads, path)
     else:
@@ -112,7 +112,7 @@ def event_columns(held: list, path: str, region: Region | None = None):
     if parts is RECHECK:
         return RECHECK
     held.clear()
-    return _merge(parts)
+    return merge(parts)
 
 
 def _bounds(events_raw) -> list:
@@ -127,29 +127,41 @@ def _scan_region(region: Region, bounds: list, threads: int, held: list):
         fd = fh.fileno()
         _same_file(region, fd)
 
-        mine = threading.local()  # one buffer per thread, reused: fresh pages for every chunk cost more
+        buffers = ThreadBuffers()
 
         def text(bound):
             lo, hi, head, tail = bound
-            if len(getattr(mine, "buf", b"")) < hi - lo:
-                mine.buf = bytearray(hi - lo)
-            buf = memoryview(mine.buf)[: hi - lo]
-            _read_into(fd, buf, region.offset + lo, region.path)
+            buf = buffers.get(hi - lo)
+            read_into(fd, buf, region.offset + lo, region.path)
             return buf, (0, hi - lo, head, tail)
 
         parts = _scan_chunks(text, bounds, threads, region.path)
         if parts is RECHECK:  # in a loop: one read stops short of 2 GiB on Linux
             whole = bytearray(region.length)
-            _read_into(fd, memoryview(whole), region.offset, region.path)
+            read_into(fd, memoryview(whole), region.offset, region.path)
             held.append(whole)
         _same_file(region, fd)
     return parts
 
 
+class ThreadBuffers:
+    """One buffer per thread, reused from chunk to chunk: fresh pages for every chunk cost more."""
+
+    def __init__(self):
+        self.mine = threading.local()
+
+    def get(self, n: int) -> memoryview:
+        """This thread's buffer, grown to at least ``n`` bytes, as a view of its first ``n``."""
+        buf = getattr(self.mine, "buf", None)
+        if buf is None or len(buf) < n:
+            buf = self.mine.buf = bytearray(n)
+        return memoryview(buf)[:n]
+
+
 CHANGED = "the file changed while it was being read: load it again once it is written"
 
 
-def _read_into(fd: int, buf: memoryview, offset: int, path: str) -> None:
+def read_into(fd: int, buf: memoryview, offset: int, path: str) -> None:
     """Fill ``buf`` from ``offset``: a read may return less than asked (a signal, some network
     file systems); only the end of the file (the file got shorter) is an error."""
     got = 0
@@ -180,7 +192,7 @@ def _scan_chunks(text, bounds: list, threads: int, path: str):
     return RECHECK if any(part is None for part, _ in parts) else parts
 
 
-def _merge(parts: list) -> EventColumns:
+def merge(parts: list) -> EventColumns:
     builder = ColumnBuilder()
     n_chunks, fallback = len(parts), sum(not by_c for _, by_c in parts)
     while parts:  # each part dropped once added: the builder holds its arrays, nothing else does
@@ -190,7 +202,7 @@ def _merge(parts: list) -> EventColumns:
     return got
 
 
-def _threads(n_chunks: int) -> int:
+def threads_for(n_chunks: int) -> int:
     """TRACEVIEW_WORKERS threads where it is set, else one per core (as the fork pool counts them)."""
     wanted = wanted_workers()
     if wanted is not None:

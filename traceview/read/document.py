@@ -42,7 +42,7 @@ def split_document(data: bytes | bytearray, path: str) -> tuple[dict, msgspec.Ra
         keys = ", ".join(list(top)[:6]) or "none"
         raise NotATraceError(path, f"{NOT_A_TRACE}: no traceEvents key (top-level keys: {keys})")
     events_raw = top.pop("traceEvents")
-    meta = {key: _decode_meta(key, raw, path) for key, raw in top.items()}
+    meta = meta_of(top, path)
     if bytes(memoryview(events_raw)[:1]) != b"[":  # msgspec's Raw holds the value without spaces
         raise NotATraceError(path, f"{NOT_A_TRACE}: traceEvents is not a list")
     return meta, events_raw
@@ -94,6 +94,11 @@ def _decode_problem(exc: Exception, data, path: str) -> TraceReadError:
     if isinstance(exc, RecursionError):
         return TraceReadError(path, TOO_DEEP)
     return TraceReadError(path, json_problem(exc, len(data)))
+
+
+def meta_of(top: dict, path: str) -> dict:
+    """The top-level members other than traceEvents, decoded."""
+    return {key: _decode_meta(key, raw, path) for key, raw in top.items()}
 
 
 def _decode_meta(key: str, raw: msgspec.Raw, path: str):

@@ -15,6 +15,7 @@ import os
 import re
 import stat
 import zlib
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from ..errors import TraceReadError
@@ -68,19 +69,41 @@ def read_source(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_ratio: float | None = DEFAULT_MAX_RATIO,
     salvage: bool = False,
+    fh=None,
 ) -> Decompressed:
     """The file's text. With ``salvage`` a damaged gzip stream gives what came before
-    the damage (``cut`` set) instead of an error. ``max_ratio`` None: no ratio limit."""
+    the damage (``cut`` set) instead of an error. ``max_ratio`` None: no ratio limit.
+    ``fh``: the file already ``opened`` (at its start), so that it is opened once."""
+    with nullcontext(fh) if fh is not None else opened(path) as fh, os_errors(path):
+        head = _read_head(fh, 2)
+        if head == GZIP_MAGIC:
+            return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
+        before = os.fstat(fh.fileno())
+        data = _read_plain(fh, head, path, max_bytes)
+        stamp = _stamp_if_unchanged(before, os.fstat(fh.fileno()))
+    if len(data) > max_bytes:
+        raise TraceReadError(path, over_cap("larger than", max_bytes))
+    if _blank(data):
+        raise TraceReadError(path, "empty file")
+    return Decompressed(data, stamp=stamp)
+
+
+@contextmanager
+def opened(path: str):
+    """The file, unbuffered: a buffered reader's read() joins what it buffered to the rest, a
+    second copy of the whole file at the peak of memory (2x the file at 1 GB). An error
+    opening it is a TraceReadError."""
+    with os_errors(path):
+        fh = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by the with below, outside os_errors)
+    with fh:
+        yield fh
+
+
+@contextmanager
+def os_errors(path: str):
+    """What the system says about a file as one line naming it (a TraceReadError)."""
     try:
-        # unbuffered: a buffered reader's read() joins what it buffered to the rest, a second
-        # copy of the whole file at the peak of memory (2x the file at 1 GB)
-        with open(path, "rb", buffering=0) as fh:
-            head = _read_head(fh, 2)
-            if head == GZIP_MAGIC:
-                return _gunzip(fh, head, path, _Inflater(path, max_bytes, max_ratio), salvage)
-            before = os.fstat(fh.fileno())
-            data = _read_plain(fh, head, path, max_bytes)
-            stamp = _stamp_if_unchanged(before, os.fstat(fh.fileno()))
+        yield
     except FileNotFoundError:
         raise TraceReadError(path, "no such file") from None
     except IsADirectoryError:
@@ -89,11 +112,6 @@ def read_source(
         raise TraceReadError(path, "permission denied") from None
     except OSError as exc:
         raise TraceReadError(path, f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > max_bytes:
-        raise TraceReadError(path, over_cap("larger than", max_bytes))
-    if _blank(data):
-        raise TraceReadError(path, "empty file")
-    return Decompressed(data, stamp=stamp)
 
 
 def read_bytes(

@@ -1,0 +1,169 @@
+"""A plain trace file's events decoded straight from the file, a chunk per thread: the
+reader's first try where the compiled decoder is built.
+
+The serial path reads the whole text, has msgspec check and split the document (about a
+second per gigabyte, on one core, before any event is decoded), then scans the events.
+Here only the file's head is read, to find where traceEvents opens (``_cscan.find_events``).
+The events are cut into chunks at ``},{`` found in small windows of the file, as
+``chunks.chunk_bounds`` cuts a text. Each thread reads its chunks into its own buffer and
+scans them (``_cscan.scan_open``): the scanner checks their JSON as it goes and finds the
+array's own ``]``. The document without its events (head, ``[]``, tail) is then checked and
+split by msgspec. The whole text is never held: the peak of memory is the columns.
+
+What this path is not sure of gives None, and the reader starts again on its serial path,
+so every error message and every rule of what is dropped stay that path's: gzip, a head it
+cannot walk, a chunk neither the scanner nor msgspec takes (a cut that fell inside a string,
+a document that is not valid JSON), a document without its events that msgspec refuses. A
+file that changes while it is read is an error.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
+
+import msgspec
+import numpy as np
+
+from ..errors import TraceReadError
+from ..limits import memory_cap
+from . import chunks, compiled
+from .columns import EventColumns, decode_chunk, gc_paused
+from .document import meta_of
+from .source import GZIP_MAGIC, file_stamp, os_errors
+
+try:
+    from ._cscan import find_events, scan_open  # type: ignore[import-not-found]
+except ImportError:  # not built: compiled.available() is false and this path is not taken
+    find_events = scan_open = None
+
+HEAD_BYTES = 1 << 20  # traceEvents must open within this much of the file (Kineto: a few KB)
+WINDOW = 1 << 16  # bytes read at a time to find a cut
+_FAILED = object()  # a chunk neither the scanner nor msgspec took
+
+
+def read_direct(fd: int, path: str, max_bytes: int) -> tuple[dict, EventColumns, int] | None:
+    """(metadata, event columns, size of the text) of the plain file open at ``fd`` (read with
+    ``pread``: its position does not move), or None where the serial path must read it. Raises
+    TraceReadError if the file changes while it is read."""
+    if not compiled.available() or not hasattr(os, "preadv"):  # no preadv on Windows
+        return None
+    with os_errors(path):
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or not 0 < before.st_size <= max_bytes:
+            return None  # a pipe is not read from here: its bytes would be gone
+        cap = memory_cap()  # too large for this machine's memory: the serial path says so
+        if cap is not None and before.st_size > cap:
+            return None
+        got = _decode(fd, before.st_size, path)
+        if file_stamp(os.fstat(fd)) != file_stamp(before):
+            raise TraceReadError(path, compiled.CHANGED)
+        return got
+
+
+def _decode(fd: int, size: int, path: str) -> tuple[dict, EventColumns, int] | None:
+    head = _read(fd, 0, min(size, HEAD_BYTES), path)
+    if head[:2] == GZIP_MAGIC:
+        return None
+    at = find_events(head)
+    if at < 0:
+        return None
+    with gc_paused():
+        scanned = _scan(fd, _bounds(fd, at + 1, size, path), path)
+        if scanned is None:
+            return None
+        parts, end = scanned
+        meta = _meta(head[:at] + b"[]" + _read(fd, end + 1, size - end - 1, path), at, path)
+        if meta is None:
+            return None
+        return meta, compiled.merge(parts), size
+
+
+def _bounds(fd: int, lo: int, size: int, path: str) -> list:
+    """(start, stop) in the file per chunk, from ``lo`` to the end of the file (the array ends
+    in one of them): cut at the first ``},{`` after each multiple of ``chunks.CHUNK_BYTES``."""
+    step = chunks.CHUNK_BYTES  # read now, not imported: tests shrink it
+    bounds, start, pos = [], lo, lo + step
+    while pos < size:
+        found = _next_cut(fd, pos, size, path)
+        if found is None:
+            break
+        bounds.append((start, found[0]))
+        start = found[1]
+        pos = start + step
+    bounds.append((start, size))
+    return bounds
+
+
+def _next_cut(fd: int, pos: int, size: int, path: str) -> tuple[int, int] | None:
+    """``chunks.next_cut`` in the file, a window at a time. A cut that spans two windows is
+    found from its ``}`` in the next; one with more whitespace than a window may be missed,
+    which only makes a chunk longer."""
+    while pos < size:
+        window = _read(fd, pos, min(WINDOW, size - pos), path)
+        found = chunks.next_cut(window)
+        if found is not None:
+            return pos + found[0], pos + found[1]
+        last = window.rfind(b"}")
+        pos += last if last > 0 else len(window)
+    return None
+
+
+def _scan(fd: int, bounds: list, path: str) -> tuple[list, int] | None:
+    """The parts of the chunks up to the one that holds the array's ``]``, and where it is."""
+    buffers = compiled.ThreadBuffers()
+
+    def one(bound):
+        lo, hi = bound
+        buf = buffers.get(hi - lo)
+        compiled.read_into(fd, buf, lo, path)
+        return _chunk(buf, lo, path)
+
+    threads = compiled.threads_for(len(bounds))
+    if threads <= 1:
+        done = list(map(one, bounds))
+    else:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            done = list(pool.map(one, bounds))
+    closing = next((k for k, (_, _, end) in enumerate(done) if end >= 0), None)
+    if closing is None or any(part is _FAILED for part, _, _ in done[: closing + 1]):
+        return None
+    return [(part, by_c) for part, by_c, _ in done[: closing + 1]], done[closing][2]
+
+
+def _chunk(buf: memoryview, lo: int, path: str) -> tuple:
+    """(part, by the scanner?, offset of the array's ``]`` in the file or -1). A chunk the
+    scanner leaves goes to msgspec, as an array of its own: it then cannot hold the ``]``."""
+    got = scan_open(buf, 0, len(buf))
+    if got is not None:
+        end, columns = got
+        return compiled.part_of(columns), True, lo + end if end >= 0 else -1
+    try:
+        return decode_chunk(b"".join((b"[", buf, b"]")), path), False, -1
+    except TraceReadError:
+        return _FAILED, False, -1
+
+
+def _meta(outside: bytes, at: int, path: str) -> dict | None:
+    """The decoded top-level members of the document with its events array emptied (``[]``
+    at ``at``), or None where msgspec refuses it or its traceEvents is not that ``[]`` (a
+    second traceEvents key)."""
+    try:
+        top = msgspec.json.decode(outside, type=dict[str, msgspec.Raw])
+        events = top.pop("traceEvents")
+        if _address(events) - _address(outside) != at or len(events) != 2:
+            return None
+        return meta_of(top, path)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, KeyError, TraceReadError):
+        return None
+
+
+def _read(fd: int, offset: int, n: int, path: str) -> bytes:
+    buf = bytearray(n)
+    compiled.read_into(fd, memoryview(buf), offset, path)
+    return bytes(buf)
+
+
+def _address(buf) -> int:
+    return np.frombuffer(memoryview(buf), dtype=np.uint8).ctypes.data

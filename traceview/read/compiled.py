@@ -197,7 +197,7 @@ def merge(parts: list) -> EventColumns:
     n_chunks, fallback = len(parts), sum(not by_c for _, by_c in parts)
     while parts:  # each part dropped once added: the builder holds its arrays, nothing else does
         builder.add(parts.pop(0)[0])
-    got = builder.finish()
+    got = builder.finish(threads_for(n_chunks))
     got.decoder = COMPILED if not fallback else f"{COMPILED} ({fallback} of {n_chunks} chunks by msgspec)"
     return got
 

@@ -258,3 +258,46 @@ def test_generated_documents_read_the_same(tmp_path, before, after, events, name
         decoders.same_read(path)
     finally:
         chunks.CHUNK_BYTES = old
+
+
+TRIM_PROBE = """
+import sys, traceview.limits as limits
+from traceview.read import chunks, read
+chunks.CHUNK_BYTES = 1 << 20
+if sys.argv[2] == "kept":
+    limits._TRIM = None
+assert read(sys.argv[1]).n_events == 400_000
+print([line for line in open("/proc/self/status") if line.startswith("VmRSS:")][0].split()[1])
+"""
+
+
+@needs_build
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmRSS is read from /proc (Linux)")
+def test_freed_chunk_memory_goes_back_to_the_system(tmp_path):
+    """The chunks' columns, freed once joined, stay in glibc's thread arenas unless given back
+    (``limits.give_back_freed_memory``): then the model and link stages would allocate on top
+    of them. Each way in a fresh process, its resident size after the read."""
+    import subprocess
+    import sys
+
+    from traceview import limits
+
+    if limits._malloc_trim() is None:
+        pytest.skip("this C library has no malloc_trim: nothing to give back with")
+    text = json.dumps({"traceEvents": _events(400_000)})
+    plain = _write(tmp_path, text)
+    env = {**os.environ, "TRACEVIEW_WORKERS": "2", compiled.ENV: compiled.COMPILED}
+
+    def rss_kib(mode: str) -> int:
+        res = subprocess.run(
+            [sys.executable, "-c", TRIM_PROBE, str(plain), mode], capture_output=True, text=True, env=env
+        )
+        assert res.returncode == 0, res.stderr
+        return int(res.stdout)
+
+    given, kept = rss_kib("given"), rss_kib("kept")
+    assert kept - given > 0.5 * len(text) / 1024, (
+        given,
+        kept,
+        len(text) // 1024,
+    )  # here 169 MB against 214 MB

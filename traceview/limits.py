@@ -85,3 +85,32 @@ def name_view(name: str, limit: int = NAME_WORK) -> str:
         return name
     half = limit // 2
     return name[:half] + _SEAM + name[-half:]
+
+
+def give_back_freed_memory() -> None:
+    """Return memory freed by the decoder's threads to the system (glibc's ``malloc_trim``).
+
+    glibc keeps what a thread frees in that thread's arena, and after a large free raises its
+    threshold for serving allocations from the arenas rather than from fresh mappings: the
+    scanner's per-chunk buffers and the chunks' columns, freed once joined, then stay in the
+    process (a third of a gigabyte at 1 GB) while the model and link stages allocate anew on top
+    of them (1.46x the file at the peak, against 1.08x with them given back). A no-op where
+    the C library has no ``malloc_trim`` (macOS, Windows, musl)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+def _malloc_trim():
+    global _TRIM
+    if _TRIM is False:
+        try:
+            import ctypes
+
+            _TRIM = getattr(ctypes.CDLL(None), "malloc_trim", None)
+        except (ImportError, OSError, TypeError):  # no C library to ask (or no ctypes)
+            _TRIM = None
+    return _TRIM
+
+
+_TRIM: object = False  # not looked up yet

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TraceReadError
+from ..limits import give_back_freed_memory
 from . import chunks
 from .chunks import chunk_bounds, cut
 from .codes import Codes, IntColumn
@@ -198,6 +199,7 @@ def merge(parts: list) -> EventColumns:
     while parts:  # each part dropped once added: the builder holds its arrays, nothing else does
         builder.add(parts.pop(0)[0])
     got = builder.finish(threads_for(n_chunks))
+    give_back_freed_memory()  # the chunks' columns, freed by the join, held by glibc's arenas
     got.decoder = COMPILED if not fallback else f"{COMPILED} ({fallback} of {n_chunks} chunks by msgspec)"
     return got
 

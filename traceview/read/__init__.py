@@ -33,10 +33,10 @@ from ..errors import NotATraceError
 from . import columns, compiled, parallel
 from .codes import Codes, IntColumn, int_values
 from .columns import EventColumns
-from .direct import read_direct
+from .direct import read_direct, read_held
 from .document import NOT_A_TRACE, split_document
 from .salvage import salvage_prefix
-from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, opened, read_bytes, read_source
+from .source import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, Decompressed, opened, read_bytes, read_source
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -71,16 +71,23 @@ def read(
     max_ratio: float | None = DEFAULT_MAX_RATIO,
     salvage: bool = False,
 ) -> RawTrace:
-    """Read and decode one trace file into raw columns: straight from a plain file where the
-    compiled decoder is built (``direct``), else (or where that path is not sure) by reading
-    the whole text, splitting it and decoding its events."""
+    """Read and decode one trace file into raw columns. Where the compiled decoder is built,
+    a plain file's events are decoded straight from the file and a gzip file's from its
+    inflated text, in chunks on threads (``direct``); else, or where that path is not sure,
+    the whole text is split by msgspec and its events decoded."""
     path = os.fspath(path)
     with opened(path) as fh:  # opened once, whichever path reads it
         got = None if salvage else read_direct(fh.fileno(), path, max_bytes)
         if got is not None:
-            meta, decoded, json_bytes = got
-            return _raw_trace(path, meta, decoded, json_bytes, [])
+            return _raw_trace(path, *got, [])
         text = read_source(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage, fh=fh)
+    if text.inflated and not salvage:  # a gzip file's text: a plain file's was declined above already
+        held = [text.data]
+        del text
+        got = read_held(held, path)  # empties held where it takes the text
+        if got is not None:
+            return _raw_trace(path, *got, [])
+        text = Decompressed(held.pop())
     warnings: list[str] = []
     data = text.data
     json_bytes = len(data)

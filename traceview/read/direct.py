@@ -56,52 +56,102 @@ def read_direct(fd: int, path: str, max_bytes: int) -> tuple[dict, EventColumns,
         cap = memory_cap()  # too large for this machine's memory: the serial path says so
         if cap is not None and before.st_size > cap:
             return None
-        got = _decode(fd, before.st_size, path)
+        got = _decode(_FileText(fd, before.st_size, path), path)
         if file_stamp(os.fstat(fd)) != file_stamp(before):
             raise TraceReadError(path, compiled.CHANGED)
         return got
 
 
-def _decode(fd: int, size: int, path: str) -> tuple[dict, EventColumns, int] | None:
-    head = _read(fd, 0, min(size, HEAD_BYTES), path)
+def read_held(held: list, path: str) -> tuple[dict, EventColumns, int] | None:
+    """``read_direct`` for a text already in memory, ``held[0]`` (a gzip file's, inflated): the
+    same cuts and scans on slices of it, without msgspec's pass over the whole text first.
+    ``held`` is emptied once the text is scanned, so that it is freed before the chunks'
+    columns are joined; where this path declines it is left as it was."""
+    if not compiled.available():
+        return None
+    return _decode(_HeldText(held), path)
+
+
+class _FileText:
+    """A plain file's text, read where it is needed (``pread``: one buffer per thread)."""
+
+    def __init__(self, fd: int, size: int, path: str):
+        self.fd, self.size, self.path = fd, size, path
+        self.buffers = compiled.ThreadBuffers()
+
+    def bytes_at(self, offset: int, n: int) -> bytes:
+        buf = bytearray(n)
+        compiled.read_into(self.fd, memoryview(buf), offset, self.path)
+        return bytes(buf)
+
+    def chunk(self, lo: int, hi: int) -> tuple:
+        """A buffer that holds ``text[lo:hi]``, and where in it."""
+        buf = self.buffers.get(hi - lo)
+        compiled.read_into(self.fd, buf, lo, self.path)
+        return buf, 0, hi - lo
+
+    def release(self) -> None:
+        """Nothing is held."""
+
+
+class _HeldText:
+    """A text in memory: its chunks are scanned where they lie."""
+
+    def __init__(self, held: list):
+        self.held, self.size = held, len(held[0])
+
+    def bytes_at(self, offset: int, n: int) -> bytes:
+        return bytes(memoryview(self.held[0])[offset : offset + n])
+
+    def chunk(self, lo: int, hi: int) -> tuple:
+        return self.held[0], lo, hi
+
+    def release(self) -> None:
+        """Let the text go: the caller's list was its last holder."""
+        self.held.clear()
+
+
+def _decode(text, path: str) -> tuple[dict, EventColumns, int] | None:
+    head = text.bytes_at(0, min(text.size, HEAD_BYTES))
     if head[:2] == GZIP_MAGIC:
         return None
     at = find_events(head)
     if at < 0:
         return None
     with gc_paused():
-        scanned = _scan(fd, _bounds(fd, at + 1, size, path), path)
+        scanned = _scan(text, _bounds(text, at + 1), path)
         if scanned is None:
             return None
         parts, end = scanned
-        meta = _meta(head[:at] + b"[]" + _read(fd, end + 1, size - end - 1, path), at, path)
+        meta = _meta(head[:at] + b"[]" + text.bytes_at(end + 1, text.size - end - 1), at, path)
         if meta is None:
             return None
-        return meta, compiled.merge(parts), size
+        text.release()
+        return meta, compiled.merge(parts), text.size
 
 
-def _bounds(fd: int, lo: int, size: int, path: str) -> list:
-    """(start, stop) in the file per chunk, from ``lo`` to the end of the file (the array ends
+def _bounds(text, lo: int) -> list:
+    """(start, stop) in the text per chunk, from ``lo`` to the end of the text (the array ends
     in one of them): cut at the first ``},{`` after each multiple of ``chunks.CHUNK_BYTES``."""
     step = chunks.CHUNK_BYTES  # read now, not imported: tests shrink it
     bounds, start, pos = [], lo, lo + step
-    while pos < size:
-        found = _next_cut(fd, pos, size, path)
+    while pos < text.size:
+        found = _next_cut(text, pos)
         if found is None:
             break
         bounds.append((start, found[0]))
         start = found[1]
         pos = start + step
-    bounds.append((start, size))
+    bounds.append((start, text.size))
     return bounds
 
 
-def _next_cut(fd: int, pos: int, size: int, path: str) -> tuple[int, int] | None:
-    """``chunks.next_cut`` in the file, a window at a time. A cut that spans two windows is
+def _next_cut(text, pos: int) -> tuple[int, int] | None:
+    """``chunks.next_cut`` in the text, a window at a time. A cut that spans two windows is
     found from its ``}`` in the next; one with more whitespace than a window may be missed,
     which only makes a chunk longer."""
-    while pos < size:
-        window = _read(fd, pos, min(WINDOW, size - pos), path)
+    while pos < text.size:
+        window = text.bytes_at(pos, min(WINDOW, text.size - pos))
         found = chunks.next_cut(window)
         if found is not None:
             return pos + found[0], pos + found[1]
@@ -110,15 +160,12 @@ def _next_cut(fd: int, pos: int, size: int, path: str) -> tuple[int, int] | None
     return None
 
 
-def _scan(fd: int, bounds: list, path: str) -> tuple[list, int] | None:
+def _scan(text, bounds: list, path: str) -> tuple[list, int] | None:
     """The parts of the chunks up to the one that holds the array's ``]``, and where it is."""
-    buffers = compiled.ThreadBuffers()
 
     def one(bound):
         lo, hi = bound
-        buf = buffers.get(hi - lo)
-        compiled.read_into(fd, buf, lo, path)
-        return _chunk(buf, lo, path)
+        return _chunk(*text.chunk(lo, hi), lo, path)
 
     threads = compiled.threads_for(len(bounds))
     if threads <= 1:
@@ -132,15 +179,16 @@ def _scan(fd: int, bounds: list, path: str) -> tuple[list, int] | None:
     return [(part, by_c) for part, by_c, _ in done[: closing + 1]], done[closing][2]
 
 
-def _chunk(buf: memoryview, lo: int, path: str) -> tuple:
-    """(part, by the scanner?, offset of the array's ``]`` in the file or -1). A chunk the
-    scanner leaves goes to msgspec, as an array of its own: it then cannot hold the ``]``."""
-    got = scan_open(buf, 0, len(buf))
+def _chunk(buf, a: int, b: int, lo: int, path: str) -> tuple:
+    """(part, by the scanner?, offset of the array's ``]`` in the text or -1) of the chunk at
+    ``lo`` in the text, ``buf[a:b]``. A chunk the scanner leaves goes to msgspec, as an array
+    of its own: it then cannot hold the ``]``."""
+    got = scan_open(buf, a, b)
     if got is not None:
         end, columns = got
-        return compiled.part_of(columns), True, lo + end if end >= 0 else -1
+        return compiled.part_of(columns), True, lo + end - a if end >= 0 else -1
     try:
-        return decode_chunk(b"".join((b"[", buf, b"]")), path), False, -1
+        return decode_chunk(b"".join((b"[", memoryview(buf)[a:b], b"]")), path), False, -1
     except TraceReadError:
         return _FAILED, False, -1
 
@@ -157,12 +205,6 @@ def _meta(outside: bytes, at: int, path: str) -> dict | None:
         return meta_of(top, path)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, KeyError, TraceReadError):
         return None
-
-
-def _read(fd: int, offset: int, n: int, path: str) -> bytes:
-    buf = bytearray(n)
-    compiled.read_into(fd, memoryview(buf), offset, path)
-    return bytes(buf)
 
 
 def _address(buf) -> int:

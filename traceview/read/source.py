@@ -61,6 +61,7 @@ class Decompressed:
     data: bytes | bytearray
     cut: StreamCut | None = None
     stamp: tuple | None = None  # a plain regular file's identity when read: see ``file_stamp``
+    inflated: bool = False  # a whole gzip stream's text (not a plain file's, nor a cut stream's)
 
 
 def read_source(
@@ -308,7 +309,7 @@ def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> D
         )
     if _blank(inflater.out):
         raise TraceReadError(path, "empty file (gzip holds no data)")
-    return Decompressed(inflater.out)
+    return Decompressed(inflater.out, inflated=True)
 
 
 def _inflate_all(fh, head: bytes, inflater: _Inflater) -> None:

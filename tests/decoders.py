@@ -81,3 +81,15 @@ def same_columns(a, b, where: str) -> None:
 
 def _typed(values: list) -> list:
     return [(type(v).__name__, repr(v)) for v in values]
+
+
+def read_peak(path, n_events: int) -> int:
+    """The most memory (tracemalloc) one ``read`` of ``path`` held, which must find ``n_events``."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        assert read(path).n_events == n_events
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -187,10 +187,6 @@ def test_a_plain_file_is_not_held_with_its_columns(monkeypatch, tmp_path):
     """The text is let go once it is cut into chunks: the read's peak is the text or the
     columns, not the text and the chunks' columns together (as it is where the text has no
     region in a file to read chunks again from)."""
-    import tracemalloc
-
-    from traceview.read import read
-
     plain = tmp_path / "t.json"
     text = _many_events(200_000)
     plain.write_bytes(text)
@@ -199,12 +195,7 @@ def test_a_plain_file_is_not_held_with_its_columns(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEVIEW_WORKERS", "1")
 
     def peak() -> int:
-        tracemalloc.start()
-        try:
-            assert read(plain).n_events == 200_000
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        return decoders.read_peak(plain, 200_000)
 
     with decoders.decoder(compiled.COMPILED):
         let_go = peak()

@@ -215,22 +215,13 @@ def test_a_file_that_changes_while_read_is_an_error(monkeypatch, tmp_path):
 def test_the_text_is_never_held_whole(monkeypatch, tmp_path):
     """The direct read's peak is the columns' (their join), not the text and the columns
     together, as it is where the serial path holds the text (a gzip file, or no region)."""
-    import tracemalloc
-
-    from traceview.read import read
-
     text = json.dumps({"traceEvents": _events(200_000, lambda i: f"aten::some_long_operator_name_{i % 50}")})
     plain = _write(tmp_path, text)
     monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)
     monkeypatch.setenv("TRACEVIEW_WORKERS", "2")
 
     def peak() -> int:
-        tracemalloc.start()
-        try:
-            assert read(plain).n_events == 200_000
-            return tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        return decoders.read_peak(plain, 200_000)
 
     calls = _taken(monkeypatch)
     with decoders.decoder(compiled.COMPILED):

@@ -89,59 +89,44 @@ static PyObject *build(const tv_result *r) {
         Py_BuildValue("(NN)", codes_list(r->m_codes, TV_M_TABLES), ints_list(r->m_int, r->m_mask, TV_M_INTS)));
 }
 
-static PyObject *scan(PyObject *self, PyObject *args) {
+/* scan and scan_open: the chunk buffer[lo:hi] scanned with the GIL released; ``open``: the
+ * text may hold the array's ']' (tv_scan_open), whose offset in buffer (or -1) comes first. */
+static PyObject *scan_chunk(PyObject *args, int open, const char *bad_bounds) {
     Py_buffer view;
     Py_ssize_t lo, hi;
-    (void)self;
     if (!PyArg_ParseTuple(args, "y*nn", &view, &lo, &hi)) return NULL;
     if (lo < 0 || hi < lo || hi > view.len) {
         PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan: bounds outside the buffer");
-        return NULL;
-    }
-    tv_result r;
-    tv_result_init(&r);
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = tv_scan((const uint8_t *)view.buf + lo, (size_t)(hi - lo), &r);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&view);
-    PyObject *out;
-    if (rc == TV_NOMEM) out = PyErr_NoMemory();
-    else if (rc != TV_OK) out = Py_NewRef(Py_None);
-    else out = build(&r);
-    tv_result_free(&r);
-    return out;
-}
-
-/* scan_open(buffer, lo, hi): (offset of the array's ']' in buffer or -1, columns), or None. */
-static PyObject *scan_open(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    Py_ssize_t lo, hi;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &lo, &hi)) return NULL;
-    if (lo < 0 || hi < lo || hi > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "scan_open: bounds outside the buffer");
+        PyErr_SetString(PyExc_ValueError, bad_bounds);
         return NULL;
     }
     tv_result r;
     tv_result_init(&r);
     size_t closed_at = TV_NOT_CLOSED;
     int rc;
+    const uint8_t *p = (const uint8_t *)view.buf + lo;
     Py_BEGIN_ALLOW_THREADS
-    rc = tv_scan_open((const uint8_t *)view.buf + lo, (size_t)(hi - lo), &r, &closed_at);
+    rc = open ? tv_scan_open(p, (size_t)(hi - lo), &r, &closed_at) : tv_scan(p, (size_t)(hi - lo), &r);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *out;
     if (rc == TV_NOMEM) out = PyErr_NoMemory();
     else if (rc != TV_OK) out = Py_NewRef(Py_None);
-    else {
-        Py_ssize_t at = closed_at == TV_NOT_CLOSED ? -1 : lo + (Py_ssize_t)closed_at;
-        out = Py_BuildValue("(nN)", at, build(&r));
-    }
+    else if (!open) out = build(&r);
+    else out = Py_BuildValue("(nN)", closed_at == TV_NOT_CLOSED ? (Py_ssize_t)-1 : lo + (Py_ssize_t)closed_at, build(&r));
     tv_result_free(&r);
     return out;
+}
+
+static PyObject *scan(PyObject *self, PyObject *args) {
+    (void)self;
+    return scan_chunk(args, 0, "scan: bounds outside the buffer");
+}
+
+/* scan_open(buffer, lo, hi): (offset of the array's ']' in buffer or -1, columns), or None. */
+static PyObject *scan_open(PyObject *self, PyObject *args) {
+    (void)self;
+    return scan_chunk(args, 1, "scan_open: bounds outside the buffer");
 }
 
 static PyObject *find_events(PyObject *self, PyObject *args) {

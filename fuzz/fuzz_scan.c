@@ -23,24 +23,21 @@ static void check_codes(const tv_i32 *codes, size_t rows, const tv_table *t) {
     for (size_t i = 0; i < rows; i++) CHECK(codes->v[i] >= -1 && codes->v[i] < (int32_t)t->n);
 }
 
-static void check_result(const tv_result *r0) {
-    const tv_result r = *r0;
-    {
-        int64_t total = 0;
-        for (size_t k = 0; k < r.phase_counts.n; k++) total += r.phase_counts.v[k];
-        CHECK(r.phase_counts.n == r.tables[T_PHASE].n && (size_t)total == r.n_events);
-        size_t nx = r.x_ts.n, nf = r.f_ts.n, nm = r.m_ts.n;
-        CHECK(r.x_dur.n == nx && nx + nf + nm <= r.n_events);
-        for (int k = 0; k < TV_X_TABLES; k++) check_codes(&r.x_codes[k], nx, &r.tables[T_X_CAT + k]);
-        for (int k = 0; k < TV_F_TABLES; k++) check_codes(&r.f_codes[k], nf, &r.tables[T_F_PH + k]);
-        for (int k = 0; k < TV_M_TABLES; k++) check_codes(&r.m_codes[k], nm, &r.tables[T_M_PID + k]);
-        for (int k = 0; k < TV_X_INTS; k++) CHECK(r.x_int[k].n == nx && r.x_mask[k].n == nx);
-        for (int k = 0; k < TV_M_INTS; k++) CHECK(r.m_int[k].n == nm && r.m_mask[k].n == nm);
-        for (int k = 0; k < TV_NTABLES; k++) {
-            const tv_table *t = &r.tables[k];
-            for (size_t i = 0; i < t->n; i++)
-                CHECK(t->e[i].kind == TV_KIND_INT || t->e[i].off + t->e[i].len <= t->arena.n);
-        }
+static void check_result(const tv_result *r) {
+    int64_t total = 0;
+    for (size_t k = 0; k < r->phase_counts.n; k++) total += r->phase_counts.v[k];
+    CHECK(r->phase_counts.n == r->tables[T_PHASE].n && (size_t)total == r->n_events);
+    size_t nx = r->x_ts.n, nf = r->f_ts.n, nm = r->m_ts.n;
+    CHECK(r->x_dur.n == nx && nx + nf + nm <= r->n_events);
+    for (int k = 0; k < TV_X_TABLES; k++) check_codes(&r->x_codes[k], nx, &r->tables[T_X_CAT + k]);
+    for (int k = 0; k < TV_F_TABLES; k++) check_codes(&r->f_codes[k], nf, &r->tables[T_F_PH + k]);
+    for (int k = 0; k < TV_M_TABLES; k++) check_codes(&r->m_codes[k], nm, &r->tables[T_M_PID + k]);
+    for (int k = 0; k < TV_X_INTS; k++) CHECK(r->x_int[k].n == nx && r->x_mask[k].n == nx);
+    for (int k = 0; k < TV_M_INTS; k++) CHECK(r->m_int[k].n == nm && r->m_mask[k].n == nm);
+    for (int k = 0; k < TV_NTABLES; k++) {
+        const tv_table *t = &r->tables[k];
+        for (size_t i = 0; i < t->n; i++)
+            CHECK(t->e[i].kind == TV_KIND_INT || t->e[i].off + t->e[i].len <= t->arena.n);
     }
 }
 

@@ -1,8 +1,9 @@
 """Bytes -> raw event columns: the first stage of the pipeline.
 
-``read(path)`` first tries to decode a plain file straight from the file, chunk by chunk on
-threads, without holding its text (``direct``, where the compiled scanner was built); where
-that path is not sure, it opens a trace file (plain or gzip, ``source``), optionally repairs
+``read(path)`` first tries to decode the events in chunks on threads without msgspec's pass
+over the whole text (``direct``, where the compiled scanner was built): a plain file straight
+from the file, never held whole; a gzip file from its inflated text. Where that path is not
+sure, it opens a trace file (plain or gzip, ``source``), optionally repairs
 a cut one (``salvage``), splits the JSON document into metadata and the raw
 events array (``document``) and decodes the events into columns: with the compiled
 scanner where it was built (``compiled``, on threads, every core; a chunk it leaves goes
@@ -15,12 +16,12 @@ An event that msgspec refuses on its own (a lone surrogate escape, nesting a tho
 deep) is blanked by ``unfit`` and dropped with a count, not the whole trace.
 
 Imports go one way, with no loop: this package imports its modules; ``direct`` uses
-``compiled``, ``chunks``, ``columns``, ``document`` and ``source``; ``compiled``
-uses the C extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes``,
-``events``, ``parallel`` (its core count) and ``scan``; ``parallel`` uses ``columns``,
-``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``, ``codes`` and
-``times``; ``chunks`` and ``events`` use ``document``; ``document`` uses ``source``
-(its whitespace) and ``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and ``source``. No
+``compiled``, ``chunks``, ``columns``, ``document`` and ``source``; ``compiled`` uses the C
+extension ``_cscan`` (optional), ``columns``, ``chunks``, ``codes``, ``events``, ``parallel``
+(its core count), ``scan`` and ``source`` (its file reads); ``parallel`` uses ``columns``,
+``chunks`` and ``codes``; ``columns`` uses ``chunks``, ``events``, ``codes`` and ``times``;
+``chunks`` and ``events`` use ``document``; ``document`` uses ``source`` (its whitespace) and
+``unfit``, which uses ``scan``; ``salvage`` uses ``scan``, ``unfit`` and ``source``. No
 module imports another's private (``_x``) names.
 """
 

@@ -71,17 +71,17 @@ def checked_event_chunks(events_raw, path: str, size: int = CHUNK_EVENTS):
         del items
         yield events_raw
         return
-    base = _address(events_raw)
+    base = address(events_raw)
     bounds = []
     for lo in range(0, n, size):
         last = items[min(lo + size, n) - 1]
-        bounds.append((_address(items[lo]) - base, _address(last) - base + len(last)))
+        bounds.append((address(items[lo]) - base, address(last) - base + len(last)))
     del items  # only the offsets are needed: free the item objects before decoding
     text = memoryview(events_raw)
     for lo, hi in bounds:
         yield b"".join((b"[", text[lo:hi], b"]"))
 
 
-def _address(buf) -> int:
+def address(buf) -> int:
     """Memory address of a buffer: a Raw item's offset in the array is its address minus the array's."""
-    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
+    return np.frombuffer(memoryview(buf), dtype=np.uint8).ctypes.data

@@ -187,7 +187,7 @@ class ColumnBuilder:
         jobs.update(
             {("memory_arrays", key): partial(_join, key, got) for key, got in self.memory_arrays.items()}
         )
-        done = _run(jobs, threads)
+        done = dict(zip(jobs, on_threads(_call, list(jobs.values()), threads), strict=True))
         cols: dict[str, Any] = {"counts": {k: self.counts[k] for k in sorted(self.counts)}}
         cols.update({name: done["x", name] for name in self.x})
         cols.update({key: done["arrays", key] for key in self.arrays if key != "flow_ts_ns"})
@@ -198,13 +198,17 @@ class ColumnBuilder:
         return EventColumns(cols, self.n_events, self.dropped)
 
 
-def _run(jobs: dict, threads: int) -> dict:
-    """Each job's result by its key; on ``threads`` threads where more than one."""
+def on_threads(fn: Callable, items: list, threads: int) -> list:
+    """``list(map(fn, items))``, on ``threads`` threads where more than one (the decoder's
+    work releases the GIL: C scans, numpy copies), results in the items' order."""
     if threads <= 1:
-        return {key: job() for key, job in jobs.items()}
+        return list(map(fn, items))
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        futures = {key: pool.submit(job) for key, job in jobs.items()}
-        return {key: future.result() for key, future in futures.items()}
+        return list(pool.map(fn, items))
+
+
+def _call(job: Callable):
+    return job()
 
 
 def _join(key: str, got: list) -> np.ndarray | IntColumn:

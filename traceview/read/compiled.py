@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,13 +24,22 @@ import numpy as np
 from ..errors import TraceReadError
 from ..limits import give_back_freed_memory
 from . import chunks
-from .chunks import chunk_bounds, cut
+from .chunks import address, chunk_bounds, cut
 from .codes import Codes, IntColumn
-from .columns import FLOW_FIELDS, INT_ARGS, X_STRINGS, ChunkPart, ColumnBuilder, EventColumns, decode_chunk
+from .columns import (
+    FLOW_FIELDS,
+    INT_ARGS,
+    X_STRINGS,
+    ChunkPart,
+    ColumnBuilder,
+    EventColumns,
+    decode_chunk,
+    on_threads,
+)
 from .events import MEMORY_ARGS, TEXT_ARGS
 from .parallel import usable_cores, wanted_workers
 from .scan import skip_ws
-from .source import file_stamp
+from .source import CHANGED, file_stamp, read_into
 
 try:
     from ._cscan import scan as _scan  # type: ignore[import-not-found]
@@ -83,14 +91,10 @@ def region_of(path: str, data, events_raw, stamp: tuple | None) -> Region | None
     set) and ``events_raw`` lies in it (not in a copy with events blanked); else None."""
     if stamp is None or not len(events_raw) or not hasattr(os, "preadv"):  # no preadv on Windows
         return None
-    at = _address(events_raw) - _address(data)
+    at = address(events_raw) - address(data)
     if not 0 <= at <= len(data) - len(events_raw):
         return None
     return Region(path, at, len(events_raw), stamp)
-
-
-def _address(buf) -> int:
-    return np.frombuffer(memoryview(buf), dtype=np.uint8).ctypes.data
 
 
 def event_columns(held: list, path: str, region: Region | None = None):
@@ -159,20 +163,6 @@ class ThreadBuffers:
         return memoryview(buf)[:n]
 
 
-CHANGED = "the file changed while it was being read: load it again once it is written"
-
-
-def read_into(fd: int, buf: memoryview, offset: int, path: str) -> None:
-    """Fill ``buf`` from ``offset``: a read may return less than asked (a signal, some network
-    file systems); only the end of the file (the file got shorter) is an error."""
-    got = 0
-    while got < len(buf):
-        n = os.preadv(fd, [buf[got:]], offset + got)
-        if n == 0:
-            raise TraceReadError(path, CHANGED)
-        got += n
-
-
 def _same_file(region: Region, fd: int) -> None:
     if file_stamp(os.fstat(fd)) != region.stamp:
         raise TraceReadError(region.path, CHANGED)
@@ -185,11 +175,7 @@ def _scan_chunks(text, bounds: list, threads: int, path: str):
     def one(bound):
         return _chunk(*text(bound), path)
 
-    if threads <= 1:
-        parts = list(map(one, bounds))
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            parts = list(pool.map(one, bounds))
+    parts = on_threads(one, bounds, threads)
     return RECHECK if any(part is None for part, _ in parts) else parts
 
 

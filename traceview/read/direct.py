@@ -1,19 +1,20 @@
-"""A plain trace file's events decoded straight from the file, a chunk per thread: the
-reader's first try where the compiled decoder is built.
+"""A trace's events decoded in chunks on threads without msgspec's pass over the whole text
+first: the reader's first try where the compiled decoder is built.
 
 The serial path reads the whole text, has msgspec check and split the document (about a
 second per gigabyte, on one core, before any event is decoded), then scans the events.
-Here only the file's head is read, to find where traceEvents opens (``_cscan.find_events``).
-The events are cut into chunks at ``},{`` found in small windows of the file, as
-``chunks.chunk_bounds`` cuts a text. Each thread reads its chunks into its own buffer and
-scans them (``_cscan.scan_open``): the scanner checks their JSON as it goes and finds the
-array's own ``]``. The document without its events (head, ``[]``, tail) is then checked and
-split by msgspec. The whole text is never held: the peak of memory is the columns.
+Here only the text's head is read, to find where traceEvents opens (``_cscan.find_events``).
+The events are cut into chunks at ``},{`` found in small windows, as ``chunks.chunk_bounds``
+cuts a text. Each thread scans its chunks (``_cscan.scan_open``): the scanner checks their
+JSON as it goes and finds the array's own ``]``. The document without its events (head,
+``[]``, tail) is then checked and split by msgspec. The text is a plain file, read where it
+is needed into each thread's buffer and never whole (``read_direct``: the peak of memory is
+the columns), or a gzip file's inflated text, scanned in place (``read_held``).
 
 What this path is not sure of gives None, and the reader starts again on its serial path,
-so every error message and every rule of what is dropped stay that path's: gzip, a head it
-cannot walk, a chunk neither the scanner nor msgspec takes (a cut that fell inside a string,
-a document that is not valid JSON), a document without its events that msgspec refuses. A
+so every error message and every rule of what is dropped stay that path's: a head it cannot
+walk, a chunk neither the scanner nor msgspec takes (a cut that fell inside a string, a
+document that is not valid JSON), a document without its events that msgspec refuses. A
 file that changes while it is read is an error.
 """
 
@@ -21,17 +22,15 @@ from __future__ import annotations
 
 import os
 import stat
-from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
-import numpy as np
 
 from ..errors import TraceReadError
 from ..limits import memory_cap
 from . import chunks, compiled
-from .columns import EventColumns, decode_chunk, gc_paused
+from .columns import EventColumns, decode_chunk, gc_paused, on_threads
 from .document import meta_of
-from .source import GZIP_MAGIC, file_stamp, os_errors
+from .source import CHANGED, GZIP_MAGIC, file_stamp, os_errors, read_into
 
 try:
     from ._cscan import find_events, scan_open  # type: ignore[import-not-found]
@@ -58,7 +57,7 @@ def read_direct(fd: int, path: str, max_bytes: int) -> tuple[dict, EventColumns,
             return None
         got = _decode(_FileText(fd, before.st_size, path), path)
         if file_stamp(os.fstat(fd)) != file_stamp(before):
-            raise TraceReadError(path, compiled.CHANGED)
+            raise TraceReadError(path, CHANGED)
         return got
 
 
@@ -81,13 +80,13 @@ class _FileText:
 
     def bytes_at(self, offset: int, n: int) -> bytes:
         buf = bytearray(n)
-        compiled.read_into(self.fd, memoryview(buf), offset, self.path)
+        read_into(self.fd, memoryview(buf), offset, self.path)
         return bytes(buf)
 
     def chunk(self, lo: int, hi: int) -> tuple:
         """A buffer that holds ``text[lo:hi]``, and where in it."""
         buf = self.buffers.get(hi - lo)
-        compiled.read_into(self.fd, buf, lo, self.path)
+        read_into(self.fd, buf, lo, self.path)
         return buf, 0, hi - lo
 
     def release(self) -> None:
@@ -167,12 +166,7 @@ def _scan(text, bounds: list, path: str) -> tuple[list, int] | None:
         lo, hi = bound
         return _chunk(*text.chunk(lo, hi), lo, path)
 
-    threads = compiled.threads_for(len(bounds))
-    if threads <= 1:
-        done = list(map(one, bounds))
-    else:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            done = list(pool.map(one, bounds))
+    done = on_threads(one, bounds, compiled.threads_for(len(bounds)))
     closing = next((k for k, (_, _, end) in enumerate(done) if end >= 0), None)
     if closing is None or any(part is _FAILED for part, _, _ in done[: closing + 1]):
         return None
@@ -200,12 +194,8 @@ def _meta(outside: bytes, at: int, path: str) -> dict | None:
     try:
         top = msgspec.json.decode(outside, type=dict[str, msgspec.Raw])
         events = top.pop("traceEvents")
-        if _address(events) - _address(outside) != at or len(events) != 2:
+        if chunks.address(events) - chunks.address(outside) != at or len(events) != 2:
             return None
         return meta_of(top, path)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, KeyError, TraceReadError):
         return None
-
-
-def _address(buf) -> int:
-    return np.frombuffer(memoryview(buf), dtype=np.uint8).ctypes.data

@@ -127,6 +127,21 @@ def read_bytes(
     return data if isinstance(data, bytes) else bytes(data)
 
 
+CHANGED = "the file changed while it was being read: load it again once it is written"
+
+
+def read_into(fd: int, buf: memoryview, offset: int, path: str) -> None:
+    """Fill ``buf`` from ``offset``: a read may return less than asked (a signal, some network
+    file systems; one read stops short of 2 GiB on Linux); only the end of the file (the file
+    got shorter) is an error."""
+    got = 0
+    while got < len(buf):
+        n = os.preadv(fd, [buf[got:]], offset + got)
+        if n == 0:
+            raise TraceReadError(path, CHANGED)
+        got += n
+
+
 def file_stamp(st: os.stat_result) -> tuple:
     """What changes when a file is replaced or written to: device, inode, size, modification time."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -287,3 +287,21 @@ def test_collector_trace_copy_is_whole_or_absent(tmp_path):
     )
     assert r.returncode == 1 and "File too large" in r.stderr, r.stderr
     assert list(out.iterdir()) == []
+
+
+def test_ctrl_c_right_after_the_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch):
+    """The temporary file is named before it is created, so a Ctrl-C between its creation and
+    anything after it still removes it (mkstemp returned its name only after creating it: a
+    Ctrl-C in between left it behind, as a loaded CI machine once showed)."""
+    from traceview import atomic
+
+    real = atomic._claim
+
+    def claim_then_interrupt(name):
+        real(name)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "_claim", claim_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), atomic.atomic_open(tmp_path / "out.txt") as fh:
+        fh.write("never")
+    assert list(tmp_path.iterdir()) == []

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 from .errors import TraceviewError
 
 _NAME_KEEP = 100  # characters of the target's name kept in the temporary name (NAME_MAX is 255)
+_TRIES = 100  # random temporary names tried before giving up
 
 
 class OutputError(TraceviewError):
@@ -51,7 +52,13 @@ def atomic_path(path, suffix: str = ""):
         raise OutputError(shown, "permission denied (the file is read-only)")
     tmp = None
     try:
-        tmp = _make_temp(target, suffix)
+        for name in _temp_names(target, suffix):
+            tmp = name  # named before it exists: a Ctrl-C from here on still removes it
+            if _claim(name):
+                break
+            tmp = None  # another writer's file: never removed
+        else:
+            raise FileExistsError(f"no free temporary name beside {target.name[:_NAME_KEEP]}")
         os.chmod(tmp, _mode_for(target))  # mkstemp makes 0600
         yield Path(tmp)
         _fsync(tmp)
@@ -89,11 +96,22 @@ def _resolve(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def _make_temp(target: Path, suffix: str) -> str:
+def _temp_names(target: Path, suffix: str):
+    """Hidden names beside ``target`` for its temporary file, a fresh random one each time."""
     folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:_NAME_KEEP]}.", suffix=f"{suffix}.tmp", dir=folder)
+    for _ in range(_TRIES):
+        yield str(folder / f".{target.name[:_NAME_KEEP]}.{secrets.token_hex(4)}{suffix}.tmp")
+
+
+def _claim(name: str) -> bool:
+    """Create ``name`` (private, 0600), or False when it exists already (``O_EXCL``: a link
+    there is not followed)."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except FileExistsError:
+        return False
     os.close(fd)
-    return tmp
+    return True
 
 
 def _mode_for(target: Path) -> int:

@@ -1,7 +1,9 @@
-"""The optional compiled event scanner (src/cscan): built where a C compiler is found.
+"""The optional compiled parts, built where a C compiler is found: the event scanner
+(src/cscan) and the tree walks link uses (src/ctree).
 
 ``optional=True``: where it cannot be built (no compiler, no Python headers) the install
-still succeeds, and traceview reads traces with msgspec (``traceview --version`` says which).
+still succeeds: traceview then reads traces with msgspec and links with numpy
+(``traceview --version`` says which).
 Everything else about the package is in pyproject.toml.
 """
 
@@ -16,6 +18,14 @@ setup(
             include_dirs=["src/cscan"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension(
+            "traceview._ctree",
+            sources=["src/ctree/module.c", "src/ctree/tree.c"],
+            depends=["src/ctree/tree.h"],
+            include_dirs=["src/ctree"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz the compiled event scanner with libFuzzer under AddressSanitizer and UBSan.
+# Fuzz the compiled event scanner with libFuzzer under AddressSanitizer and UBSan, then the
+# compiled tree walks (fuzz/fuzz_tree.c, checked against plain walks) for a third of that.
 #
 #   fuzz/run.sh SECONDS [WORKDIR]
 #
@@ -30,6 +31,12 @@ fi
 "$work/fuzz_scan" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=1024 \
     -dict=fuzz/scan.dict -artifact_prefix="$work/crashes/" -print_final_stats=1 \
     "$work/corpus" 2>&1 | grep -E "^#[0-9]+ *DONE|^stat::(number_of_executed_units|peak_rss|new_units_added)|ERROR|SUMMARY|Test unit written" || true
+"$cc" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
+    -fno-sanitize-recover=all -Isrc/ctree src/ctree/tree.c fuzz/fuzz_tree.c -o "$work/fuzz_tree"
+mkdir -p "$work/tree_corpus"
+"$work/fuzz_tree" -max_total_time="$(( (seconds + 2) / 3 ))" -max_len=4097 -timeout=10 -rss_limit_mb=1024 \
+    -artifact_prefix="$work/crashes/" -print_final_stats=1 \
+    "$work/tree_corpus" 2>&1 | grep -E "^#[0-9]+ *DONE|^stat::(number_of_executed_units|peak_rss|new_units_added)|ERROR|SUMMARY|Test unit written" || true
 if compgen -G "$work/crashes/*" >/dev/null; then
     echo "fuzz/run.sh: crashes in $work/crashes:"; ls "$work/crashes"
     exit 1

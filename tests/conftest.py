@@ -7,7 +7,9 @@
   the test command leaves ``~/.cache`` and ``~/.config`` alone. Removed at the end of the session.
 * At the end of the run, one line says how many corpus tests were skipped and why.
 * The tests of the reader (``READER_TESTS``) are marked ``reader``: CI runs them a second time
-  with the compiled decoder turned off (``TRACEVIEW_DECODER=python -m reader``, issue 23).
+  with the compiled code turned off (``TRACEVIEW_DECODER=python -m reader``, issue 23): the
+  msgspec decoder and link's numpy tree walks.
+* ``walks``: a test taking it runs twice, with the compiled tree walks and with numpy's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 import tempfile
 
 import corpus
+import pytest
 
 _saved: dict = {}
 
@@ -29,6 +32,7 @@ READER_TESTS = {
     "test_not_a_trace.py",
     "test_limits.py",
     "test_plausible_input.py",
+    "test_link_serial.py",
 }  # not test_fuzz.py: each of its cases is read by both decoders already (tests/decoders.py)
 
 
@@ -81,3 +85,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if "corpus" in _skip_reason(r).lower()]
     if skipped:
         terminalreporter.write_line(f"{len(skipped)} corpus tests skipped: {corpus.SKIP_REASON}")
+
+
+REQUIRE_COMPILED = os.environ.get("TRACEVIEW_REQUIRE_COMPILED") == "1"  # CI: a missing build fails
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def walks(request, monkeypatch):
+    """Which tree walks ``traceview.trees`` uses in this test: compiled (skipped where not built,
+    failed where CI requires the build) or numpy's (compiled code turned off)."""
+    from traceview import trees
+
+    if request.param == "compiled":
+        if not trees.BUILT:
+            assert not REQUIRE_COMPILED, "TRACEVIEW_REQUIRE_COMPILED=1 but traceview._ctree is missing"
+            pytest.skip("the compiled tree walks are not built in this install")
+        monkeypatch.delenv("TRACEVIEW_DECODER", raising=False)
+    else:
+        monkeypatch.setenv("TRACEVIEW_DECODER", "python")
+    return request.param

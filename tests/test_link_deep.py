@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from forests import deep_forest
 
-from traceview.link import ARROW, CHAIN_MAX, _depth, _farthest, _first_open, _nearest, _subtree_sums, elision
+from traceview.link import ARROW, CHAIN_MAX, _first_open, elision
+from traceview.trees import count_ancestors, farthest, nearest, subtree_sums
 
 DEPTH = 10_000
 
@@ -125,16 +126,16 @@ def _walk(parent: np.ndarray, marked: np.ndarray) -> tuple[list, list, list]:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_pointer_jumping_matches_a_plain_walk(seed):
+def test_pointer_jumping_matches_a_plain_walk(seed, walks):
     rng = np.random.default_rng(seed)
     n = 3000
     # a forest: each node's parent is an earlier node or none; chains run deep where parents are recent
     parent = deep_forest(rng, n)
     marked = rng.random(n) < [0.0, 0.02, 0.5, 1.0][seed % 4]
     near, far, depth = _walk(parent, marked)
-    assert _nearest(parent, marked).tolist() == near
-    assert _farthest(parent, marked).tolist() == far
-    assert _depth(parent).tolist() == depth
+    assert nearest(parent, marked).tolist() == near
+    assert farthest(parent, marked).tolist() == far
+    assert count_ancestors(parent).tolist() == depth
     assert max(depth) > 100  # deep enough that pointer jumping takes many doublings
     values = rng.integers(0, 1000, n)
     sums = [0] * n
@@ -143,7 +144,7 @@ def test_pointer_jumping_matches_a_plain_walk(seed):
         while x >= 0:
             sums[x] += int(values[start])
             x = parent[x]
-    assert _subtree_sums(parent, np.array(depth), values)[0].tolist() == sums
+    assert subtree_sums(parent, np.array(depth), values)[0].tolist() == sums
     # ends in no order along a path (a damaged trace), queries from any node or none
     end = rng.integers(0, 1000, n)
     cur = rng.integers(-1, n, 500)

@@ -12,7 +12,7 @@ import pandas as pd
 
 import traceview as tv
 from traceview.classify import annotate, classify
-from traceview.link import _parents
+from traceview.trees import parents_by_depth as _parents
 
 
 def ev(cat, name, ts, dur, pid=1, tid=1, **args) -> dict:

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from .model import CPU_NEST_ROLES, arg_texts_at, per_category, step_numbers
+from .trees import count_ancestors, marked_walks, nearest, open_depths, parents_by_depth, subtree_sums
 
 _ROLE_ORDER = {"annotation": 0, "cpu_op": 1, "runtime": 2}
 
@@ -59,11 +60,11 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
         order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
         depth = _depths(start[order], end[order], group[order])
+        parent_pos = parents_by_depth(depth)
     else:
         order = _order(key, end, prio)
         ks = key[order]
-        depth = _depths_keyed(ks, ks + (end - start)[order])
-    parent_pos = _parents(depth)
+        depth, parent_pos = open_depths(ks, ks + (end - start)[order])
     parent = np.full(len(rows), -1, dtype=np.int64)
     has = parent_pos >= 0
     parent[order[has]] = rows[order[parent_pos[has]]]
@@ -102,22 +103,6 @@ def _order(key: np.ndarray, end: np.ndarray, prio: np.ndarray) -> np.ndarray:
     return order
 
 
-def _depths_keyed(ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
-    """``_depths`` for spans in nesting order with one start key and one end key each (thread
-    and time in one int64): a span's depth is its position less the ends before its start, here
-    counted by one search in the sorted ends. A search counts an end at a start's own key as
-    before it; in the sweep that holds only for spans earlier in the order, and the spans at
-    the same key later in the order (or the span itself) that end there are the zero-length
-    ones, which sort last among the spans that start at that key: they are taken back out."""
-    n = len(ks)
-    before = np.searchsorted(np.sort(ke), ks, side="right")
-    zero = np.concatenate(([0], np.cumsum(ke == ks)))
-    run_starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-    run_end = np.repeat(np.r_[run_starts[1:], n], np.diff(np.r_[run_starts, n]))
-    pos = np.arange(n)
-    return pos - (before - (zero[run_end] - zero[pos]))
-
-
 def _depths(start: np.ndarray, end: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Open spans at each start, by a sweep over (group, time, position, kind) keys.
 
@@ -137,25 +122,6 @@ def _depths(start: np.ndarray, end: np.ndarray, group: np.ndarray) -> np.ndarray
     starts_at = sweep[~is_end]
     depth[keys_pos[starts_at]] = keys_pos[starts_at] - ends_before[~is_end]
     return depth
-
-
-def _parents(depth: np.ndarray) -> np.ndarray:
-    """Position of the nearest earlier span one level up (-1 for roots)."""
-    n = len(depth)
-    # the positions level by level, each level in position order: a stable sort of the depths,
-    # a radix sort when they fit 16 bits (always, but in a hostile trace): ~6x faster than sorting keys
-    small = depth.astype(np.int16) if depth.max(initial=0) < 2**15 else depth
-    by_level = np.argsort(small, kind="stable")
-    level = depth[by_level]
-    key = level * (n + 1) + by_level  # (depth, position), sorted
-    # each span's query (its depth - 1, its position) in that same order is sorted too, which
-    # makes the search ~3x faster than in position order
-    at = np.searchsorted(key, key - (n + 1)) - 1
-    found = key[np.clip(at, 0, None)]
-    ok = (level > 0) & (at >= 0) & (found // (n + 1) == level - 1)
-    out = np.empty(n, dtype=np.int64)
-    out[by_level] = np.where(ok, found % (n + 1), -1)
-    return out
 
 
 def launches(
@@ -244,21 +210,16 @@ class Ancestors:
 
 
 def ancestors(nesting: pd.DataFrame, events: pd.DataFrame) -> Ancestors:
-    """The marked spans above every row, found for all spans at once by pointer jumping:
-    log2(depth) passes, so a hostile 10,000-deep nesting costs 14 passes, not 10,000."""
+    """The marked spans above every row, found for all spans at once (``trees``: one walk over
+    the forest each, compiled where built, else pointer jumping in log2(depth) passes)."""
     parent = np.full(len(events), -1, dtype=np.int64)
     parent[nesting.index.to_numpy()] = nesting["parent"].to_numpy()
     is_op = (events["role"] == "cpu_op").to_numpy()  # compares codes, not strings
     step_of = step_numbers(events["name"])
     is_annot = (events["role"] == "annotation").to_numpy() & (step_of < 0)
-    return Ancestors(
-        parent,
-        _nearest(parent, is_op),
-        _farthest(parent, is_op),
-        _nearest(parent, is_annot),
-        _farthest(parent, step_of >= 0),
-        step_of,
-    )
+    op, annotation = marked_walks(parent, "nearest", is_op, is_annot)
+    top_op, step_span = marked_walks(parent, "farthest", is_op, step_of >= 0)
+    return Ancestors(parent, op, top_op, annotation, step_span, step_of)
 
 
 def ancestry(rows: np.ndarray, anc: Ancestors) -> pd.DataFrame:
@@ -279,37 +240,6 @@ def ancestry(rows: np.ndarray, anc: Ancestors) -> pd.DataFrame:
             "step": np.where(step_row >= 0, anc.step_of[np.clip(step_row, 0, None)], -1),
         }
     )
-
-
-def _nearest(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
-    """Per node: the nearest marked node among itself and its ancestors, -1 if none.
-
-    Pointer jumping: ``hop`` is the first node not yet looked at (-1 once found or at the root);
-    each pass takes over the answer of the node it points to and doubles the reach.
-    """
-    found = np.where(marked, np.arange(len(parent)), -1)
-    hop = np.where(marked, -1, parent)
-    while len(todo := np.flatnonzero(hop >= 0)):
-        h = hop[todo]
-        found[todo] = found[h]
-        hop[todo] = hop[h]
-    return found
-
-
-def _farthest(parent: np.ndarray, marked: np.ndarray) -> np.ndarray:
-    """Per node: the marked node nearest the root among itself and its ancestors, -1 if none.
-
-    Pointer jumping: ``found`` covers the path from the node up to ``hop`` (not included);
-    the answer further up, where there is one, wins.
-    """
-    found = np.where(marked, np.arange(len(parent)), -1)
-    hop = parent.copy()
-    while len(todo := np.flatnonzero(hop >= 0)):
-        h = hop[todo]
-        above = found[h]
-        found[todo] = np.where(above >= 0, above, found[todo])
-        hop[todo] = hop[h]
-    return found
 
 
 def steps_by_time(ts: np.ndarray, pid: pd.Categorical, steps: pd.DataFrame) -> np.ndarray:
@@ -463,10 +393,11 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
             "dur_ns": ev["dur_ns"].to_numpy(),
             "pid": ev["pid"].array,
             "tid": ev["tid"].array,
-            "depth": _depth(parent),
+            "depth": count_ancestors(parent),
             "parent": parent,
             "external_id": ev["external_id"].array,
-        }
+        },
+        copy=False,  # fresh arrays, this frame's alone: not stacked into one block again
     )
     ops["name"] = ops["name"].cat.remove_unused_categories()
     for name, texts in op_args.items():
@@ -482,18 +413,6 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
     ops["self_ns"] = _self_ns(ops)
     _gpu_totals(ops, pos, kernels)
     return ops
-
-
-def _depth(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node, by pointer jumping (log2(depth) passes, each one
-    adding the distance already known at the node jumped to)."""
-    depth = (parent >= 0).astype(np.int64)
-    hop = parent.copy()
-    while len(todo := np.flatnonzero(hop >= 0)):
-        h = hop[todo]
-        depth[todo] += depth[h]
-        hop[todo] = hop[h]
-    return depth
 
 
 def op_chains(ops: pd.DataFrame) -> pd.Categorical:
@@ -537,7 +456,7 @@ def _elided_chains(chain, texts: list, parent, depth, name_code, names) -> None:
     tells them apart. Work and text are bounded by ``CHAIN_MAX`` per deep op."""
     half = CHAIN_MAX // 2
     deep = np.flatnonzero(depth >= CHAIN_MAX)
-    head = chain[_nearest(parent, depth == half - 1)[deep]]  # its chain was numbered above
+    head = chain[nearest(parent, depth == half - 1)[deep]]  # its chain was numbered above
     tail = np.empty((len(deep), half), dtype=np.int64)  # inner names, innermost first
     cur = deep
     for k in range(half):
@@ -568,22 +487,9 @@ def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> No
     linked = owner >= 0
     ops["n_kernels_self"] = np.bincount(owner[linked], minlength=n).astype(np.int64)
     ops["gpu_ns_self"] = np.bincount(owner[linked], weights=dur[linked], minlength=n).astype(np.int64)
-    ops["n_kernels"], ops["gpu_ns"] = _subtree_sums(
+    ops["n_kernels"], ops["gpu_ns"] = subtree_sums(
         ops["parent"].to_numpy(), ops["depth"].to_numpy(), ops["n_kernels_self"], ops["gpu_ns_self"]
     )
-
-
-def _subtree_sums(parent: np.ndarray, depth: np.ndarray, *values) -> list[np.ndarray]:
-    """Each value summed over the node and all below it: one level at a time from the deepest,
-    each pass touching only that level's nodes, so a deep tree costs its size, not size x depth."""
-    totals = [np.array(v, dtype=np.int64) for v in values]
-    by_level = np.argsort(depth, kind="stable")
-    bounds = np.searchsorted(depth[by_level], np.arange(depth.max(initial=0) + 2))
-    for d in range(len(bounds) - 2, 0, -1):
-        rows = by_level[bounds[d] : bounds[d + 1]]
-        for total in totals:  # a level's parents are one level up, never among its rows
-            np.add.at(total, parent[rows], total[rows])
-    return totals
 
 
 # ------------------------------------------------------------------ [memory] event -> op, step

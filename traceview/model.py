@@ -446,7 +446,8 @@ def _duration_events(cols: dict, ts: np.ndarray) -> pd.DataFrame:
             "bytes": int_column(cols["arg_bytes"]),
             "python_id": int_column(cols["arg_python_id"]),
             "python_parent_id": int_column(cols["arg_python_parent_id"]),
-        }
+        },
+        copy=False,  # the reader's arrays are this frame's alone: a copy of each cost 0.3 s at 1 GB
     )
     _steps_are_annotations(frame)
     return frame

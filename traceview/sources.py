@@ -29,8 +29,9 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .link import _nearest, _op_at
+from .link import _op_at
 from .model import categorical, per_category
+from .trees import nearest
 
 SEP = ";"  # joins the frames of a stack, innermost first, as the Call stack arg does
 #: frames a python_function stack shows in full; the deepest stack in the 48 corpus traces and the
@@ -168,7 +169,7 @@ def _elided_stacks(deep, code, texts: list, parent, depth, name_code, labels) ->
     (numbered above), as op_chains elides chains. Deep stacks that differ only inside the elision
     share a text. Work and text are bounded by ``STACK_MAX`` per deep frame."""
     half = STACK_MAX // 2
-    head = code[_nearest(parent, depth == half - 1)[deep]]
+    head = code[nearest(parent, depth == half - 1)[deep]]
     tail = np.empty((len(deep), half), dtype=np.int32)  # inner frames, innermost first
     cur = deep
     for k in range(half):
@@ -209,7 +210,7 @@ def _forest(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _inherit(code: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """An op without a stack of its own has its nearest enclosing op's that has one (pointer
     jumping over the op tree: log2(depth) passes, not one per level)."""
-    found = _nearest(parent, code >= 0)
+    found = nearest(parent, code >= 0)
     return np.where(found >= 0, code[np.clip(found, 0, None)], -1)
 
 

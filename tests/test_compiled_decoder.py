@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -417,6 +418,29 @@ BAILED = [  # the scanner leaves these to msgspec, whose result (or error) stand
 def test_taken_by_the_scanner(tmp_path, event):
     got = decoders.same_read(_write(tmp_path, ['{"ph":"X","name":"ok"}', event], False))
     assert got.decoder == compiled.COMPILED
+
+
+@needs_build
+@pytest.mark.parametrize("digits", range(1, 21))
+def test_numbers_of_every_length_at_every_alignment(tmp_path, digits):
+    """The scanner reads a number's digits 8 at a time, then its last 1-7 in one step where 8
+    bytes are left: every length, shifted across an 8-byte word by the name before it, with
+    every byte that can end it, the last one just before the end of the text."""
+    rng = random.Random(digits)
+    values = [int("9" * digits), 10 ** (digits - 1), rng.randrange(10 ** (digits - 1), 10**digits)]
+    events = []
+    for shift in range(8):
+        for v in values:
+            events += [
+                f'{{"ph":"X","name":"{"n" * shift}","ts":{v % 10**16},"dur":{v % 10**7},"pid":{v}}}',
+                f'{{"ph":"X","name":"{"n" * shift}","tid":-{v},"args":{{"External id":{v},"bytes":{v}}}}}',
+                f'{{"ph":"f","id":{v} ,"pid":{v}\n}}',
+                f'{{"ph":"X","ts":{v % 10**16}.5,"dur":{v % 10**12}.25,"args":{{"x":[{v}]}}}}',
+            ]
+    events.append(f'{{"ph":"X","pid":{values[0]}}}')  # the last digits are the text's last bytes but one
+    got = decoders.same_read(_write(tmp_path, events, False))
+    # past 15 digits a time can exceed what both time paths agree on, past 18 an int int64: bails
+    assert got.decoder == compiled.COMPILED or digits > 15
 
 
 @needs_build

@@ -434,8 +434,8 @@ def op_chains(ops: pd.DataFrame) -> pd.Categorical:
     for d in np.unique(depth[depth < CHAIN_MAX]):  # parents come first
         rows = np.flatnonzero(depth == d)
         above = np.where(parent[rows] >= 0, chain[np.clip(parent[rows], 0, None)], -1)
-        pairs, inverse = np.unique((above + 1) * width + name_code[rows], return_inverse=True)
-        chain[rows] = len(texts) + inverse.reshape(-1)
+        pairs, inverse = _sorted_codes((above + 1) * width + name_code[rows])
+        chain[rows] = len(texts) + inverse
         for pair in pairs.tolist():
             up, code = divmod(pair, width)
             texts.append(names[code] if up == 0 else texts[up - 1] + ARROW + names[code])
@@ -446,6 +446,16 @@ def op_chains(ops: pd.DataFrame) -> pd.Categorical:
         if n
         else pd.Categorical([], categories=pd.Index([], dtype=object))
     )
+
+
+def _sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` by hashing the keys and sorting only the distinct
+    ones: a level holds ~10^6 ops and ~10^2 distinct chains, so this is ~5x faster than its sort."""
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniques[order], rank[codes]
 
 
 def _elided_chains(chain, texts: list, parent, depth, name_code, names) -> None:

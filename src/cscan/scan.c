@@ -336,6 +336,34 @@ static int64_t eight_digits(const uint8_t *p) {
 #endif
 }
 
+static const uint64_t POW10[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+
+/* How many of the 8 bytes at p are ASCII digits before the first that is not (0-7: the caller
+ * knows one of them is not). The lowest byte flagged is exactly the first non-digit: a borrow
+ * or carry between bytes only starts at a flagged byte and only reaches the ones above it. */
+static size_t digits_before_other(const uint8_t *p) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t bad = ((w - 0x3030303030303030ULL) | (w + 0x4646464646464646ULL)) & 0x8080808080808080ULL;
+    return bad ? (size_t)__builtin_ctzll(bad) / 8 : 8;
+#else
+    (void)p;
+    return 0;
+#endif
+}
+
+/* The value of the k (1-7) digits at p, 8 bytes readable there: shifted up to the top of a
+ * word of '0's, which eight_digits reads as the same number. */
+static int64_t last_digits(const uint8_t *p, size_t k) {
+    uint64_t w;
+    uint8_t b[8];
+    memcpy(&w, p, 8);
+    w = (w << (8 * (8 - k))) | (0x3030303030303030ULL >> (8 * k));
+    memcpy(b, &w, 8);
+    return eight_digits(b);
+}
+
 typedef struct {
     int neg, has_exp;
     const uint8_t *ip, *fp;  /* integer and fraction digits */
@@ -356,6 +384,11 @@ static const uint8_t *scan_number(const uint8_t *p, const uint8_t *end, num *m) 
         p++;
     } else if (*p >= '1' && *p <= '9') {
         for (int64_t d; end - p >= 8 && (d = eight_digits(p)) >= 0; p += 8) v = v * 100000000u + (uint64_t)d;
+        size_t k = end - p >= 8 ? digits_before_other(p) : 0;
+        if (k) {  /* the last 1-7 digits in one step */
+            v = v * POW10[k] + (uint64_t)last_digits(p, k);
+            p += k;
+        }
         for (; p < end && *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
     } else {
         return NULL;
@@ -598,8 +631,8 @@ static const int8_t ARG_BY_LEN[17][5] = {
 
 static int find_key(const key *keys, const int8_t (*by_len)[5], const uint8_t *s, size_t len) {
     if (len > 16) return -1;
-    for (const int8_t *k = by_len[len]; *k >= 0; k++)
-        if (eq_short((const uint8_t *)keys[*k].s, s, len)) return *k;
+    for (const int8_t *k = by_len[len]; *k >= 0; k++)  /* the first byte tells most names apart */
+        if ((uint8_t)keys[*k].s[0] == s[0] && eq_short((const uint8_t *)keys[*k].s, s, len)) return *k;
     return -1;
 }
 
@@ -634,9 +667,14 @@ static int parse_object(cur *c, val *vals, const key *keys, const int8_t (*by_le
         val k;
         if (c->p >= end || *c->p != '"' || !parse_string(c, &k)) return fail(c, TV_BAIL);
         if (k.in_scratch) return fail(c, TV_BAIL);  /* an escaped key: msgspec matches it decoded */
+        if (c->p < end && *c->p == ':') {  /* compact JSON: no whitespace around the colon */
+            c->p++;
+        } else {
+            c->p = ws(c->p, end);
+            if (c->p >= end || *c->p != ':') return fail(c, TV_BAIL);
+            c->p++;
+        }
         c->p = ws(c->p, end);
-        if (c->p >= end || *c->p != ':') return fail(c, TV_BAIL);
-        c->p = ws(c->p + 1, end);
         int idx = find_key(keys, by_len, k.sp, k.sn);
         if (idx < 0) {
             if (!skip_value(c, 0)) return 0;
@@ -789,7 +827,8 @@ static int scan_items(const uint8_t *p, size_t n, tv_result *out, size_t *closed
             c.err = TV_BAIL;
             break;
         }
-        memset(&ev, 0, sizeof ev);
+        for (int k = 0; k < N_KEYS; k++) ev.f[k].kind = V_ABSENT;  /* every read of a val checks its kind */
+        for (int k = 0; k < N_ARGS; k++) ev.a[k].kind = V_ABSENT;
         c.scratch.n = 0;
         if (!parse_object(&c, ev.f, EVENT_KEYS, EVENT_BY_LEN, &ev) || !emit(&c, out, &ev)) break;
         c.p = ws(c.p, c.end);

@@ -10,6 +10,7 @@ fuzz tests (every fuzz case goes through both) and ``test_compiled_decoder.py``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from contextlib import contextmanager
 
 import numpy as np
@@ -63,8 +64,8 @@ def assert_same(want, got) -> None:
 
 def same_columns(a, b, where: str) -> None:
     """Deep equality; NaN equals NaN and 1 never equals 1.0 or True (types are compared)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and list(a) == list(b), (where, list(a), b)
+    if isinstance(a, Mapping):  # a dict, or the lazily joined flow columns
+        assert isinstance(b, Mapping) and list(a) == list(b), (where, list(a), b)
         for key in a:
             same_columns(a[key], b[key], f"{where}.{key}")
     elif isinstance(a, Codes):

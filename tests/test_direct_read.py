@@ -26,7 +26,7 @@ from test_compiled_decoder import EVENT, FUZZ, PLAIN, SPACE, STRINGS, VALUES, ne
 
 import traceview as tv
 import traceview.read
-from traceview.read import chunks, compiled, direct
+from traceview.read import chunks, compiled, direct, read
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "sample_traces").glob("*.json.gz"))
@@ -307,3 +307,25 @@ def test_freed_chunk_memory_goes_back_to_the_system(tmp_path):
         kept,
         len(text) // 1024,
     )  # here 169 MB against 214 MB
+
+
+def test_flow_columns_are_joined_only_when_looked_up(tmp_path):
+    """The flow events' columns (a million distinct ids at 1 GB) wait until link asks for them:
+    read leaves them pending, and looking one up joins it as an eager join would."""
+    events = [
+        {"ph": "s", "id": i, "pid": 1, "tid": 1, "ts": i, "cat": "ac2g", "name": "ac2g"} for i in range(50)
+    ] + [{"ph": "f", "id": i, "pid": 0, "tid": 7, "ts": i + 5, "cat": "ac2g", "bp": "e"} for i in range(50)]
+    path = tmp_path / "flows.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    flows = read(str(path)).columns["flows"]
+    assert set(flows._pending) == {"ph", "cat", "id", "pid", "tid"}
+    ids = flows["id"]
+    assert "id" not in flows._pending and ids.uniques == list(range(50))
+    assert ids.codes.tolist() == list(range(50)) * 2 and list(flows) == [
+        "ph",
+        "cat",
+        "id",
+        "pid",
+        "tid",
+        "ts_ns",
+    ]

@@ -95,7 +95,9 @@ class Factorizer:
         while self.parts:  # each part's codes freed once mapped: the peak is the result and one part
             codes, part = self.parts.pop(0)
             remap = np.append(glob[base : base + len(part)], -1).astype(np.int64)  # code -1 picks the -1
-            out[at : at + len(codes)] = remap[codes]
+            # no temporary the size of the part; "wrap" sends code -1 to the -1 (and unlike "raise" is
+            # not buffered); every other code is in range
+            np.take(remap, codes, out=out[at : at + len(codes)], mode="wrap")
             at, base = at + len(codes), base + len(part)
         return Codes(out, list(uniques))
 

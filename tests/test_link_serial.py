@@ -12,6 +12,7 @@ import pandas as pd
 
 import traceview as tv
 from traceview.classify import annotate, classify
+from traceview.link import sorted_lookup
 from traceview.trees import parents_by_depth as _parents
 
 
@@ -154,3 +155,26 @@ def test_nesting_against_the_definition():
             want_depth, want_parent = _nesting_by_brute_force(start, ends, tid, prio)
             assert got["depth"].tolist() == want_depth
             assert got["parent"].tolist() == want_parent
+
+
+def test_an_activity_without_external_id_names_no_op(tmp_path):
+    """Where neither nesting nor correlation finds the op, the External id names it; an activity
+    without one names none, even where an op's External id is -1 (a missing id is not -1)."""
+    events = [
+        ev("cpu_op", "aten::mm", 1000, 100, **{"External id": -1}),
+        ev("cpu_op", "aten::add", 2000, 100, **{"External id": 7}),
+        {**kernel(1050, 5), "args": {"device": 0, "stream": 7}},  # no correlation, no External id
+        {**kernel(2050, 6), "args": {"device": 0, "stream": 7, "External id": 7}},
+    ]
+    k = load(tmp_path, events).kernels.sort_values("ts_ns")
+    assert k["op"].astype(object).where(k["op"].notna(), None).tolist() == [None, "aten::add"]
+
+
+def test_sorted_lookup_against_a_dict():
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 7, 1000):
+        keys = np.unique(rng.integers(-50, 50, n))
+        values = rng.integers(0, 10**6, len(keys))
+        queries = rng.integers(-60, 60, 200)
+        table = dict(zip(keys.tolist(), values.tolist(), strict=True))
+        assert sorted_lookup(keys, values, queries).tolist() == [table.get(q, -1) for q in queries.tolist()]

@@ -140,3 +140,32 @@ def test_corpus_traces_link_the_same_either_way(path, monkeypatch):
     got, want = both(monkeypatch, lambda: tv.load(path, cache=False))
     for name in ("ops", "kernels", "memory"):
         pd.testing.assert_frame_equal(getattr(got, name), getattr(want, name), check_exact=True)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_number_paths_against_the_paths_themselves(seed):
+    """Nodes share a number exactly when their paths of labels from the root are equal; the
+    (up, label) pairs rebuild each path; numbers follow level, then sorted (up, label)."""
+    rng = np.random.default_rng(seed)
+    n = [1, 40, 500, 3000][seed]
+    parent = shuffled_forest(rng, n)
+    label = rng.integers(0, 4, n)
+    depth = trees.count_ancestors(parent)
+    limit = [5, 3, 8, 1000][seed]
+    code, paths = trees.number_paths(parent, depth, label, limit)
+    rebuilt = []
+    for up, lab in paths:
+        rebuilt.append(((*rebuilt[up - 1],) if up else ()) + (int(lab),))
+    by_path: dict = {}
+    for x in range(n):
+        path, y = [], x
+        while y >= 0:
+            path.insert(0, int(label[y]))
+            y = int(parent[y])
+        if depth[x] >= limit:
+            assert code[x] == -1
+            continue
+        assert rebuilt[code[x]] == tuple(path)
+        assert by_path.setdefault(tuple(path), code[x]) == code[x]
+    keys = [(len(p), up, lab) for p, (up, lab) in zip(rebuilt, paths, strict=True)]
+    assert keys == sorted(keys) and len(set(rebuilt)) == len(rebuilt)

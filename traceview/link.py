@@ -34,7 +34,15 @@ import numpy as np
 import pandas as pd
 
 from .model import CPU_NEST_ROLES, arg_texts_at, per_category, step_numbers
-from .trees import count_ancestors, marked_walks, nearest, open_depths, parents_by_depth, subtree_sums
+from .trees import (
+    count_ancestors,
+    marked_walks,
+    nearest,
+    number_paths,
+    open_depths,
+    parents_by_depth,
+    subtree_sums,
+)
 
 _ROLE_ORDER = {"annotation": 0, "cpu_op": 1, "runtime": 2}
 
@@ -384,7 +392,7 @@ def _op_rows_by_external_id(events) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
     rows = np.asarray(rows)
     codes = np.where(rows >= 0, names.cat.codes.to_numpy()[np.clip(rows, 0, None)], -1)
-    used = np.unique(codes[codes >= 0])
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(names.cat.categories)))  # no sort
     remap = np.full(len(names.cat.categories) + 1, -1)
     remap[used] = np.arange(len(used))
     return pd.Categorical.from_codes(
@@ -447,17 +455,10 @@ def op_chains(ops: pd.DataFrame) -> pd.Categorical:
     name_code = ops["name"].cat.codes.to_numpy().astype(np.int64)
     names = np.asarray(ops["name"].cat.categories, dtype=object)
     parent, depth = ops["parent"].to_numpy(), ops["depth"].to_numpy()
-    chain = np.full(n, -1, dtype=np.int64)
+    chain, paths = number_paths(parent, depth, name_code, CHAIN_MAX)
     texts: list[str] = []
-    width = len(names) + 1
-    for d in np.unique(depth[depth < CHAIN_MAX]):  # parents come first
-        rows = np.flatnonzero(depth == d)
-        above = np.where(parent[rows] >= 0, chain[np.clip(parent[rows], 0, None)], -1)
-        pairs, inverse = _sorted_codes((above + 1) * width + name_code[rows])
-        chain[rows] = len(texts) + inverse
-        for pair in pairs.tolist():
-            up, code = divmod(pair, width)
-            texts.append(names[code] if up == 0 else texts[up - 1] + ARROW + names[code])
+    for up, code in paths:
+        texts.append(names[code] if up == 0 else texts[up - 1] + ARROW + names[code])
     if (depth >= CHAIN_MAX).any():
         _elided_chains(chain, texts, parent, depth, name_code, names)
     return (
@@ -465,16 +466,6 @@ def op_chains(ops: pd.DataFrame) -> pd.Categorical:
         if n
         else pd.Categorical([], categories=pd.Index([], dtype=object))
     )
-
-
-def _sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)`` by hashing the keys and sorting only the distinct
-    ones: a level holds ~10^6 ops and ~10^2 distinct chains, so this is ~5x faster than its sort."""
-    codes, uniques = pd.factorize(keys)
-    order = np.argsort(uniques, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return uniques[order], rank[codes]
 
 
 def _elided_chains(chain, texts: list, parent, depth, name_code, names) -> None:

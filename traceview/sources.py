@@ -31,7 +31,7 @@ import pandas as pd
 from . import schema
 from .link import _op_at
 from .model import categorical, per_category
-from .trees import nearest
+from .trees import nearest, number_paths
 
 SEP = ";"  # joins the frames of a stack, innermost first, as the Call stack arg does
 #: frames a python_function stack shows in full; the deepest stack in the 48 corpus traces and the
@@ -146,17 +146,10 @@ def _frame_stacks(frames: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray,
         [_ADDRESS.sub("", str(n)).replace(SEP, ",") for n in names.cat.categories], dtype=object
     )
     name_code = names.cat.codes.to_numpy().astype(np.int64)
-    code = np.full(len(frames), -1, dtype=np.int64)
+    code, paths = number_paths(parent, depth, name_code, STACK_MAX)  # callers come first
     texts: list[str] = []
-    width = len(labels) + 1
-    for d in np.unique(depth[depth < STACK_MAX]):  # callers come first
-        at = np.flatnonzero(depth == d)
-        above = np.where(parent[at] >= 0, code[np.clip(parent[at], 0, None)], -1)
-        pairs, inverse = np.unique((above + 1) * width + name_code[at], return_inverse=True)
-        code[at] = len(texts) + inverse.reshape(-1)
-        for pair in pairs.tolist():
-            up, c = divmod(pair, width)
-            texts.append(labels[c] if up == 0 else labels[c] + SEP + texts[up - 1])
+    for up, c in paths:
+        texts.append(labels[c] if up == 0 else labels[c] + SEP + texts[up - 1])
     deep = np.intersect1d(np.flatnonzero(depth >= STACK_MAX), wanted)
     if len(deep):
         _elided_stacks(deep, code, texts, parent, depth, name_code, labels)

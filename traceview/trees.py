@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pandas as pd
 
 from .read.compiled import ENV, PYTHON
 
@@ -83,6 +84,38 @@ def open_depths(ks: np.ndarray, ke: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     depth, up = np.empty(len(ks), dtype=np.int64), np.empty(len(ks), dtype=np.int64)
     _c_open_depths(_i64(ks), _i64(ke), depth, up)
     return depth, up
+
+
+def number_paths(
+    parent: np.ndarray, depth: np.ndarray, label: np.ndarray, limit: int
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Number every node's path of labels from its root, one level at a time (``depth``:
+    count_ancestors'; nodes ``limit`` deep or deeper get -1): nodes with the same path share a
+    number. Returns the number per node, and per number in order (up, label): ``up`` is 1 + the
+    number of the path above (0 at a root), so each distinct path's text is built once from its
+    parent's (op chains, call stacks). Within a level numbers follow the sorted (up, label)."""
+    code = np.full(len(parent), -1, dtype=np.int64)
+    paths: list[tuple[int, int]] = []
+    width = int(label.max(initial=-1)) + 2
+    shallow = depth[depth < limit]
+    # the levels present (at most ``limit`` of them): a count, not a sort of the depths
+    for d in np.flatnonzero(np.bincount(shallow, minlength=0)) if len(shallow) else []:
+        rows = np.flatnonzero(depth == d)  # parents come first
+        above = np.where(parent[rows] >= 0, code[np.clip(parent[rows], 0, None)], -1)
+        pairs, inverse = sorted_codes((above + 1) * width + label[rows])
+        code[rows] = len(paths) + inverse
+        paths.extend(divmod(p, width) for p in pairs.tolist())
+    return code, paths
+
+
+def sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` by hashing the keys and sorting only the distinct
+    ones: a level holds ~10^6 ops and ~10^2 distinct chains, so this is ~5x faster than its sort."""
+    codes, uniques = pd.factorize(keys)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return uniques[order], rank[codes]
 
 
 # ------------------------------------------------------------------ numpy, in passes

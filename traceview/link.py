@@ -59,11 +59,11 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     rows = np.flatnonzero(mask)
     if len(rows) == 0:
         return pd.DataFrame({"parent": np.empty(0, np.int64), "depth": np.empty(0, np.int64)}, index=rows)
-    sub = events[["ts_ns", "dur_ns", "pid", "tid", "role"]].iloc[rows]
-    start = sub["ts_ns"].to_numpy()
-    end = start + np.clip(sub["dur_ns"].to_numpy(), 0, None)
-    group = _thread_group(sub)
-    prio = per_category(sub["role"], lambda r: _ROLE_ORDER.get(r, -1), -1, np.int64)
+    # numpy arrays taken at the rows, not a sub-frame: pandas' take of the categoricals cost more
+    start = events["ts_ns"].to_numpy()[rows]
+    end = start + np.maximum(events["dur_ns"].to_numpy()[rows], 0)
+    group = _thread_group(events["pid"].cat.codes.to_numpy()[rows], events["tid"].cat.codes.to_numpy()[rows])
+    prio = per_category(events["role"], lambda r: _ROLE_ORDER.get(r, -1), -1, np.int64)[rows]
     key = _time_key(group, start, end)
     if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
         order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
@@ -81,9 +81,9 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"parent": parent, "depth": depth_out}, index=rows)
 
 
-def _thread_group(sub: pd.DataFrame) -> np.ndarray:
-    pid = sub["pid"].cat.codes.to_numpy().astype(np.int64)
-    tid = sub["tid"].cat.codes.to_numpy().astype(np.int64)
+def _thread_group(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """One int64 per (pid, tid) pair of category codes."""
+    pid, tid = pid.astype(np.int64), tid.astype(np.int64)
     return pid * (tid.max(initial=0) + 2) + tid
 
 

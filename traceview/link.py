@@ -278,6 +278,18 @@ def steps_by_time(ts: np.ndarray, pid: pd.Categorical, steps: pd.DataFrame) -> n
     return out
 
 
+def _steps_where_missing(step, eligible, at, ts, pid: pd.Categorical, steps) -> np.ndarray:
+    """``step`` with each -1 of an ``eligible`` row filled by ``steps_by_time`` from the time and
+    process at its ``at`` row (of ``ts``, ``pid``): asked only for those rows, not for all."""
+    need = np.flatnonzero((step < 0) & eligible)
+    if not len(need) or not len(steps):
+        return step
+    out = step.copy()
+    rows = at[need]
+    out[need] = steps_by_time(ts[rows], pid[rows], steps)
+    return out
+
+
 # ------------------------------------------------------------------ the one entry point
 
 ARROW = " → "  # joins the op names of a chain, outermost first
@@ -347,16 +359,10 @@ def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[p
         # an activity without an External id names no op (not an op whose id happens to be -1)
         op_row[np.flatnonzero(need)] = np.where(has_ext, sorted_lookup(ext_ids, ext_rows, ext), -1)
         unsure = int((has_ext & np.isin(ext, ambiguous)).sum())
-    step = anc["step"].to_numpy().copy()
-    has_launch = launch >= 0
-    if (step < 0).any() and len(steps):
-        ts = events["ts_ns"].to_numpy()
-        at = np.clip(launch, 0, None)
-        when = np.where(has_launch, ts[at], -1)
-        pid = events["pid"].array
-        where = pd.Categorical.from_codes(np.where(has_launch, pid.codes[at], -1), dtype=pid.dtype)
-        by_time = steps_by_time(when, where, steps)
-        step = np.where((step < 0) & has_launch, by_time, step)
+    # no step above the launch: the step around the launch's start, in its process
+    step = _steps_where_missing(
+        anc["step"].to_numpy(), launch >= 0, launch, events["ts_ns"].to_numpy(), events["pid"].array, steps
+    )
     names = events["name"]
     kernels["op"] = _names_at(names, op_row)
     kernels["top_op"] = _names_at(names, np.where(anc["top_op_row"] >= 0, anc["top_op_row"], op_row))
@@ -431,9 +437,8 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
         ops[name] = arg_texts_at(texts, rows)
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
     step = anc["step"].to_numpy()
-    if (step < 0).any() and len(steps):
-        by_time = steps_by_time(ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
-        step = np.where(step < 0, by_time, step)
+    every = np.arange(len(ops))
+    step = _steps_where_missing(step, True, every, ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
     ops["step"] = _nullable(step)
     ops["event"] = rows
     ops["chain"] = op_chains(ops)
@@ -525,9 +530,8 @@ def link_memory(memory: pd.DataFrame, ops: pd.DataFrame, steps: pd.DataFrame) ->
     has = op >= 0
     if len(ops):
         step[has] = ops["step"].fillna(-1).to_numpy(dtype=np.int64)[op[has]]
-    if (step < 0).any() and len(steps):
-        by_time = steps_by_time(memory["ts_ns"].to_numpy(), memory["pid"].array, steps)
-        step = np.where(step < 0, by_time, step)
+    every = np.arange(len(memory))
+    step = _steps_where_missing(step, True, every, memory["ts_ns"].to_numpy(), memory["pid"].array, steps)
     memory["op"] = op
     memory["step"] = _nullable(step)
     return memory

@@ -2,7 +2,7 @@
 give the same arrays as numpy's, node for node, on random forests in any node order and on
 random spans with ties, zero-length and overlapping ones; each is also checked against a plain
 walk; bad input to the compiled ones is a ValueError, never a read out of bounds; and every
-corpus trace links to the same tables either way."""
+corpus trace links to the same tables either way (read once, linked twice)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from forests import deep_forest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import traceview as tv
 from traceview import trees
-from traceview.link import _order
+from traceview.link import _order, link, link_memory
+from traceview.model import build_events, gpu_activity_table, step_table
+from traceview.read import read
 
 needs_ctree = pytest.mark.skipif(not trees.BUILT, reason="the compiled tree walks are not built")
 
@@ -137,9 +138,18 @@ def test_bad_input_is_a_value_error():
 def test_corpus_traces_link_the_same_either_way(path, monkeypatch):
     if path is None:
         pytest.skip(f"corpus not found at {CORPUS}")
-    got, want = both(monkeypatch, lambda: tv.load(path, cache=False))
-    for name in ("ops", "kernels", "memory"):
-        pd.testing.assert_frame_equal(getattr(got, name), getattr(want, name), check_exact=True)
+    built = build_events(read(str(path)).columns, {})
+    steps = step_table(built.events)
+
+    def linked():
+        kernels, ops, _, _ = link(
+            built.events, built.flows, steps, gpu_activity_table(built.events), built.op_args
+        )
+        return kernels, ops, link_memory(built.memory, ops, steps)
+
+    got, want = both(monkeypatch, linked)
+    for a, b in zip(got, want, strict=True):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
 @pytest.mark.parametrize("seed", range(4))

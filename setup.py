@@ -3,29 +3,28 @@
 
 ``optional=True``: where it cannot be built (no compiler, no Python headers) the install
 still succeeds: traceview then reads traces with msgspec and links with numpy
-(``traceview --version`` says which).
+(``traceview --version`` names the decoder).
 Everything else about the package is in pyproject.toml.
 """
 
 from setuptools import Extension, setup
 
+
+def optional_extension(name: str, folder: str, core: str) -> Extension:
+    """src/FOLDER: module.c (the CPython face) and CORE.c/.h (pure C, also fuzzed)."""
+    return Extension(
+        name,
+        sources=[f"src/{folder}/module.c", f"src/{folder}/{core}.c"],
+        depends=[f"src/{folder}/{core}.h"],
+        include_dirs=[f"src/{folder}"],
+        extra_compile_args=["-O2"],
+        optional=True,
+    )
+
+
 setup(
     ext_modules=[
-        Extension(
-            "traceview.read._cscan",
-            sources=["src/cscan/module.c", "src/cscan/scan.c"],
-            depends=["src/cscan/scan.h"],
-            include_dirs=["src/cscan"],
-            extra_compile_args=["-O2"],
-            optional=True,
-        ),
-        Extension(
-            "traceview._ctree",
-            sources=["src/ctree/module.c", "src/ctree/tree.c"],
-            depends=["src/ctree/tree.h"],
-            include_dirs=["src/ctree"],
-            extra_compile_args=["-O2"],
-            optional=True,
-        ),
+        optional_extension("traceview.read._cscan", "cscan", "scan"),
+        optional_extension("traceview._ctree", "ctree", "tree"),
     ]
 )

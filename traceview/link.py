@@ -278,14 +278,15 @@ def steps_by_time(ts: np.ndarray, pid: pd.Categorical, steps: pd.DataFrame) -> n
     return out
 
 
-def _steps_where_missing(step, eligible, at, ts, pid: pd.Categorical, steps) -> np.ndarray:
-    """``step`` with each -1 of an ``eligible`` row filled by ``steps_by_time`` from the time and
-    process at its ``at`` row (of ``ts``, ``pid``): asked only for those rows, not for all."""
-    need = np.flatnonzero((step < 0) & eligible)
+def _steps_where_missing(step, ts, pid: pd.Categorical, steps, at=None) -> np.ndarray:
+    """``step`` with each -1 filled by ``steps_by_time`` from the time and process (``ts``,
+    ``pid``) at the row itself, or at its ``at`` row where given (-1 there: left as it is):
+    asked only for the rows still without a step, not for all."""
+    need = np.flatnonzero((step < 0) & (True if at is None else at >= 0))
     if not len(need) or not len(steps):
         return step
     out = step.copy()
-    rows = at[need]
+    rows = need if at is None else at[need]
     out[need] = steps_by_time(ts[rows], pid[rows], steps)
     return out
 
@@ -361,7 +362,7 @@ def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[p
         unsure = int((has_ext & np.isin(ext, ambiguous)).sum())
     # no step above the launch: the step around the launch's start, in its process
     step = _steps_where_missing(
-        anc["step"].to_numpy(), launch >= 0, launch, events["ts_ns"].to_numpy(), events["pid"].array, steps
+        anc["step"].to_numpy(), events["ts_ns"].to_numpy(), events["pid"].array, steps, launch
     )
     names = events["name"]
     kernels["op"] = _names_at(names, op_row)
@@ -436,9 +437,7 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
     for name, texts in op_args.items():
         ops[name] = arg_texts_at(texts, rows)
     ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
-    step = anc["step"].to_numpy()
-    every = np.arange(len(ops))
-    step = _steps_where_missing(step, True, every, ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
+    step = _steps_where_missing(anc["step"].to_numpy(), ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
     ops["step"] = _nullable(step)
     ops["event"] = rows
     ops["chain"] = op_chains(ops)
@@ -530,8 +529,7 @@ def link_memory(memory: pd.DataFrame, ops: pd.DataFrame, steps: pd.DataFrame) ->
     has = op >= 0
     if len(ops):
         step[has] = ops["step"].fillna(-1).to_numpy(dtype=np.int64)[op[has]]
-    every = np.arange(len(memory))
-    step = _steps_where_missing(step, True, every, memory["ts_ns"].to_numpy(), memory["pid"].array, steps)
+    step = _steps_where_missing(step, memory["ts_ns"].to_numpy(), memory["pid"].array, steps)
     memory["op"] = op
     memory["step"] = _nullable(step)
     return memory

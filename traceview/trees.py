@@ -97,9 +97,8 @@ def number_paths(
     code = np.full(len(parent), -1, dtype=np.int64)
     paths: list[tuple[int, int]] = []
     width = int(label.max(initial=-1)) + 2
-    shallow = depth[depth < limit]
     # the levels present (at most ``limit`` of them): a count, not a sort of the depths
-    for d in np.flatnonzero(np.bincount(shallow, minlength=0)) if len(shallow) else []:
+    for d in np.flatnonzero(np.bincount(depth[depth < limit])):
         rows = np.flatnonzero(depth == d)  # parents come first
         above = np.where(parent[rows] >= 0, code[np.clip(parent[rows], 0, None)], -1)
         pairs, inverse = sorted_codes((above + 1) * width + label[rows])

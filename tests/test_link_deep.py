@@ -155,3 +155,13 @@ def test_pointer_jumping_matches_a_plain_walk(seed, walks):
             c = int(parent[c])
         want.append(c)
     assert _first_open(cur, ts, parent, end).tolist() == want
+
+
+def test_first_open_refuses_a_loop_of_parents():
+    """A loop of parents ends in a ValueError instead of a pass per power of two forever."""
+    parent = np.array([1, 2, 0, -1], dtype=np.int64)
+    end = np.zeros(4, dtype=np.int64)
+    with pytest.raises(ValueError, match="loop"):
+        _first_open(np.array([0]), np.array([5]), parent, end)
+    chain = np.array([-1, 0, 1, 2], dtype=np.int64)  # the deepest path n long still ends
+    assert _first_open(np.array([3]), np.array([5]), chain, end).tolist() == [-1]

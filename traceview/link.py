@@ -563,9 +563,13 @@ def _first_open(cur: np.ndarray, ts: np.ndarray, parent: np.ndarray, end: np.nda
     """Per query, the first of ``cur`` and its ancestors whose ``end`` is at or after ``ts``, -1 if
     none. Binary lifting: ``up[k]`` is the 2**k-th ancestor and ``reach[k]`` the latest end among
     the 2**k nodes from a node up (not including ``up[k]``); a query skips every span of nodes
-    that all end too early, largest first, so a deep tree costs log2(depth) passes."""
+    that all end too early, largest first, so a deep tree costs log2(depth) passes. A loop of
+    parents (``nest`` makes none; the array may come from elsewhere) is a ValueError, not a
+    loop without end."""
     up, reach = [parent], [end]
     while (up[-1] >= 0).any():
+        if len(up) > len(parent).bit_length():  # an ancestor 2**k > n steps up: the path loops
+            raise ValueError("parents form a loop")
         u, r = up[-1], reach[-1]
         has = u >= 0
         at = np.clip(u, 0, None)

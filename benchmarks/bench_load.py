@@ -193,7 +193,7 @@ def load_average() -> str:
 def brief(r: dict) -> str:
     if "error" in r:
         return r["error"]
-    return f"{r['process']:.2f} s (load {r['wall']:.2f} s, {r['peak_kb'] / 1024:.0f} MB)"
+    return f"{r['process']:.2f} s (load {r['wall']:.2f} s, {r['peak_kb'] / 1024:.0f} MiB)"
 
 
 def interleaved(pythons: dict, path: str, repeats: int, timeout: float) -> dict:
@@ -212,7 +212,7 @@ def ratio(r: dict, base: dict, key: str, digits: int) -> str:
 
 
 LOAD_HEAD = [
-    "size", "tool", "process (s)", "load call (s)", "peak RSS (MB)",
+    "size", "tool", "process (s)", "load call (s)", "peak RSS (MiB)",
     "process / traceview", "load call / traceview", "RSS / traceview",
 ]  # fmt: skip
 

@@ -81,6 +81,10 @@ def test_second_load_is_a_hit(tmp_path, monkeypatch):
     again = tv.load(trace)
     assert calls == []  # served from the cache, not parsed
     assert_same(first, again)
+    # info says which load was served from the cache, and the decoder that made the entry
+    assert (first.info["cached"], again.info["cached"]) == (False, True)
+    assert first.info["decoder"] == again.info["decoder"] == first.stats["decoder"]
+    assert again.info["n_events"] == len(_events())
 
 
 def test_changed_trace_invalidates(tmp_path):

@@ -223,6 +223,8 @@ def test_whole_trace_frames_identical():
         with decoders.decoder(compiled.COMPILED):
             b = tv.load(path, cache=False)
         assert (a.stats["decoder"], b.stats["decoder"]) == (compiled.PYTHON, compiled.COMPILED)
+        assert (a.info["decoder"], b.info["decoder"]) == (compiled.PYTHON, compiled.COMPILED)
+        assert a.info["n_events"] == b.info["n_events"] == a.stats["n_events"] > 0
         for name in ("events", "kernels", "ops", "steps", "memory"):
             pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=f"{path.name}: {name}")
 

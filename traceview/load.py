@@ -55,6 +55,7 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
         hit = cache_mod.lookup(path, cache, seen, notes=notes)
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
+            hit.cached = True
             return hit
     try:
         trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules)

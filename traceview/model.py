@@ -85,12 +85,29 @@ class Trace:
     #: tables worked out from this trace by the analyses (``op_work``, ...), kept with the trace they
     #: come from so that they live and die with it; not part of what the trace is
     derived: dict = field(default_factory=dict, repr=False, compare=False)
+    #: whether this load was served from the cache (``tv.load``'s ``cache``); not part of what the
+    #: trace is, so two loads of one trace compare equal either way
+    cached: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
         # link and the cache hand over the op args as JSON text (a categorical): parse ``LIST_ARGS``
         for name in LIST_ARGS:
             if name in self.ops.columns and isinstance(self.ops[name].dtype, pd.CategoricalDtype):
                 self.ops[name] = parsed_lists(self.ops[name])
+
+    @property
+    def info(self) -> dict:
+        """How this trace was read: ``decoder`` (``"compiled"``, or ``"python"`` for the msgspec
+        fallback; with how many chunks msgspec took where the scanner left some), ``cached``
+        (served from the cache: the decoder is then the one that read the trace when the entry
+        was made), ``n_events`` and ``json_bytes`` (the size of its JSON text)."""
+        return {
+            "path": self.path,
+            "decoder": self.stats.get("decoder"),
+            "cached": self.cached,
+            "n_events": self.stats.get("n_events"),
+            "json_bytes": self.stats.get("json_bytes"),
+        }
 
     @property
     def label(self) -> str:

@@ -50,7 +50,9 @@ def rank_info(meta: dict) -> tuple[int, int | None] | None:
     """(rank, world_size) from a trace's ``distributedInfo``, or None (no rank in 0..MAX_RANK);
     a world size outside 1..MAX_RANK is None."""
     info = meta.get("distributedInfo") if isinstance(meta, dict) else None
-    rank = _count(info.get("rank"), 0) if isinstance(info, dict) else None
+    if not isinstance(info, dict):
+        return None
+    rank = _count(info.get("rank"), 0)
     return None if rank is None else (rank, _count(info.get("world_size"), 1))
 
 
@@ -59,7 +61,7 @@ class RankRanges(Sequence):
     number of gaps, not with the world size. Iterates, counts and compares (also with a
     list) like the list of ranks it stands for; ``str`` is ``rank_list``'s text."""
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # equal to a list of its ranks, so unhashable like one
 
     def __init__(self, ranges=()):
         self.ranges = tuple(r for r in ranges if len(r))  # step 1, ascending, disjoint
@@ -173,8 +175,9 @@ def rank_list(ranks) -> str:
 def one_job(traces) -> str | None:
     """A hint when loaded traces given as separate traces look like the ranks of one job (every one
     has ``distributedInfo``, the ranks distinct, one world size): None otherwise."""
-    infos = [rank_info(t.meta) for t in traces]
-    if len(infos) < 2 or any(i is None for i in infos):
+    got = [rank_info(t.meta) for t in traces]
+    infos = [i for i in got if i is not None]
+    if len(got) < 2 or len(infos) < len(got):
         return None
     ranks, sizes = [r for r, _ in infos], {ws for _, ws in infos}
     if len(set(ranks)) < len(ranks) or len(sizes) > 1:

@@ -141,7 +141,7 @@ def dask_client(workers: int | None, scheduler: str | None):
         with client:
             yield client
         return
-    if workers < 1:
+    if workers is None or workers < 1:
         raise TraceviewError(f"--workers must be at least 1, not {workers}")
     with (
         LocalCluster(
@@ -247,9 +247,10 @@ def said(exc: BaseException) -> str:
     their text may come from the peer."""
     root, link = exc, exc
     for _ in range(20):  # a chain, not a cycle
-        link = link.__cause__ or link.__context__
-        if link is None:
+        nxt = link.__cause__ or link.__context__
+        if nxt is None:
             break
+        link = nxt
         if not isinstance(link, (asyncio.CancelledError, asyncio.TimeoutError, TimeoutError)):
             root = link  # a retry cut short by Dask's own timer says nothing
     return one_line(exc) if root is exc else f"{one_line(exc)}; {one_line(root)}"

@@ -30,6 +30,7 @@ peak of its kernels whose peak is known, and ``pct_of_peak_tflops`` is always
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -533,7 +534,7 @@ def category_efficiency(r: Region, category: str) -> dict:
     ``_category_rate``), the path and precision that take most of their time, the peak there, and
     whether the attention counted is causal (rated on half of torch's count)."""
     tflops, pct = _category_rate(r, category)
-    out = {
+    out: dict[str, Any] = {
         "tflops": tflops,
         "pct_of_peak": pct,
         "path": None,
@@ -558,7 +559,7 @@ def category_efficiency(r: Region, category: str) -> dict:
     causal = trace_work(r.trace)["causal"].to_numpy(dtype=object, na_value=None)[owners[owners >= 0]]
     out["causal"] = any(c is True for c in causal)
     if len(by):
-        (path, prec) = by.groupby(["path", "precision"])["dur"].sum().idxmax()
+        path, prec = cast("tuple[str, str]", by.groupby(["path", "precision"])["dur"].sum().idxmax())
         peak = out["device"].peak_tflops(path, prec) if out["device"] else None
         out.update(path=path, precision=prec, peak_tflops=peak if peak is not None else float("nan"))
     return out
@@ -691,7 +692,7 @@ def efficiency_findings(sides, table: str = "efficiency", keys=None, by: str = "
     the tensor-core peak of the same precision. Each figure cites ``table``'s row whose ``by`` column
     is the side's key (``keys``, default the labels): diff's efficiency table, compare's rows."""
     keys = keys or [label for label, _ in sides]
-    f = []
+    f: list[str] = []
     for cat, what in (("gemm", "GEMMs"), ("attention", "fused attention kernels")):
         stats = [
             ((label, table, {by: k}), category_efficiency(r, cat))
@@ -712,8 +713,10 @@ def _cuda_vs_tensor(stats) -> list[str]:
     device and precision, and the CUDA-core side's device's tensor-core peak and its share of it
     (``tensor_peak_columns``: the same pairing)."""
     ref = _tensor_reference([e for _, e in stats])
+    if ref is None:  # no side on tensor cores: nothing to set a CUDA-core rate against
+        return []
     tensor = [(sd, e) for sd, e in stats if e is ref]
-    out = []
+    out: list[str] = []
     for (lbl, table, key), e in stats:
         for t_side, t in tensor:
             peak = _tensor_peak_of(e, ref)
@@ -722,11 +725,12 @@ def _cuda_vs_tensor(stats) -> list[str]:
                 name = _name(c, (lbl, table, key))
                 rate = c(table, key, "gemm_tflops", e["tflops"], "tflops")
                 share_ = c(table, key, "gemm_pct_of_tensor_peak", 100.0 * e["tflops"] / peak, "share")
-                prec = c(*t_side[1:], "gemm_precision", _precision_words("tensor", t["precision"]), "text")
+                _, t_table, t_key = t_side
+                prec = c(t_table, t_key, "gemm_precision", _precision_words("tensor", t["precision"]), "text")
                 device = c(table, key, "rated_device", e["device"].name, "text")
                 own_peak = c(table, key, "gemm_tensor_peak_tflops", peak, "peak")
                 t_name = _name(c, t_side)
-                reach = c(*t_side[1:], "gemm_pct_of_peak", t["pct_of_peak"], "share")
+                reach = c(t_table, t_key, "gemm_pct_of_peak", t["pct_of_peak"], "share")
                 out.append(  # two devices, two peaks: each named with its own
                     c.finding(
                         f"{name}'s GEMMs run on CUDA cores at {rate} TFLOP/s: {share_} of the {prec} "

@@ -13,6 +13,9 @@ Every figure is defined in docs/metrics.md (Memory). One definition each, here:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any, cast
+
 import numpy as np
 import pandas as pd
 
@@ -224,7 +227,8 @@ def peak_difference(a, b, la: str, lb: str, in_compare: bool = False) -> tuple[p
     pa, pb = peaks(a), peaks(b)
     m = pa.merge(pb, on="device", suffixes=("_a", "_b"))
     rows, words = [], []
-    for r in m.itertuples(index=False):
+    # pandas-stubs type a row's fields as any scalar; these are the int64 and str columns of peaks()
+    for r in cast("Iterable[Any]", m.itertuples(index=False)):
         delta = int(r.peak_allocated_bytes_b) - int(r.peak_allocated_bytes_a)
         op, op_delta = _grew_most(a, b, r.device, delta)
         rows.append(

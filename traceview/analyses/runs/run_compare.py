@@ -83,7 +83,9 @@ def with_ratios(df: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     out = df.copy()
     for metric, name in ratios().items():
         got = [ratio(x, y) for x, y in zip(ref[metric].to_numpy(), out[metric].to_numpy(), strict=True)]
-        out.insert(out.columns.get_loc(metric) + 1, name, got)
+        at = out.columns.get_loc(metric)
+        assert isinstance(at, int)  # the metrics are unique columns
+        out.insert(at + 1, name, got)
     return out
 
 
@@ -196,11 +198,13 @@ def vs_baseline_tables(diffs: dict[str, Report]) -> dict[str, pd.DataFrame]:
 MOVED = {"ranks": "vs_baseline", "exposed": "vs_baseline_exposed", "info": "vs_baseline_info"}
 
 
-def _quoted(c: Cite, label: str, bl: str, f: Finding) -> Finding:
+def _quoted(c: Cite, label: str, bl: str, f: str) -> Finding:
     """A run diff's finding quoted under ``label against bl:``, its evidence moved to this report's
-    tables (the same cells, keyed by ``run`` too)."""
+    tables (the same cells, keyed by ``run`` too). A sentence without figures is a plain ``str``
+    (no evidence to move)."""
     head = f"{_run(c, label)} against {_run(c, bl)}: "
-    moved = [e | {"table": MOVED[e["table"]], "row": {"run": label, **e["row"]}} for e in f.evidence]
+    evidence = f.evidence if isinstance(f, Finding) else ()
+    moved = [e | {"table": MOVED[e["table"]], "row": {"run": label, **e["row"]}} for e in evidence]
     return Finding(head + str(f), [*c.evidence, *moved])
 
 
@@ -238,4 +242,5 @@ def findings(table: pd.DataFrame, labels, base: int, diffs: dict[str, Report]) -
                 f"{'their' if len(fast) > 1 else 'its'} ranks ({lo}); {slow_who} the most ({hi})"
             )
         ]
-    return out + [_quoted(Cite(), label, bl, f) for label, d in diffs.items() for f in d.findings]
+    quoted: list[str] = [_quoted(Cite(), label, bl, f) for label, d in diffs.items() for f in d.findings]
+    return [*out, *quoted]

@@ -116,7 +116,7 @@ def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
         "Int64"
     )
     pairs = [grew.get(k, (None, None)) for k in zip(table["trace"], table["device"], strict=True)]
-    table["made_by"] = [p[0] for p in pairs]
+    table["made_by"] = pd.Series([p[0] for p in pairs], index=table.index, dtype=object)
     table["made_by_diff_bytes"] = pd.array([p[1] for p in pairs], dtype="Int64")
     return table, words
 
@@ -124,7 +124,7 @@ def _memory_table(traces, labels, base: int) -> tuple[pd.DataFrame, list[str]]:
 def _row(label: str, s: Region, m: dict, b: dict, gpu: bool) -> dict:
     """One trace's row of the compare table: the registry's compare metrics ``m`` (``b``: the baseline's),
     each followed by its ratio to the baseline where it has one, then what only compare shows."""
-    row = {"label": label, "device": s.trace.device_name or "-"}
+    row: dict[str, object] = {"label": label, "device": s.trace.device_name or "-"}
     for x in shown_in("compare", gpu):
         row[x.name] = m[x.name]
         if x.ratio:
@@ -283,7 +283,7 @@ def _least_most(t: pd.DataFrame, column: str, ratio_column: str, what: str, bl: 
     )
 
 
-def _count_extremes(t: pd.DataFrame, column: str, ratio_column, what: str, bl: str, per: str):
+def _count_extremes(t: pd.DataFrame, column: str, ratio_column, what: tuple[str, str], bl: str, per: str):
     """Which rows have the most and the fewest ``column`` (a count per step); ties as ties. Without a
     ratio column the baseline's own count is stated too (cited), to read the extremes against."""
     c = Cite()
@@ -300,7 +300,7 @@ def _count_extremes(t: pd.DataFrame, column: str, ratio_column, what: str, bl: s
 
 
 def _gpu_findings(t: pd.DataFrame, labels, bl: str, per: str) -> list[str]:
-    f = []
+    f: list[str] = []
     idle = [lbl for lbl in labels if t.loc[lbl, "gpu_activities_per_step"] == 0]
     busy = t[t["gpu_activities_per_step"] > 0]
     if idle:
@@ -316,8 +316,8 @@ def _gpu_findings(t: pd.DataFrame, labels, bl: str, per: str) -> list[str]:
 
 def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
     tc = t["tensor_core_pct"]
-    cuda = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v) is False]
-    tensor = [lbl for lbl, v in tc.items() if metrics.on_tensor_cores(v)]
+    cuda = [str(lbl) for lbl, v in tc.items() if metrics.on_tensor_cores(v) is False]
+    tensor = [str(lbl) for lbl, v in tc.items() if metrics.on_tensor_cores(v)]
     c = Cite()
 
     def family(lbl: str) -> str:
@@ -340,7 +340,7 @@ def _gemm_findings(t: pd.DataFrame, bl: str) -> list[str]:
 
 
 def _cpu_findings(t: pd.DataFrame, labels, bl: str, per: str) -> list[str]:
-    f = [
+    f: list[str] = [
         Finding(
             f"no trace holds GPU activity (CPU-only traces): the rows compare CPU ops and CPU time per {per}"
         )

@@ -37,7 +37,7 @@ def diff_findings(
             f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
             "match (all deltas are zero)"
         ]
-    f = []
+    f: list[str] = []
     if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
         c = Cite()  # each side's device is in the report's info
         da, db = (c("info", {}, f"{s}_device", r.trace.device_name, "text") for s, r in (("a", A), ("b", B)))
@@ -66,7 +66,7 @@ def diff_findings(
 
 def _gpu_findings(A: Region, B: Region, kernels, same_work: bool, labels: tuple[str, str]) -> list[str]:
     unit = A.per_word
-    f = [_kernel_count_finding(A, B, unit)]
+    f: list[str] = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
     f += _only_findings(kernels.only_a, kernels.only_b, unit)
     f += _tile_findings(kernels.both, unit)
@@ -143,7 +143,7 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
 
 
 def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> list[str]:
-    f = []
+    f: list[str] = []
     for table, side_word, verb in ((only_a, "A", "is gone in B"), (only_b, "B", "is new in B")):
         name_t = f"only_in_{side_word.lower()}"
         for row in table.head(5).itertuples(index=False):
@@ -218,13 +218,13 @@ def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[Finding]:
         )
     elif fa != fb and (fa not in gb["families"] or fb not in ga["families"]):
         # a family came or went; the same families in other proportions is no change of family
-        where = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
+        path = "tensor cores" if on_tensor_cores(tca) else "CUDA cores"
         sa, sb = (
             c("gemm_path", {"side": s}, "families", families_text(g["families"]), "text")
             for s, g in (("A", ga), ("B", gb))
         )
         text = (
-            f"GEMMs run on {where} on both sides ({pa} vs {pb} of GEMM time); "
+            f"GEMMs run on {path} on both sides ({pa} vs {pb} of GEMM time); "
             f"the main GEMM family changed from {na} to {nb} (A: {sa}; B: {sb})"
         )
     else:
@@ -270,7 +270,7 @@ def precision(side: Region) -> tuple[str, float] | None:
         return None
     s = p.groupby(p["precision"].astype(str).to_numpy())["dur_ns"].sum()
     total = k["dur_ns"].clip(lower=0).sum()
-    return (s.idxmax(), 100.0 * s.max() / total) if total else None
+    return (str(s.idxmax()), 100.0 * float(s.max()) / total) if total else None
 
 
 def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
@@ -297,7 +297,7 @@ def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
 
 def _host_op_findings(ops_t: pd.DataFrame, n: int = 4) -> list[str]:
     """On GPU traces: the CPU ops (by time) that run on one side only."""
-    f = []
+    f: list[str] = []
     for here, there, mine, theirs in (("B", "A", "b", "a"), ("A", "B", "a", "b")):
         t = ops_t[(ops_t[f"{theirs}_count"] == 0) & (ops_t[f"{mine}_count"] > 0)]
         t = t.sort_values(f"{mine}_time_ns", ascending=False, kind="stable")
@@ -363,7 +363,7 @@ def _attention_findings(aa: dict, ab: dict, unit: str) -> list[Finding]:
 
 
 def _cpu_findings(A, B, ops_t, chains_a, chains_b) -> list[str]:
-    f = []
+    f: list[str] = []
     unit = A.per_word
     ma, mb = metrics_of(A), metrics_of(B)
     na, nb = ma["cpu_ops_per_step"], mb["cpu_ops_per_step"]
@@ -407,7 +407,8 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
     """
     if table.empty:
         return []
-    out, seen = [], set()
+    out: list[str] = []
+    seen: set = set()
     other_chains = [c.split(ARROW) for c in other.index] if len(other) else []
     copy_ops = domain().copy_ops
     t = table[table["op"].isin(copy_ops) & table["chain"].str.contains(ARROW, regex=False)]

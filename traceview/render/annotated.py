@@ -28,6 +28,7 @@ from ..analyses.trace.annotate import PREFIX
 from ..atomic import atomic_path, same_file
 from ..errors import TraceviewError
 from ..read import DEFAULT_MAX_BYTES, read_source, split_document
+from ..read.chunks import address
 from ..read.document import fit_events, raw_items
 from ..read.events import decode_events
 from ..read.salvage import salvage_prefix
@@ -79,7 +80,7 @@ def write_annotated(
     data = _reread(trace.path, max_bytes, max_ratio, salvage)
     text = fit_events(data)  # what the load decoded: events msgspec refuses blanked, offsets the same
     _, events_raw = split_document(text, trace.path)
-    at = _address(events_raw) - _address(text)  # the events array's place in the document
+    at = address(events_raw) - address(text)  # the events array's place in the document
     plan = _Plan.of(trace, report)
     with atomic_path(out) as tmp, open(tmp, "wb") as raw_fh, _compressed(raw_fh, out) as fh:
         sink = _Sink(fh)
@@ -206,9 +207,9 @@ def _write_events(sink, events_raw: memoryview, plan: _Plan, path: str, written:
     bounds = _chunk_bounds(events_raw, path)
     for lo, hi in bounds:
         chunk = b"".join((b"[", events_raw[lo:hi], b"]"))
-        base = _address(chunk) + 1 - lo  # an item's offset in events_raw: its address minus this
+        base = address(chunk) + 1 - lo  # an item's offset in events_raw: its address minus this
         for raw, new in _rewritten(chunk, plan, path):
-            start = _address(raw) - base
+            start = address(raw) - base
             sink.write(written[pos:start])
             sink.write(new)
             pos = start + len(raw)
@@ -350,11 +351,11 @@ def _chunk_bounds(events_raw: memoryview, path: str) -> list:
     """(start, stop) byte ranges of runs of at most ``CHUNK_EVENTS`` items of the array,
     found by one full parse (which also checks the JSON)."""
     items = raw_items(events_raw, path)
-    base = _address(events_raw)
+    base = address(events_raw)
     bounds = []
     for lo in range(0, len(items), CHUNK_EVENTS):
         last = items[min(lo + CHUNK_EVENTS, len(items)) - 1]
-        bounds.append((_address(items[lo]) - base, _address(last) - base + len(last)))
+        bounds.append((address(items[lo]) - base, address(last) - base + len(last)))
     return bounds
 
 
@@ -364,11 +365,6 @@ def _closing_bracket(events_raw: memoryview) -> int:
     while end > 0 and events_raw[end] in b" \t\r\n":
         end -= 1
     return end
-
-
-def _address(buf) -> int:
-    """Memory address of a buffer: msgspec's Raw values point into the text they came from."""
-    return np.frombuffer(buf, dtype=np.uint8).ctypes.data
 
 
 class _Sink:

@@ -97,7 +97,7 @@ class Trace:
 
     @property
     def info(self) -> dict:
-        """How this trace was read: ``decoder`` (``"compiled"``, or ``"python"`` for the msgspec
+        """How this trace was read: ``path``, ``decoder`` (``"compiled"``, or ``"python"`` for the msgspec
         fallback; with how many chunks msgspec took where the scanner left some), ``cached``
         (served from the cache: the decoder is then the one that read the trace when the entry
         was made), ``n_events`` and ``json_bytes`` (the size of its JSON text)."""

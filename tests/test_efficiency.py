@@ -297,7 +297,7 @@ def test_every_device_has_a_source_and_dense_figures():
 def test_user_device_file_overrides(tmp_path):
     own = tmp_path / "devices.toml"
     own.write_text(
-        '[[device]]\nname = "H100 SXM5 80GB"\nmatch = "H100 80GB HBM3"\n'
+        '[[device]]\nname = "H100 SXM5 80GB"\nmatch = "NVIDIA H100 80GB HBM3"\n'
         'tensor = { bf16 = 500.0 }\nmemory_gbps = 1000\nsource = "my measurement"\n'
     )
     d = find_device("NVIDIA H100 80GB HBM3", 132, str(own))

@@ -25,7 +25,9 @@ class Device(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One [[device]] of a device table, as msgspec checked it (types, required and unknown keys)."""
 
     name: Annotated[str, schema.NonEmpty]
-    match: Annotated[str, schema.NonEmpty]  # a regex, searched case-insensitively
+    # a regex the whole name must match, case-insensitively: searched, 'H200' also
+    # matched "NVIDIA GH200 480GB" and rated a Grace Hopper as an H200 SXM (issue 32)
+    match: Annotated[str, schema.NonEmpty]
     memory_gbps: _Peak
     source: Annotated[str, schema.NonEmpty]
     sms: Annotated[int, msgspec.Meta(ge=1)] | None = None
@@ -40,7 +42,7 @@ class Device(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return float(value) if value is not None else None
 
     def matches(self, name: str, sms: int | None) -> bool:
-        if not re.search(self.match, name, flags=re.IGNORECASE):
+        if not re.fullmatch(self.match, name.strip(), flags=re.IGNORECASE):
             return False
         return self.sms is None or sms is None or int(sms) == self.sms
 
@@ -87,8 +89,9 @@ def load_devices(path: str | None = None) -> tuple[Device, ...]:
 
 
 def find_device(name: str | None, sms: int | None = None, path: str | None = None) -> Device | None:
-    """The table's device for a ``deviceProperties`` name (and SM count); None if unknown."""
-    if not name:
+    """The table's device for a ``deviceProperties`` name (and SM count): the first entry whose
+    ``match`` the whole name matches; None if unknown (or the trace's name is not text)."""
+    if not isinstance(name, str) or not name.strip():
         return None
     return next((d for d in load_devices(path) if d.matches(name, sms)), None)
 

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from corpus import CORPUS
+from corpus import CORPUS, SKIP_REASON, corpus_files
 
 import traceview as tv
 from traceview.analyses.variants import noise
@@ -166,11 +166,17 @@ def test_junit_in_a_missing_folder_is_refused_before_loading(tmp_path):
         ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\n', 2, "give value"),
         ('[[rule]]\nid = "a"\nmetric = "attention_backend"\nop = "<"\nvalue = "flash"\n', 5, "not <"),
         ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = "many"\n', 6, "with a number"),
+        # issue 38 item 7: TOML's nan and inf were a ValueError, an OverflowError or a RuntimeWarning
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = nan\n', 6, "nan is not"),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nvalue = -inf\n', 6, "-inf is not"),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nbaseline = inf\n', 6, "inf is not"),
+        ('[[rule]]\nid = "a"\nmetric = "cpu_ops_per_step"\nop = "<="\nbaseline = nan\n', 6, "nan is not"),
+        ('[[rule]]\nid = "a"\nmetric = "peak_allocated_bytes"\nop = "<="\nvalue = +inf\n', 6, "inf is not"),
     ],
 )
 def test_a_malformed_rules_file_is_one_line_naming_file_and_line_exit_2(tmp_path, body, line, words):
     path = rules_file(tmp_path, body)
-    out = run("check", NAIVE, "--checks", path)
+    out = run("check", NAIVE, "--checks", path, "--baseline", INPLACE)
     assert out.exit_code == 2, out.output
     lines = out.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.output, out.output
@@ -452,3 +458,51 @@ def test_a_bytes_rule_takes_a_size_and_refuses_a_bad_one(tmp_path):
     assert read_rules(rules_file(tmp_path, body.format("1.5 GiB")))[0].value == 3 * 2**29
     with pytest.raises(tv.CheckRuleError, match=r'rules.toml:6: rule\[0\]\.value: .*"100 MiB"'):
         read_rules(rules_file(tmp_path, body.format("100 MB")))
+
+
+# ------------------------------------------------------------ every rule on every corpus trace (issue 38)
+
+
+def every_metric_rules(tmp_path) -> Path:
+    """A rule on every metric a rule can name, relative (factor 1), the direction that holds for a
+    trace against itself: ``<=`` for numbers and sets, ``==`` for a text."""
+    from traceview.analyses.variants.check_metrics import check_metrics
+
+    body = "".join(
+        f'[[rule]]\nid = "{m.name}"\nmetric = "{m.name}"\nop = "{"==" if m.unit == "text" else "<="}"\n'
+        "baseline = 1\n"
+        for m in check_metrics().values()
+    )
+    return rules_file(tmp_path, body, "every.toml")
+
+
+def test_every_rule_on_every_corpus_trace_against_itself_and_another(tmp_path):
+    """Every metric and the built-in rules, on each corpus trace against itself (must pass) and
+    against the next trace (pass or fail, never an error). Before issue 38, ``cuda_core_gemms`` masked
+    with the nullable ``tensor_core`` and 30 of the 48 traces exited 3. Each trace is loaded once."""
+    from traceview.analyses.variants.check import check
+    from traceview.analyses.variants.check_rules import read_rules
+
+    files = corpus_files()
+    if not files:
+        pytest.skip(SKIP_REASON)
+    rules = read_rules() + read_rules(every_metric_rules(tmp_path))
+    traces = [tv.load(f, cache=False) for f in files]
+    for i, trace in enumerate(traces):
+        same = check(trace, trace, rules, source="test")
+        failed = same["rules"][same["rules"]["status"] == "fail"]
+        assert same.info["verdict"] == "pass", (trace.path, failed.to_dict("records"))
+        other = check(trace, traces[(i + 1) % len(traces)], rules, source="test")
+        assert other.info["verdict"] in ("pass", "fail") and len(other["rules"]) == len(rules)
+
+
+TOKENOMICS = CORPUS / "tokenomics" / "trace0.json.gz"
+
+
+@pytest.mark.skipif(not TOKENOMICS.exists(), reason=SKIP_REASON)
+def test_a_corpus_trace_with_unknown_tensor_core_paths_exits_0_from_the_command():
+    """The command as a user runs it on a trace whose GEMMs include ones of unknown path (NA
+    ``tensor_core``): exit 0, not 3 (issue 38 item 1)."""
+    trace = TOKENOMICS
+    out = run("check", trace, "--baseline", trace, "--no-cache")
+    assert out.exit_code == 0, out.output

@@ -30,9 +30,15 @@ class CheckMetric:
     counts: str  # its definition, for docs and errors
 
 
+def _where(test) -> np.ndarray:
+    """A mask from a comparison that may hold NA (a nullable column: ``tensor_core`` is unknown for a
+    kernel no rule placed, ``step`` for an event outside every step): an unknown is not a match."""
+    return test.to_numpy(dtype=bool, na_value=False)
+
+
 def copy_ops(r: Region) -> int:
     """CPU ops (at every depth) named as copies in rules/ops.toml ``[copies]``."""
-    return int(r.ops["name"].astype(str).isin(domain().copy_ops).sum()) if len(r.ops) else 0
+    return int(_where(r.ops["name"].astype(str).isin(domain().copy_ops)).sum()) if len(r.ops) else 0
 
 
 def copying_ops(r: Region) -> frozenset:
@@ -41,7 +47,7 @@ def copying_ops(r: Region) -> frozenset:
     if not len(r.ops):
         return frozenset()
     copies = set(domain().copy_ops)
-    o = r.ops[r.ops["name"].astype(str).isin(copies).to_numpy()]
+    o = r.ops[_where(r.ops["name"].astype(str).isin(copies))]
     outer = {str(c).split(ARROW)[0] for c in o["chain"].astype(str).unique()}  # per distinct chain
     return frozenset(outer - copies)
 
@@ -53,11 +59,13 @@ def kernel_categories(r: Region) -> frozenset:
 
 
 def cuda_core_gemms(r: Region) -> frozenset:
-    """GEMM kernels (by the normalised name diff matches kernels on) that run on CUDA cores."""
+    """GEMM kernels (by the normalised name diff matches kernels on) that run on CUDA cores: those
+    whose ``tensor_core`` is False. An unknown path (NA: no rule said) is not counted, since a rule
+    must not fail on a kernel nobody classified (issue 38: NA in the mask was an exit 3)."""
     a = r.activities
     if not len(a):
         return frozenset()
-    g = a[(a["category"].astype(str) == "gemm").to_numpy() & (a["tensor_core"] == False).to_numpy()]  # noqa: E712
+    g = a[_where(a["category"].astype(str).eq("gemm")) & _where(a["tensor_core"].eq(False))]
     return frozenset(np.unique(kernel_keys(g)).tolist()) if len(g) else frozenset()
 
 
@@ -68,12 +76,12 @@ def peak_allocated_bytes(r: Region) -> float:
     the trace has no other device); nan without [memory] events."""
     s = memory.series(r.trace)
     if r.region_kind == "step":
-        s = s[(s["step"] == r.selection.step).fillna(False).to_numpy()]
+        s = s[_where(s["step"].eq(r.selection.step))]
     elif r.region_kind == "steps":
-        s = s[s["step"].notna().to_numpy()]
-    device = s["device"].astype(str)
-    if (device != "cpu").any():
-        s = s[(device != "cpu").to_numpy()]
+        s = s[_where(s["step"].notna())]
+    accelerator = _where(s["device"].astype(str).ne("cpu"))
+    if accelerator.any():
+        s = s[accelerator]
     return int(s["allocated"].max()) if len(s) else float("nan")
 
 

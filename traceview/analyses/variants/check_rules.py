@@ -4,6 +4,7 @@ Every problem is one line, ``FILE:LINE: key: problem``, raised as CheckRuleError
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -89,6 +90,10 @@ def _sized(rule: schema.CheckRule, unit: str, bad) -> schema.CheckRule:
 
 def _check_bound(rule: schema.CheckRule, unit: str, bad) -> None:
     numeric = unit not in ("text", "set")
+    for key in ("value", "baseline"):  # TOML reads nan and inf as floats: no bound can be compared with them
+        v = getattr(rule, key)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise bad(key, f"{v} is not a finite number (a bound must be one)")
     if rule.value is not None:
         v = rule.value
         fits = (

@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time ``__getattr__`
     from . import render as render
     from .api import (
         Selection,
+        advise,
         annotate,
         assert_check,
         check,
@@ -64,6 +65,7 @@ __all__ = [
     "TraceReadError",
     "TraceviewError",
     "__version__",
+    "advise",
     "annotate",
     "assert_check",
     "check",

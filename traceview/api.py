@@ -592,6 +592,34 @@ def exposed(
     return exposed_report(_trace(trace, opts), s)
 
 
+def advise(
+    trace: TraceLike,
+    *,
+    min_pct: float | None = None,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache: CacheSetting = None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """What to do about a trace (rules in ``rules/advice.toml``), ranked by the time at stake per
+    step: an upper bound from the exposed-time split, never more than its cause exposes (table
+    ``advice``); table ``rules`` says which rules could not run on this trace and why.
+    ``min_pct``: say advice with at least this share of the wall time at stake (None: each rule's own)."""
+    from .analyses.trace.advise import advise as _advise
+
+    s, opts = _parts(locals())
+    return _advise(_trace(trace, opts), s, min_pct)
+
+
 def check(
     candidate: TraceLike,
     *,

@@ -7,6 +7,7 @@ Each command family lives in its own module and registers itself on ``main``
 from __future__ import annotations
 
 from . import (
+    advise,  # noqa: F401  (registers advise)
     annotate,  # noqa: F401  (registers annotate)
     basic,  # noqa: F401  (registers summary, kernels)
     cache,  # noqa: F401  (registers cache info, cache clear)

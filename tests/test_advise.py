@@ -1,0 +1,236 @@
+"""``traceview advise`` / ``tv.advise`` (issue 34): each rule fires where its pattern is, with figures
+re-derived from plain json, never where it is not, and its time at stake never exceeds the exposed
+time of its cause."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from corpus import CORPUS, SKIP_REASON, corpus_params
+
+import traceview.api as tv
+from traceview import load
+from traceview.analyses.select.region import region
+from traceview.analyses.trace.advise import CPU, Facts, rules, sdpa_reasons
+from traceview.cli import main
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def events(path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    return [e for e in doc["traceEvents"] if isinstance(e, dict)]
+
+
+def _ns(us) -> int:
+    return int(Decimal(str(us)) * 1000)
+
+
+def steps(evs) -> list[tuple[int, int]]:
+    return [
+        (_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]))
+        for e in evs
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+
+
+def direct_parent(evs, child: dict) -> dict | None:
+    """The innermost CPU op on the child's thread whose span holds the child's: a plain recount
+    of the op tree, not traceview's."""
+    lo, hi = _ns(child["ts"]), _ns(child["ts"]) + _ns(child["dur"])
+    around = [
+        e
+        for e in evs
+        if e.get("cat") == "cpu_op" and e is not child and e.get("tid") == child.get("tid")
+        and _ns(e["ts"]) <= lo and _ns(e["ts"]) + _ns(e["dur"]) >= hi
+    ]  # fmt: skip
+    return min(around, key=lambda e: _ns(e["dur"]), default=None)
+
+
+def rows(report, rule: str):
+    a = report["advice"]
+    return a[a["rule"] == rule]
+
+
+# ------------------------------------------------------------------ the sample traces
+
+
+def test_naive_copy_advice_matches_a_plain_recount():
+    path = SAMPLES / "naive.json.gz"
+    r = tv.advise(path)
+    got = rows(r, "out-of-place-copy")
+    assert len(got) == 1, r["advice"]
+    evs = events(path)
+    spans = steps(evs)
+    clones = [
+        e for e in evs
+        if e.get("name") == "aten::clone" and any(lo <= _ns(e["ts"]) < hi for lo, hi in spans)
+        and (direct_parent(evs, e) or {}).get("name") == "aten::masked_fill"
+    ]  # fmt: skip
+    assert clones, "the sample's masked_fill copies"
+    # the copy's own bytes: [memory] events on the clone's thread inside its span, not masked_fill's
+    inside = [
+        m["args"]["Bytes"] for m in evs for c in clones
+        if m.get("name") == "[memory]" and m.get("tid") == c.get("tid") and m["args"]["Bytes"] > 0
+        and _ns(c["ts"]) <= _ns(m["ts"]) <= _ns(c["ts"]) + _ns(c["dur"])
+    ]  # fmt: skip
+    row = got.iloc[0]
+    assert row["bytes_per_step"] == sum(inside) / len(spans)
+    assert row["stake_ns_per_step"] == sum(_ns(c["dur"]) for c in clones) / len(spans)
+    assert row["count_per_step"] == len(clones) / len(spans)
+    assert row["bound"] == CPU and row["source"].startswith("collectors/attention.py:")
+    assert "aten::masked_fill_" in row["do"]
+    assert r.findings[0].startswith("aten::masked_fill copies its input")
+
+
+def test_naive_inplace_gets_no_copy_advice():
+    assert rows(tv.advise(SAMPLES / "naive_inplace.json.gz", min_pct=0), "out-of-place-copy").empty
+
+
+def test_sdpa_math_advice_says_the_backend_and_what_the_trace_cannot_tell():
+    r = tv.advise(SAMPLES / "sdpa_math.json.gz")
+    got = rows(r, "sdpa-math-backend")
+    assert len(got) == 1
+    assert "math backend" in got.iloc[0]["what"] and "not in the trace" in got.iloc[0]["what"]
+    for other in ("naive.json.gz", "sdpa_flash.json.gz", "sdpa_auto.json.gz"):
+        assert rows(tv.advise(SAMPLES / other, min_pct=0), "sdpa-math-backend").empty, other
+
+
+def test_rules_that_cannot_run_say_why():
+    r = tv.advise(SAMPLES / "naive.json.gz")
+    st = r["rules"].set_index("rule")
+    assert not st.loc["host-sync", "ran"] and st.loc["host-sync", "why_not"] == "no GPU activity"
+    assert any("could not run" in n and "host-sync" in n for n in r.notes)
+    assert len(st) == len(rules().rule)
+
+
+def test_cli_prints_what_the_api_returns(tmp_path):
+    out = CliRunner().invoke(main, ["advise", str(SAMPLES / "naive.json.gz"), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    api = tv.advise(SAMPLES / "naive.json.gz")
+    assert doc["findings"] == [str(f) for f in api.findings]
+    assert [r["rule"] for r in doc["tables"]["advice"]] == api["advice"]["rule"].tolist()
+
+
+# ------------------------------------------------------------------ torch's own dispatcher
+
+
+def test_cpu_sdpa_reasons_agree_with_torchs_dispatcher(tmp_path):
+    """Where the advice says nothing recorded excludes the CPU flash backend, torch's dispatcher
+    (unpinned) picks it; where it names a reason, torch picks math."""
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+    from torch.profiler import profile
+
+    q = torch.randn(1, 2, 64, 32)
+    mask = torch.ones(64, 64, dtype=torch.bool).tril()
+    cases = [
+        ({"is_causal": True}, torch.float32),
+        ({"attn_mask": mask}, torch.bfloat16),
+        ({"attn_mask": mask, "dropout_p": 0.1}, torch.float32),
+        ({"is_causal": True, "dropout_p": 0.1}, torch.float64),
+    ]
+    for i, (kw, dtype) in enumerate(cases):
+        with profile(record_shapes=True) as p:
+            F.scaled_dot_product_attention(q.to(dtype), q.to(dtype), q.to(dtype), **kw)
+        path = tmp_path / f"case{i}.json"
+        p.export_chrome_trace(str(path))
+        picked_math = any(e.name == "aten::_scaled_dot_product_attention_math" for e in p.events())
+
+        t = load(str(path), cache=False)
+        op = t.ops[t.ops["name"] == "aten::scaled_dot_product_attention"].iloc[0]
+        said = sdpa_reasons(
+            op, next(x for x in rules().rule if x.id == "sdpa-math-backend"), Facts(region(t))
+        )
+        assert picked_math == ("no recorded argument" not in said), (kw, dtype, said)
+
+
+# ------------------------------------------------------------------ the corpus, both ways
+
+
+def _cat(e: dict) -> str:
+    return str(e.get("cat", "")).lower()  # older traces write Kernel, Memcpy
+
+
+#: what each rule's pattern is in plain json: (event filter) -> present
+COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device", re.I)
+PATTERNS = {
+    "pageable-memcpy": lambda e: (
+        "Pageable" in str(e.get("name", "")) and "memcpy" in str(e.get("cat", "")).lower()
+    ),
+    "host-sync": lambda e: "Synchronize" in str(e.get("name", "")),
+    "exposed-communication": lambda e: _cat(e) == "kernel" and bool(COMM.search(str(e.get("name", "")))),
+    "sdpa-math-backend": lambda e: e.get("name") == "aten::_scaled_dot_product_attention_math",
+    "launch-bound": lambda e: _cat(e) in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"),
+    "fp32-gemm-on-cuda-cores": lambda e: (
+        _cat(e) == "kernel" and "gemm" in str(e.get("name", "")).lower()
+    ),
+    "out-of-place-copy": lambda e: e.get("name") in ("aten::clone", "aten::copy_"),
+}
+
+
+@pytest.mark.parametrize("path", corpus_params())
+def test_no_rule_fires_without_its_pattern_and_stake_stays_under_its_cause(path):
+    r = tv.advise(path, min_pct=0)
+    evs = events(path)
+    fired = set(r["advice"]["rule"])
+    for rule, present in PATTERNS.items():
+        if rule in fired:
+            assert any(present(e) for e in evs), f"{rule} fired on {path.name} without its pattern"
+    exposed = tv.exposed(path)["exposed"].set_index("cause")["per_step_ns"]
+    compute = exposed[[c for c in exposed.index if c.startswith("compute: ")]].sum()
+    for row in r["advice"].itertuples(index=False):
+        if row.bound == CPU:
+            continue
+        causes = row.bound.split(" + ")
+        cap = compute if row.bound.startswith("compute (") else sum(exposed.get(c, 0) for c in causes)
+        assert row.stake_ns_per_step <= cap + 1e-6, (row.rule, row.stake_ns_per_step, cap)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+@pytest.mark.parametrize(
+    ("rel", "rule"),
+    [
+        ("param/et_replay__resnet_kineto.json.gz", "pageable-memcpy"),
+        (
+            "kineto/tb_plugin_samples__resnet50_autograd_api_num_workers_0__worker0.pt.trace.json.gz",
+            "host-sync",
+        ),
+        ("hta/trace_diff__control__control.json.gz", "fp32-gemm-on-cuda-cores"),
+        ("switchtransformers/trace.json.gz", "fp32-gemm-on-cuda-cores"),
+        ("param/dlrm_kineto__worker1_step_12.1694128201556.pt.trace.json.gz", "exposed-communication"),
+    ],
+)
+def test_each_rule_fires_on_a_corpus_trace_with_its_pattern(rel, rule):
+    path = CORPUS / rel
+    got = rows(tv.advise(path), rule)
+    assert len(got) == 1, f"{rule} on {rel}"
+    assert got.iloc[0]["stake_ns_per_step"] > 0 and got.iloc[0]["doc"].startswith("https://")
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+def test_pageable_copies_are_counted_as_plain_json_counts_them():
+    path = CORPUS / "param/et_replay__resnet_kineto.json.gz"
+    evs = events(path)
+    spans = steps(evs) or [(0, 1 << 62)]
+    plain = [e for e in evs if PATTERNS["pageable-memcpy"](e)]
+    t = load(path)
+    # a copy counts in the step its launch falls in: the runtime call with the same correlation
+    launch = {
+        e["args"]["correlation"]: _ns(e["ts"])
+        for e in evs
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    counted = [
+        e for e in plain if any(lo <= launch.get(e["args"].get("correlation"), -1) < hi for lo, hi in spans)
+    ]
+    got = rows(tv.advise(t, min_pct=0), "pageable-memcpy").iloc[0]
+    assert got["count_per_step"] * len(spans) == pytest.approx(len(counted))

@@ -1,0 +1,473 @@
+"""``tv.advise``: what to do about a trace, each piece of advice with its evidence and the time at stake.
+
+The rules are data (``rules/advice.toml``): each names a detector (one function below), the names
+it looks for, what to do, a PyTorch documentation link and its source. A detector reads one region
+and returns rows of table ``advice``; every row carries the **time at stake** per step: an upper
+bound on what would be saved if the pattern vanished, never more than the exposed time of its cause
+(:mod:`..measure.exposed`) on a GPU trace, never more than the CPU time of the ops involved on a
+trace without GPU activity. Rows below their rule's ``min_pct_of_wall`` are not said.
+
+Honesty: a rule whose evidence this trace cannot hold (no GPU activity, no shapes) does not guess;
+table ``rules`` says for each rule whether it ran, how often it fired, and if not, why and what to
+record to enable it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Annotated
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ... import schema
+from ...devices import trace_device
+from ...errors import TraceviewError
+from ...report import Report
+from ..measure.exposed import exposed
+from ..measure.sources import NO_SOURCE, has_stacks, op_sources
+from ..select.region import Region, Selection, region
+from ..wording.words import Cite
+
+RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
+#: the ``bound`` of a row on a trace without GPU activity: the CPU time of the ops involved
+CPU = "CPU time"
+COLUMNS = [
+    "rule", "what", "where", "source", "count_per_step", "bytes_per_step",
+    "stake_ns_per_step", "bound", "pct_of_wall", "do", "doc",
+]  # fmt: skip
+
+
+class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: Annotated[str, schema.NonEmpty]
+    detector: Annotated[str, schema.NonEmpty]
+    title: Annotated[str, schema.NonEmpty]
+    do: Annotated[str, schema.NonEmpty]
+    doc: Annotated[str, schema.NonEmpty]
+    source: Annotated[str, schema.NonEmpty]
+    min_pct_of_wall: Annotated[float, msgspec.Meta(ge=0, le=100)] = 1.0
+    ops: list[str] = []
+    copies: list[str] = []
+    names: list[str] = []
+    dtypes: list[str] = []
+    multiple: int = 8
+    flash_dtypes: list[str] = []
+    flash_max_head_dim: int = 256
+    cpu_flash_dtypes: list[str] = []
+
+
+class AdviceRules(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    version: int
+    rule: list[Rule]
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> AdviceRules:
+    try:
+        r = schema.convert(schema.read(RULES_PATH, "advice rules"), AdviceRules)
+    except schema.Invalid as e:  # a broken installation, not a user's input
+        raise TraceviewError(f"{RULES_PATH}: {e}") from None
+    unknown = [x.detector for x in r.rule if x.detector not in DETECTORS]
+    if unknown:
+        raise TraceviewError(f"{RULES_PATH}: unknown detector(s) {', '.join(unknown)}")
+    return r
+
+
+# ------------------------------------------------------------------ what every detector reads
+
+
+class Facts:
+    """What the detectors share, each computed once for the region: its exposed split, the op
+    tree's positions, the source lines, and the denominators of time at stake."""
+
+    def __init__(self, r: Region) -> None:
+        self.r = r
+        self.trace = r.trace
+        self.gpu = r.has_gpu
+        self.exposed = exposed(r).totals() if self.gpu else {}
+        #: the whole of what a share is taken of: GPU wall time, or the CPU wall time
+        self.wall = int(self.exposed.get("wall_ns", 0)) if self.gpu else int(r.cpu_wall_ns)
+
+    @functools.cached_property
+    def parent(self) -> np.ndarray:
+        return self.trace.ops["parent"].to_numpy()
+
+    @functools.cached_property
+    def names(self) -> np.ndarray:
+        return self.trace.ops["name"].astype(str).to_numpy()
+
+    @functools.cached_property
+    def sources(self) -> pd.DataFrame | None:
+        return op_sources(self.trace) if has_stacks(self.trace) else None
+
+    @functools.cached_property
+    def activity_op(self) -> np.ndarray:
+        """Each region activity's launching op, as a position in ``trace.ops`` (-1: none)."""
+        ops = self.trace.ops
+        pos = np.full(len(self.trace.events), -1, dtype=np.int64)
+        pos[ops["event"].to_numpy()] = np.arange(len(ops))
+        ev = self.r.activities["op_event"].to_numpy()
+        return np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+
+    def within(self, roots: np.ndarray) -> np.ndarray:
+        """Which ops lie in the subtree of one of ``roots`` (positions), the roots included."""
+        mark = np.zeros(len(self.parent), dtype=bool)
+        mark[roots] = True
+        reached, up = mark.copy(), self.parent.copy()
+        while (more := (up >= 0) & ~reached).any():  # one tree level a pass, as _outermost
+            reached[more] = mark[up[more]]
+            up[more] = self.parent[up[more]]
+        return reached
+
+    def in_region(self, positions: np.ndarray) -> np.ndarray:
+        return positions[np.isin(positions, self.r.ops.index.to_numpy())]
+
+    def source_of(self, positions: np.ndarray) -> str:
+        """The first source line among ``positions`` ('' without stacks)."""
+        if self.sources is None or not len(positions):
+            return ""
+        src = self.sources["source"].to_numpy()[positions]
+        call = self.sources["call"].to_numpy()[positions]
+        ok = np.flatnonzero(src != NO_SOURCE)
+        if not len(ok):
+            return ""
+        c = call[ok[0]]
+        return f"{src[ok[0]]}" + (f" (its call to {c})" if isinstance(c, str) and c else "")
+
+    def gpu_ns_under(self, positions: np.ndarray) -> int:
+        """GPU time of the region's activities launched inside the subtrees of ``positions``."""
+        if not self.gpu or not len(positions):
+            return 0
+        inside = self.within(positions)
+        op = self.activity_op
+        hit = (op >= 0) & inside[np.clip(op, 0, None)]
+        return int(np.clip(self.r.activities["dur_ns"].to_numpy()[hit], 0, None).sum())
+
+    def bytes_under(self, positions: np.ndarray) -> int:
+        """Bytes allocated (Bytes > 0) by the ops in the subtrees of ``positions``."""
+        m = self.trace.memory
+        if not len(m) or not len(positions):
+            return 0
+        inside = self.within(positions)
+        op = m["op"].to_numpy()
+        hit = (op >= 0) & inside[np.clip(op, 0, None)] & (m["bytes"].to_numpy() > 0)
+        return int(m["bytes"].to_numpy()[hit].sum())
+
+    def cause(self, name: str) -> int:
+        return int(self.exposed.get(name, 0))
+
+    def compute(self) -> int:
+        return sum(int(v) for c, v in self.exposed.items() if c.startswith("compute: "))
+
+
+def row(f: Facts, rule: Rule, what: str, where: str, source: str, count: int, nbytes: int,
+        stake: int, bound: str) -> dict:  # fmt: skip
+    per = f.r.regions
+    return {
+        "rule": rule.id, "what": what, "where": where, "source": source,
+        "count_per_step": count / per, "bytes_per_step": nbytes / per,
+        "stake_ns_per_step": stake / per, "bound": bound,
+        "pct_of_wall": 100.0 * stake / f.wall if f.wall else 0.0,
+        "do": rule.do.replace("{op}", where.split(" → ")[0]), "doc": rule.doc,
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------ the detectors
+
+
+def copy_under_op(f: Facts, rule: Rule) -> list[dict]:
+    """A copy op directly under an out-of-place op that has an in-place form. The copy's own
+    bytes and time: the subtree of the copy op, not of the op above it."""
+    names, parent = f.names, f.parent
+    copy = np.flatnonzero(np.isin(names, rule.copies))
+    copy = f.in_region(copy[(parent[copy] >= 0) & np.isin(names[np.clip(parent[copy], 0, None)], rule.ops)])
+    out = []
+    for op in np.unique(names[parent[copy]]):
+        mine = copy[names[parent[copy]] == op]
+        gpu = f.gpu_ns_under(mine)
+        if f.gpu:
+            stake, bound = (
+                min(gpu, f.cause("compute: copy") + f.cause("memcpy exposed")),
+                "compute: copy + memcpy exposed",
+            )
+        else:
+            stake, bound = int(f.trace.ops["dur_ns"].to_numpy()[mine].sum()), CPU
+        chain = f"{op} → {names[mine[0]]}"
+        what = f"{op} copies its input ({chain})"
+        out.append(row(f, rule, what, chain, f.source_of(mine), len(mine), f.bytes_under(mine), stake, bound))
+    return out
+
+
+def sdpa_backend(f: Facts, rule: Rule) -> list[dict]:
+    """The SDPA math backend, with what the recorded arguments say about the fused backends."""
+    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    if not len(hits):
+        return []
+    outer = np.where(f.parent[hits] >= 0, f.parent[hits], hits)  # the aten::scaled_dot_product_attention op
+    why = sdpa_reasons(f.trace.ops.iloc[outer[0]], rule, f) + _upcast(f, hits)
+    if f.gpu:
+        stake, bound = min(f.gpu_ns_under(hits), f.compute()), "compute (every category)"
+    else:
+        stake, bound = int(f.trace.ops["dur_ns"].to_numpy()[hits].sum()), CPU
+    what = f"SDPA runs on the math backend ({why})"
+    return [row(f, rule, what, str(f.names[hits[0]]), f.source_of(outer), len(hits), 0, stake, bound)]
+
+
+def sdpa_reasons(op: pd.Series, rule: Rule, f: Facts) -> str:
+    """What the recorded arguments of scaled_dot_product_attention say about the fused backends,
+    by the checks of torch's dispatcher (sdp_utils.cpp on CUDA, sdp_utils_cpp.cpp on the CPU)."""
+    types, dims, values = _args(op, "input_types"), _args(op, "input_dims"), _args(op, "concrete_inputs")
+    if not types:
+        return "no shapes recorded: record_shapes=True tells what excluded the fused backends"
+    dtype = str(types[0])
+    head = dims[0][-1] if dims and isinstance(dims[0], list) and dims[0] else None
+    mask = len(types) > 3 and bool(types[3])
+    dropout = len(values) > 4 and values[4] not in ("", "0.", "0", "0.0")
+    if not f.gpu:
+        return _cpu_reasons(dtype, dropout, values, rule)
+    flash = []
+    if dtype not in rule.flash_dtypes:
+        flash.append(f"needs fp16/bf16 inputs, these are {dtype}")
+    if mask:
+        flash.append("takes no attn_mask tensor (pass is_causal=True for a causal mask)")
+    if isinstance(head, int) and head > rule.flash_max_head_dim:
+        flash.append(f"head dim {head} > {rule.flash_max_head_dim}")
+    said = f"flash {'; '.join(flash)}" if flash else "no recorded argument excludes flash"
+    efficient = isinstance(head, int) and head % (4 if dtype == "float" else 8)
+    said += (
+        f"; memory-efficient needs a head dim multiple of {4 if dtype == 'float' else 8}, not {head}"
+        if efficient
+        else (
+            "; no recorded argument excludes memory-efficient: what chose math is not in the trace"
+            " (a pinned backend, the GPU generation, strides)"
+        )
+    )
+    return said
+
+
+def _cpu_reasons(dtype: str, dropout: bool, values: list, rule: Rule) -> str:
+    """The CPU dispatcher's flash (sdp_utils_cpp.cpp): float, double, half and bfloat16, a mask,
+    no dropout (torch 2.13 on the CPU picks math for dropout_p > 0: tests/test_advise.py asks it)."""
+    why = []
+    if dtype not in rule.cpu_flash_dtypes:
+        why.append(f"takes float, double, half or bfloat16 inputs, not {dtype}")
+    if dropout:
+        why.append(f"takes no dropout (dropout_p={values[4]})")
+    if why:
+        return "the CPU flash backend " + "; ".join(why)
+    return (f"no recorded argument excludes the CPU flash backend ({dtype} inputs): what chose math is "
+            "not in the trace (a pinned backend: sdpa_kernel)")  # fmt: skip
+
+
+def _upcast(f: Facts, hits: np.ndarray) -> str:
+    """The math backend's GEMMs on CUDA cores in fp32 (it upcasts fp16/bf16 unless
+    allow_fp16_bf16_reduction_math_sdp(True)), as a clause; '' when none ran."""
+    if not f.gpu:
+        return ""
+    inside = f.within(hits)
+    op, k = f.activity_op, f.r.activities
+    under = (op >= 0) & inside[np.clip(op, 0, None)]
+    fp32 = under & (k["category"] == "gemm").to_numpy() & (k["precision"].astype(str) == "fp32").to_numpy()
+    n = int(under.sum())
+    return f"; it launches {n} GPU activities, {int(fp32.sum())} of them fp32 GEMMs" if n else ""
+
+
+def _args(op: pd.Series, column: str) -> list:
+    if column not in op.index or not isinstance(op[column], str) or not op[column]:
+        return []
+    try:
+        v = json.loads(op[column])
+    except ValueError:
+        return []
+    return v if isinstance(v, list) else []
+
+
+def fp32_gemm(f: Facts, rule: Rule) -> list[dict]:
+    """fp32 GEMMs on CUDA cores where the device has TF32 tensor cores: the bound is their time
+    times 1 - vector/tensor fp32 peak, and never more than exposed GEMM compute."""
+    if not f.gpu:
+        return []
+    device = trace_device(f.trace)
+    tensor = device.peak_tflops("tensor", "fp32") if device else None
+    vector = device.peak_tflops("vector", "fp32") if device else None
+    if device is None or not tensor or not vector or tensor <= vector:
+        return []
+    k = f.r.activities
+    hit = (k["category"] == "gemm").to_numpy() & (k["tensor_core"] == False).fillna(False).to_numpy()  # noqa: E712
+    hit &= (k["precision"].astype(str) == "fp32").to_numpy()
+    if not hit.any():
+        return []
+    ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
+    stake = min(int(ns * (1 - vector / tensor)), f.cause("compute: gemm"))
+    names = k["name"].astype(str).to_numpy()[hit]
+    what = f"{int(hit.sum())} fp32 GEMM kernels on CUDA cores ({len(set(names))} names) on {device.name}"
+    where = _short(str(pd.Series(names).value_counts().index[0]))
+    return [row(f, rule, what, where, "", int(hit.sum()), 0, stake, "compute: gemm")]
+
+
+def host_sync(f: Facts, rule: Rule) -> list[dict]:
+    """GPU idle while the host synchronises, with the ops that read values back."""
+    if not f.gpu or not f.cause("idle: host sync"):
+        return []
+    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    ops = ", ".join(f"{n} x{c}" for n, c in zip(*np.unique(f.names[hits], return_counts=True), strict=True))
+    what = "the GPU idles while the host synchronises" + (f" (ops that read back: {ops})" if ops else "")
+    return [row(f, rule, what, ops or "(sync calls)", f.source_of(hits), len(hits), 0,
+                f.cause("idle: host sync"), "idle: host sync")]  # fmt: skip
+
+
+def pageable_memcpy(f: Facts, rule: Rule) -> list[dict]:
+    if not f.gpu:
+        return []
+    k = f.r.activities
+    name = k["name"].astype(str)
+    hit = ((k["kind"] == "memcpy") & name.str.contains("|".join(rule.names), regex=False)).to_numpy()
+    if not hit.any():
+        return []
+    ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
+    kinds = ", ".join(f"{n} x{c}" for n, c in name[hit].value_counts().items())
+    nbytes = int(pd.to_numeric(k["bytes"], errors="coerce").fillna(0).to_numpy()[hit].sum())
+    return [row(f, rule, f"pageable copies: {kinds}", kinds, "", int(hit.sum()), nbytes,
+                min(ns, f.cause("memcpy exposed")), "memcpy exposed")]  # fmt: skip
+
+
+def launch_bound(f: Facts, rule: Rule) -> list[dict]:
+    ns = f.cause("idle: host launch-bound")
+    if not f.gpu or not ns:
+        return []
+    n = len(f.r.activities)
+    return [row(f, rule, "the GPU waits for the host to launch kernels", "", "", n, 0, ns,
+                "idle: host launch-bound")]  # fmt: skip
+
+
+def exposed_communication(f: Facts, rule: Rule) -> list[dict]:
+    ns = f.cause("communication exposed")
+    if not f.gpu or not ns:
+        return []
+    k = f.r.activities
+    comm = k[(k["category"] == "communication").to_numpy()]
+    top = comm["name"].astype(str).value_counts()
+    where = ", ".join(f"{_short(str(n))} x{c}" for n, c in top.head(3).items())
+    return [row(f, rule, "communication exposed", where, "", len(comm), 0, ns, "communication exposed")]
+
+
+def gemm_alignment(f: Facts, rule: Rule) -> list[dict]:
+    """Half-precision GEMM ops with a dimension that is not a multiple of ``rule.multiple``."""
+    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    ops = f.trace.ops
+    bad = [i for i in hits if _misaligned(ops["input_dims"].iat[i], ops["input_types"].iat[i], rule)]
+    if not bad:
+        return []
+    mine = np.array(bad)
+    if f.gpu:
+        stake, bound = min(f.gpu_ns_under(mine), f.cause("compute: gemm")), "compute: gemm"
+    else:
+        stake, bound = int(f.trace.ops["dur_ns"].to_numpy()[mine].sum()), CPU
+    what = f"{len(mine)} half-precision GEMM ops with a dimension not a multiple of {rule.multiple}"
+    return [row(f, rule, what, str(f.names[mine[0]]), f.source_of(mine), len(mine), 0, stake, bound)]
+
+
+def _misaligned(dims, types, rule: Rule) -> bool:
+    try:
+        d, t = json.loads(dims), json.loads(types)
+    except (TypeError, ValueError):
+        return False
+    if not t or t[0] not in rule.dtypes:
+        return False
+    mats = [x for x in d[:3] if isinstance(x, list) and len(x) >= 2]
+    return any(isinstance(v, int) and v % rule.multiple for m in mats for v in m[-2:])
+
+
+def _short(name: str, n: int = 60) -> str:
+    return name if len(name) <= n else name[: n - 1] + "…"
+
+
+DETECTORS = {
+    "copy_under_op": copy_under_op,
+    "sdpa_backend": sdpa_backend,
+    "fp32_gemm": fp32_gemm,
+    "host_sync": host_sync,
+    "pageable_memcpy": pageable_memcpy,
+    "launch_bound": launch_bound,
+    "exposed_communication": exposed_communication,
+    "gemm_alignment": gemm_alignment,
+}
+#: what a detector needs that a trace may lack: (needs GPU activity, needs shapes)
+NEEDS = {
+    "fp32_gemm": (True, False), "host_sync": (True, False), "pageable_memcpy": (True, False),
+    "launch_bound": (True, False), "exposed_communication": (True, False), "gemm_alignment": (False, True),
+}  # fmt: skip
+
+
+# ------------------------------------------------------------------ the report
+
+
+def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Tables ``advice`` (what fired, ranked by time at stake, rows below ``min_pct`` of the wall
+    time dropped: None, each rule's own ``min_pct_of_wall``) and ``rules`` (every rule: whether it
+    could run on this trace, how often it fired, why not)."""
+    f = Facts(r)
+    shapes = _has_shapes(r.trace)
+    rows, status = [], []
+    for rule in rules().rule:
+        gpu, needs_shapes = NEEDS.get(rule.detector, (False, False))
+        why = "no GPU activity" if gpu and not f.gpu else ""
+        why = why or ("no shapes: record with record_shapes=True" if needs_shapes and not shapes else "")
+        least = rule.min_pct_of_wall if min_pct is None else min_pct
+        found = [] if why else [x for x in DETECTORS[rule.detector](f, rule) if x["pct_of_wall"] >= least]
+        rows += found
+        status.append(
+            {"rule": rule.id, "ran": not why, "fired": len(found), "why_not": why, "source": rule.source}
+        )
+    table = pd.DataFrame(rows, columns=COLUMNS).sort_values(
+        "stake_ns_per_step", ascending=False, kind="stable"
+    )
+    return table.reset_index(drop=True), pd.DataFrame(status)
+
+
+def _has_shapes(trace) -> bool:
+    dims = trace.ops["input_dims"]
+    return bool(len(dims)) and bool(dims.astype(str).str.contains(r"\d", regex=True).any())
+
+
+def findings(table: pd.DataFrame, per: str) -> list[str]:
+    """One sentence per row, each figure cited from its cell."""
+    out: list[str] = []
+    for t in table.itertuples(index=False):
+        c, key = Cite(), {"rule": t.rule, "what": t.what}
+        stake = c("advice", key, "stake_ns_per_step", t.stake_ns_per_step, "ns")
+        pct = c("advice", key, "pct_of_wall", t.pct_of_wall, "pct")
+        where = f" at {c('advice', key, 'source', t.source, 'text')}" if t.source else ""
+        nbytes = (f", {c('advice', key, 'bytes_per_step', t.bytes_per_step, 'bytes')} allocated by the copy"
+                  if t.bytes_per_step else "")  # fmt: skip
+        text = f"{t.what}{where}{nbytes}: up to {stake} per {per} at stake ({pct} of {_whole(t)})"
+        out.append(c.finding(f"{text}; {t.do} ({t.doc})"))
+    return out
+
+
+def _whole(t) -> str:
+    return "the CPU time" if t.bound == CPU else "the wall time"
+
+
+def advise(trace, sel: Selection | None = None, min_pct: float | None = None) -> Report:
+    """``tv.advise``: what to do, ranked by the time at stake (tables ``advice`` and ``rules``);
+    ``min_pct``: say what has at least this share of the wall time at stake (None: each rule's own)."""
+    r = region(trace, sel)
+    table, status = advice_table(r, min_pct)
+    said = findings(table, r.per_word)
+    off = status[~status["ran"]]
+    notes = list(trace.warnings) + r.notes
+    if len(off):
+        pairs = zip(off["rule"], off["why_not"], strict=True)
+        notes.append("rules that could not run: " + "; ".join(f"{a} ({b})" for a, b in pairs))
+    return Report(
+        kind="advise",
+        title=f"Advice: {trace.label} (per {r.per_word})",
+        tables={"advice": table, "rules": status},
+        findings=said or ["no rule found anything worth doing above its threshold"],
+        info={"trace": trace.path, "selection": r.selection.describe(), "per": r.per_word, "gpu": r.has_gpu},
+        notes=notes,
+    )

@@ -123,7 +123,7 @@ FLASH = (
 class Op:
     name: str
     children: tuple = ()
-    kernels: list = field(default_factory=list)  # (name, dur_us) or (name, dur_us, "memcpy")
+    kernels: list = field(default_factory=list)  # (name, dur_us[, "memcpy" | "kernel"[, grid]])
 
 
 def op(name: str, *children: Op, kernels=()) -> Op:
@@ -184,6 +184,9 @@ class Builder:
         begin = max(self.gpu_t, launch_ts + 5)
         args = {"device": self.device, "stream": self.stream, "correlation": corr, "External id": ext}
         cat = "kernel"
+        if kind == "kernel":  # every real kernel record carries its launch configuration
+            args["grid"] = list(k[3]) if len(k) > 3 else [1, 1, 1]
+            args["block"] = [128, 1, 1]
         if kind == "memcpy":
             cat = "gpu_memcpy"
             args["bytes"] = 1 << 20

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ...report import Report
 from ..measure import memory, metrics
-from ..measure.completeness import comparable_findings, completeness_table, workload_table
+from ..measure.completeness import completeness_table, incomplete_findings, workload_table
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
@@ -33,6 +33,7 @@ from ..wording.names import kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
 from .diff_findings import diff_findings, exposed_findings, families_text, precision
+from .workload import verdict as workload_verdict
 
 
 @dataclass
@@ -63,17 +64,26 @@ def diff(
     ops_t = _ops_diff(A, B)
     chains_a, chains_b = _chain_only(A, B)
     tables = _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, None)  # capped at the end
-    first, same_work = comparable_findings([("A", la, A), ("B", lb, B)])
+    # the verdict on the work comes first, after any incomplete-trace warning (issue 32)
+    judged = workload_verdict(A, B)
+    first = [*incomplete_findings([(la, a), (lb, b)]), judged.finding()]
     findings = diff_findings(
-        A, B, kernels, aa, ab, ops_t, chains_a, chains_b, same_work=same_work, labels=(la, lb)
+        A, B, kernels, aa, ab, ops_t, chains_a, chains_b, work=judged.kind, labels=(la, lb)
     )
     info = _info(a, b, A, B, la, lb, kernels)
     info["per_step_tables"] = ["workload"] + [n for n in tables if n != "overview"]
+    info["workload_verdict"], info["workload_evidence"] = judged.kind, judged.evidence
     # comparability first (issue 18): each side's completeness (whole file) and work, before any delta
     done = completeness_table([(la, a), (lb, b)])  # a CPU-only pair has nothing to lose: not shown
     shown = done[["kernel_launches", "gpu_activities"]].to_numpy().any()
     first_tables = {"completeness": done} if shown else {}
-    tables = {**first_tables, "workload": workload_table([(la, A), (lb, B)]), **tables}
+    tables = {
+        **first_tables,
+        "verdict": judged.table(),
+        "workload_checks": judged.checks,
+        "workload": workload_table([(la, A), (lb, B)]),
+        **tables,
+    }
     if len(a.memory) or len(b.memory):  # whole traces: the peak is one moment, not per step
         tables["memory"], words = memory.peak_difference(a, b, la, lb)
         findings += words
@@ -84,7 +94,7 @@ def diff(
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings
-    findings = first + findings  # incomplete data and different work are said before any delta
+    findings = first + findings  # incomplete data and the verdict on the work before any delta
     tables = _cap_keeping_cited(tables, findings, top)
     notes = list(a.warnings) + list(b.warnings) + A.notes + B.notes
     if len(a.memory) or len(b.memory):  # one side without: say so, once

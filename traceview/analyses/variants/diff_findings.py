@@ -15,6 +15,7 @@ from ..measure.registry import metrics_of
 from ..select.region import Region
 from ..wording.names import short_kernel_name, tile
 from ..wording.words import TO, Cite, human, listing, ratio
+from .workload import SAME
 
 
 def diff_findings(
@@ -26,27 +27,22 @@ def diff_findings(
     ops_t: pd.DataFrame,
     chains_a: pd.DataFrame,
     chains_b: pd.DataFrame,
-    same_work: bool = True,
+    work: str = SAME,
     labels: tuple[str, str] = ("A", "B"),
 ) -> list[str]:
     """``kernels``: diff's kernel tables and GEMM stats (None when neither side has GPU activity);
-    ``same_work``: False when the two sides ran different shapes or work (then a change of GEMM
-    path is worded as the workload's, not as a regression)."""
+    ``work``: the workload verdict (:mod:`.workload`). When it is not the same work, every sentence
+    describes a difference and names no cause: no "moved", no "gone", no change of tile as a choice
+    (issue 32 item 2). The devices are said by the verdict."""
     if _same(A, B, kernels, ops_t, chains_a, chains_b):
         return [
             f"A and B are the same: every per-{A.per_word} count and time, every kernel and every CPU op "
             "match (all deltas are zero)"
         ]
     f: list[str] = []
-    if A.trace.device_name and B.trace.device_name and A.trace.device_name != B.trace.device_name:
-        c = Cite()  # each side's device is in the report's info
-        da, db = (c("info", {}, f"{s}_device", r.trace.device_name, "text") for s, r in (("a", A), ("b", B)))
-        f.append(
-            c.finding(f"A ran on {da}, B on {db}: time differences include the hardware, not only the code")
-        )
     gpu = A.has_gpu or B.has_gpu
     if gpu:
-        f += _gpu_findings(A, B, kernels, same_work, labels)
+        f += _gpu_findings(A, B, kernels, work, labels)
         f += _attention_findings(aa, ab, A.per_word)
         f += _host_op_findings(ops_t)
         if not (A.has_gpu and B.has_gpu):
@@ -64,13 +60,13 @@ def diff_findings(
 # ------------------------------------------------------------------ GPU
 
 
-def _gpu_findings(A: Region, B: Region, kernels, same_work: bool, labels: tuple[str, str]) -> list[str]:
-    unit = A.per_word
+def _gpu_findings(A: Region, B: Region, kernels, work: str, labels: tuple[str, str]) -> list[str]:
+    unit, same = A.per_word, work == SAME
     f: list[str] = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
-    f += _only_findings(kernels.only_a, kernels.only_b, unit)
-    f += _tile_findings(kernels.both, unit)
-    f += _gemm_findings(kernels.ga, kernels.gb, same_work)
+    f += _only_findings(kernels.only_a, kernels.only_b, unit, same)
+    f += _tile_findings(kernels.both, unit, same)
+    f += _gemm_findings(kernels.ga, kernels.gb, same)
     f += _precision_findings(A, B)
     f += efficiency_findings([("A", A), ("B", B)], "efficiency", keys=list(labels))  # rows by label
     f += _launch_findings(A, B, unit)
@@ -142,9 +138,11 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     return [e.finding(f"GPU time per {unit} changes most in: " + "; ".join(parts))]
 
 
-def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> list[str]:
+def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str, same: bool = True) -> list[str]:
     f: list[str] = []
-    for table, side_word, verb in ((only_a, "A", "is gone in B"), (only_b, "B", "is new in B")):
+    # "gone" and "new" say B came from A; on other work each side simply runs its own kernels
+    verbs = ("is gone in B", "is new in B") if same else ("runs only in A", "runs only in B")
+    for table, side_word, verb in ((only_a, "A", verbs[0]), (only_b, "B", verbs[1])):
         name_t = f"only_in_{side_word.lower()}"
         for row in table.head(5).itertuples(index=False):
             c, key = Cite(), {"match_key": row.match_key}
@@ -169,7 +167,7 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str) -> lis
     return f
 
 
-def _tile_findings(both: pd.DataFrame, unit: str, n: int = 3) -> list[Finding]:
+def _tile_findings(both: pd.DataFrame, unit: str, same: bool = True, n: int = 3) -> list[Finding]:
     """Kernels matched as one family whose tile configuration changed (``128x64 → 128x128``): the
     key masks the tile so the rows pair up, but a new tile is a choice the library made, said apart.
     The largest changes in time first (``both``'s order), as many as ``n``."""
@@ -181,10 +179,12 @@ def _tile_findings(both: pd.DataFrame, unit: str, n: int = 3) -> list[Finding]:
         name = c("by_kernel", key, "kernel", row.kernel, "text")  # cited first: it holds the tiles too
         # each side's tile read off its own example name, as the name column shows them
         ka, kb = (c("by_kernel", key, f"{s}_example", getattr(row, f"{s}_example"), "tile") for s in "ab")
+        # on other work another tile is what the library picks for other shapes, not a change made
+        how = "" if same else ", on work that differs (or cannot be told the same)"
         f.append(
             c.finding(
                 f"{name}: the same kernel "
-                f"family with another tile configuration, {ka} {TO} {kb}; "
+                f"family with another tile configuration, {ka} {TO} {kb}{how}; "
                 f"{c('by_kernel', key, 'a_time_ns', row.a_time_ns, 'ns')} {TO} "
                 f"{c('by_kernel', key, 'b_time_ns', row.b_time_ns, 'ns')} per {unit}"
             )
@@ -205,10 +205,11 @@ def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[Finding]:
     pa, pb = (c("gemm_path", {"side": s}, "tensor_core_pct", v, "pct") for s, v in (("A", tca), ("B", tcb)))
     na, nb = (c("gemm_path", {"side": s}, "dominant_family", v, "text") for s, v in (("A", fa), ("B", fb)))
     if on_tensor_cores(tca) != on_tensor_cores(tcb) and not same_work:
-        # another shape picks another kernel: not a move, not a regression
+        # another shape picks another kernel: a difference of the work, not a change of path
         text = (
-            f"with B's workload {pb} of GEMM time runs on tensor cores ({nb}), with A's {pa} "
-            f"({na}): the kernel library picks its path for the shapes (and the device), so this is no move"
+            f"GEMMs: {pb} of B's GEMM time runs on tensor cores ({nb}), {pa} of A's ({na}); the work "
+            "differs (or cannot be told the same), and the kernel library picks its path for the shapes "
+            "and the device"
         )
     elif on_tensor_cores(tca) != on_tensor_cores(tcb):
         where = ("tensor cores", "CUDA cores") if on_tensor_cores(tca) else ("CUDA cores", "tensor cores")
@@ -223,9 +224,10 @@ def _gemm_findings(ga: dict, gb: dict, same_work: bool = True) -> list[Finding]:
             c("gemm_path", {"side": s}, "families", families_text(g["families"]), "text")
             for s, g in (("A", ga), ("B", gb))
         )
+        change = f"changed from {na} to {nb}" if same_work else f"is {na} in A and {nb} in B"
         text = (
             f"GEMMs run on {path} on both sides ({pa} vs {pb} of GEMM time); "
-            f"the main GEMM family changed from {na} to {nb} (A: {sa}; B: {sb})"
+            f"the main GEMM family {change} (A: {sa}; B: {sb})"
         )
     else:
         return []

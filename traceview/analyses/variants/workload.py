@@ -1,0 +1,391 @@
+"""Did A and B run the same work? The verdict a diff says first (issue 32 items 1 and 2).
+
+The work is the model's: torch's FLOP count of the ops' shapes (``torch_flops``), so causal
+flash, which skips the masked half, does the same work as naive attention. Evidence, best first:
+
+- shapes (``Input Dims``), when both sides recorded them: the FLOPs per step agree or not;
+- launch configurations otherwise: a kernel that runs on both sides with another grid ran
+  another problem size (a GEMM's grid is its output in tiles); the same grids, launched as often,
+  on kernels that hold most of both sides' time, is the same work;
+- and on any evidence: the world size (``distributedInfo``), the precision of the FLOP-carrying
+  work, a decode step (matrix-vector GEMMs, a ``decode`` annotation) against a prefill.
+
+Three verdicts: ``same``, ``different`` and ``cannot tell``, each with the evidence it stands on.
+Different GPUs and different ranks are said beside the verdict: neither changes the model's
+work, but times then include the hardware, and a rank waits on peers neither file holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from ... import schema
+from ...errors import TraceviewError
+from ...report import Finding
+from ...run import rank_info
+from ..measure.completeness import graph_replays, workload
+from ..measure.work import has_shapes, trace_work
+from ..select.region import Region
+from ..wording.names import short_kernel_name
+from ..wording.words import Cite, num, pct, plural, times
+from .launch_config import with_configs
+
+RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "workload.toml"
+SAME, DIFFERENT, CANNOT_TELL = "same work", "different work", "cannot tell"
+
+
+class WorkloadRules(msgspec.Struct, forbid_unknown_fields=True):
+    version: int
+    decode_annotation: str
+    prefill_annotation: str
+    matrix_vector_kernel: str
+    same_flops_rel: float
+    min_common_time_pct: float
+
+
+@functools.lru_cache(maxsize=1)
+def rules() -> WorkloadRules:
+    try:
+        r = schema.convert(schema.read(RULES_PATH, "workload rules"), WorkloadRules)
+        for p in (r.decode_annotation, r.prefill_annotation, r.matrix_vector_kernel):
+            re.compile(p)
+    except (schema.Invalid, re.error) as e:  # a broken installation, not a user's input
+        raise TraceviewError(f"{RULES_PATH}: {e}") from None
+    return r
+
+
+@dataclass
+class Verdict:
+    """``kind``: SAME, DIFFERENT or CANNOT_TELL; ``evidence``: what it stands on (``shapes``,
+    ``launch configurations``, ``annotations``...); ``why``: the reasons, as the sentence says them;
+    ``checks``: table ``workload_checks`` (check, a, b, differs); ``notes``: what is said beside
+    the verdict (GPUs, ranks, graph replays)."""
+
+    kind: str
+    evidence: str
+    why: list[str]
+    checks: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def same(self) -> bool:
+        return self.kind == SAME
+
+    def table(self) -> pd.DataFrame:
+        """Table ``verdict``: one row."""
+        return pd.DataFrame(
+            {"verdict": [self.kind], "evidence": [self.evidence], "why": ["; ".join(self.why + self.notes)]}
+        )
+
+    def finding(self) -> Finding:
+        """The first sentence of a diff (after any incomplete-trace warning), citing table verdict:
+        ``same work (shapes): both ask ...``."""
+        c = Cite()
+        kind = c("verdict", {}, "verdict", self.kind, "text")
+        evidence = c("verdict", {}, "evidence", self.evidence, "text")
+        why = c("verdict", {}, "why", "; ".join(self.why + self.notes), "text")
+        head = "" if self.kind != CANNOT_TELL else " whether A and B run the same work"
+        tail = "" if self.same else "; the differences below describe the two workloads, not changes of code"
+        return c.finding(f"{kind}{head} (judged on {evidence}): {why}{tail}")
+
+
+# ------------------------------------------------------------------ the facts of one side
+
+
+@dataclass
+class Side:
+    """What one side shows of its work (per step)."""
+
+    flops: float | None  # torch's count per step; None without shapes
+    precision: str | None  # of the FLOP-carrying ops (None without shapes)
+    phase: str | None  # "decode" / "prefill" (annotations), "one-row GEMMs" (gemv kernels), None
+    phase_how: str
+    graph_pct: float  # share of GPU time in CUDA graph replays
+    kernels: dict  # exact kernel name -> Kernel
+
+
+def side_facts(r: Region) -> Side:
+    flops, precision = _shape_work(r)
+    k = r.activities[(r.activities["kind"].astype(str) == "kernel").to_numpy()] if r.has_gpu else r.activities
+    phase, how = _phase(r, k)
+    dur = np.clip(r.activities["dur_ns"].to_numpy(), 0, None) if r.has_gpu else np.zeros(0)
+    graph = graph_replays(r.activities) if r.has_gpu else np.zeros(0, bool)
+    graph_pct = 100.0 * dur[graph].sum() / dur.sum() if dur.sum() else 0.0
+    return Side(flops, precision, phase, how, float(graph_pct), _kernel_configs(r, k))
+
+
+def _shape_work(r: Region) -> tuple[float | None, str | None]:
+    """torch's FLOPs per step of the counted ops, and the precision holding most of them."""
+    if not len(r.ops) or not has_shapes(r.trace.ops):
+        return None, None
+    w = trace_work(r.trace).loc[r.ops.index]
+    w = w[w["counted"].to_numpy()]
+    fl = w["torch_flops"].fillna(0).astype("int64").to_numpy()
+    if not fl.any():
+        return 0.0, None
+    by = pd.Series(fl).groupby(w["precision"].astype(str).to_numpy()).sum()
+    by = by[by.index != "None"]
+    return float(fl.sum()) / r.regions, (str(by.idxmax()) if len(by) else None)
+
+
+def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
+    ev = r.trace.events
+    names = ev.loc[(ev["role"] == "annotation").to_numpy(), "name"].astype(str).unique()
+    ru = rules()
+    dec = [n for n in names if re.search(ru.decode_annotation, n, re.I)]
+    pre = [n for n in names if re.search(ru.prefill_annotation, n, re.I)]
+    if dec and not pre:
+        return "decode", f"annotation {dec[0]!r}"
+    if pre and not dec:
+        return "prefill", f"annotation {pre[0]!r}"
+    g = k[(k["category"].astype(str) == "gemm").to_numpy()] if len(k) else k
+    if not len(g):
+        return None, ""
+    mv = g["name"].astype(str).str.contains(ru.matrix_vector_kernel, regex=True).to_numpy()
+    share = 100.0 * g["dur_ns"].to_numpy()[mv].sum() / max(g["dur_ns"].sum(), 1)
+    if share >= 50:
+        return "one-row GEMMs", f"{pct(share)} of GEMM time in matrix-vector kernels (gemv: M = 1, decode)"
+    return "many-row GEMMs", f"{pct(100 - share)} of GEMM time in matrix-matrix kernels"
+
+
+@dataclass
+class Kernel:
+    """One exact kernel name on one side, per step: launches, time, and launches per launch
+    configuration ((grid, block) -> count; empty where the file records none)."""
+
+    count: float
+    time_ns: float
+    category: str
+    configs: dict
+
+
+def _kernel_configs(r: Region, k: pd.DataFrame) -> dict[str, Kernel]:
+    """Per exact kernel name, its ``Kernel``."""
+    if not len(k):
+        return {}
+    kc = with_configs(r.trace, k[["name", "correlation", "dur_ns", "category"]])
+    kc["name"] = kc["name"].astype(str)
+    kc["config"] = list(zip(kc["grid"], kc["block"], strict=True))
+    g = kc.groupby("name", sort=False)
+    count, time_ns, cat = g.size(), g["dur_ns"].sum(), g["category"].first().astype(str)
+    recorded = kc[kc["grid"].notna().to_numpy()]
+    per = recorded.groupby(["name", "config"], sort=False).size()
+    configs: dict[str, dict] = {}
+    levels = (per.index.get_level_values(0), per.index.get_level_values(1), per.to_numpy())
+    for name, config, n in zip(*levels, strict=True):  # one per distinct (name, config): few
+        configs.setdefault(str(name), {})[config] = float(n) / r.regions
+    rows = zip(count.index.astype(str), count.to_numpy(), time_ns.to_numpy(), cat.to_numpy(), strict=True)
+    return {n: Kernel(c / r.regions, t / r.regions, str(k), configs.get(n, {})) for n, c, t, k in rows}
+
+
+# ------------------------------------------------------------------ the verdict
+
+
+def verdict(A: Region, B: Region) -> Verdict:
+    sa, sb = side_facts(A), side_facts(B)
+    checks, notes, unit = _checks(A, B, sa, sb), _notes(A, B, sa, sb), A.per_word
+    # (evidence, words) of each difference any evidence shows
+    different = [x for x in (_world(A, B), _precision(sa, sb), _phases(sa, sb)) if x]
+    if sa.flops is not None and sb.flops is not None and (sa.flops or sb.flops):
+        if not math.isclose(sa.flops, sb.flops, rel_tol=rules().same_flops_rel):
+            different.insert(0, ("shapes", _flops_words(A, B, sa, sb, unit)))
+        if not different:
+            same = f"both ask {num(sa.flops)} FLOPs per {unit} by torch's count of their recorded shapes"
+            return Verdict(SAME, "shapes", [same], checks, notes)
+    else:
+        kind, words = _grid_words(sa, sb, unit, A.trace.device_name != B.trace.device_name)
+        if kind == DIFFERENT:
+            different.append(("launch configurations", words))
+        elif not different:
+            return Verdict(kind, "launch configurations", [words], checks, notes)
+    evidence = ", ".join(dict.fromkeys(e for e, _ in different))
+    return Verdict(DIFFERENT, evidence, [w for _, w in different], checks, notes)
+
+
+def _flops_words(A: Region, B: Region, sa: Side, sb: Side, unit: str) -> str:
+    """How the FLOPs differ, and the GEMMs' rows (M) where the matrix products both sides call
+    were asked for other M: ``B's GEMMs have M = 1,024 (282 ops), A's M = 4,096 (…)``."""
+    assert sa.flops is not None and sb.flops is not None
+    r = times(sb.flops / sa.flops) if sa.flops else "n/a"
+    words = (
+        f"B's ops ask {r} the FLOPs of A's: {num(sb.flops)} vs {num(sa.flops)} per {unit} by torch's "
+        "count of their recorded shapes"
+    )
+    wa, wb = workload(A), workload(B)
+    common = {n for n, _ in wa["gemm_m_by_op"]} & {n for n, _ in wb["gemm_m_by_op"]}
+    ma, mb = (_m_counts(w["gemm_m_by_op"], common) for w in (wa, wb))
+    if ma and mb and set(ma) != set(mb):
+        words += f"; B's GEMMs have M = {_m_text(mb)}, A's M = {_m_text(ma)}"
+    return words
+
+
+def _m_counts(by_op: dict, names: set) -> dict:
+    out: dict = {}
+    for (name, m), n in by_op.items():
+        if name in names:
+            out[m] = out.get(m, 0) + n
+    return out
+
+
+def _m_text(ms: dict, n: int = 3) -> str:
+    """The commonest M values with their op counts: ``788 (72 ops), 4 (1 op)``."""
+    top = sorted(ms, key=lambda m: (-ms[m], m))[:n]
+    words = ", ".join(f"{num(m)} ({plural(ms[m], 'op')})" for m in top)
+    return words + (f" and {num(len(ms) - n)} more" if len(ms) > n else "")
+
+
+def _no_shapes(sa: Side, sb: Side) -> str:
+    if sa.flops is None and sb.flops is None:
+        return "neither trace recorded shapes"
+    return f"{'A' if sa.flops is None else 'B'} recorded no shapes"
+
+
+def _world(A: Region, B: Region) -> tuple[str, str] | None:
+    ra, rb = rank_info(A.trace.meta), rank_info(B.trace.meta)
+    if ra and rb and ra[1] and rb[1] and ra[1] != rb[1]:
+        words = f"A is one of {num(ra[1])} ranks, B one of {num(rb[1])}: each rank holds another share"
+        return "distributedInfo", words
+    return None
+
+
+def _precision(sa: Side, sb: Side) -> tuple[str, str] | None:
+    """The model's dtype, read off the FLOP ops' input types: a kernel's precision is the library's
+    choice (the SDPA math backend computes bf16 attention in fp32), not the work asked for."""
+    if sa.precision and sb.precision and sa.precision != sb.precision:
+        return "shapes", f"A's ops compute in {sa.precision}, B's in {sb.precision}"
+    return None
+
+
+def _phases(sa: Side, sb: Side) -> tuple[str, str] | None:
+    pa, pb = sa.phase, sb.phase
+    if not (pa and pb) or pa == pb:
+        return None
+    pair = {pa, pb}
+    if pair in ({"decode", "prefill"}, {"one-row GEMMs", "many-row GEMMs"}, {"decode", "many-row GEMMs"},
+                {"prefill", "one-row GEMMs"}):  # fmt: skip
+        how = "annotations" if {pa, pb} <= {"decode", "prefill"} else "kernel names"
+        return how, f"A: {pa} ({sa.phase_how}); B: {pb} ({sb.phase_how})"
+    return None
+
+
+def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, str]:
+    """(kind, why) from the kernels both sides run by exact name and their launch configurations."""
+    ka, kb = sa.kernels, sb.kernels
+    both = [n for n in ka if n in kb and ka[n].configs and kb[n].configs]
+    why_none = _no_shapes(sa, sb)
+    if not ka or not kb:
+        return CANNOT_TELL, f"{why_none} and {'A' if not ka else 'B'} runs no kernel"
+    if not both:
+        named = [n for n in ka if n in kb]
+        tail = "no kernel runs on both sides" if not named else "no kernel on both sides has a recorded grid"
+        gpu = "; they ran on different GPUs, which pick their own kernels" if other_gpu else ""
+        return CANNOT_TELL, f"{why_none} and {tail}{gpu}"
+    moved = [n for n in both if set(ka[n].configs) != set(kb[n].configs)]
+    if moved:
+        words = _grid_change(ka, kb, moved)
+        if other_gpu:
+            return CANNOT_TELL, f"{why_none}; {words}, but on different GPUs, which pick grids per device"
+        more = f" (and {plural(len(moved) - 1, 'more kernel')} with other grids)" if len(moved) > 1 else ""
+        return DIFFERENT, words + more
+    gemm = [n for n in both if ka[n].category == "gemm"]
+    counts = [n for n in gemm if not math.isclose(ka[n].count, kb[n].count)]
+    if counts:
+        n = max(counts, key=lambda x: max(ka[x].time_ns, kb[x].time_ns))
+        return DIFFERENT, (
+            f"B launches GEMM {short_kernel_name(n)} {num(kb[n].count)} times per {unit}, A "
+            f"{num(ka[n].count)}, with the same grids"
+        )
+    share_a = 100.0 * sum(ka[n].time_ns for n in both) / max(sum(x.time_ns for x in ka.values()), 1)
+    share_b = 100.0 * sum(kb[n].time_ns for n in both) / max(sum(x.time_ns for x in kb.values()), 1)
+    said = (
+        f"{plural(len(both), 'kernel')} run on both sides with the same grids and blocks "
+        f"({pct(share_a)} of A's kernel time, {pct(share_b)} of B's)"
+    )
+    if min(share_a, share_b) < rules().min_common_time_pct:
+        return CANNOT_TELL, f"{why_none}; only {said}"
+    return SAME, f"{why_none}; {said}"
+
+
+def _grid_change(ka: dict[str, Kernel], kb: dict[str, Kernel], moved: list[str]) -> str:
+    """The largest kernel (by time) whose grid differs, in numbers: its commonest config each side."""
+    n = max(moved, key=lambda x: max(ka[x].time_ns, kb[x].time_ns))
+    ca, cb = ka[n].configs, kb[n].configs
+    (ga, bla), (gb, blb) = max(ca, key=ca.__getitem__), max(cb, key=cb.__getitem__)
+    na, nb = int(np.prod(ga)), int(np.prod(gb))
+    name, gemm = short_kernel_name(n), ka[n].category == "gemm"
+    if ga != gb and na != nb:
+        what = "output per launch" if gemm else "thread blocks per launch"
+        who = "B's GEMMs have" if gemm else f"B's {name} launches have"
+        grids = f"grid {_dims(ga)} → {_dims(gb)}"
+        return f"{who} {times(nb / na)} the {what}: {grids} on the same kernel ({name})"
+    if ga != gb:
+        return f"{name} runs with another grid shape, {_dims(ga)} → {_dims(gb)} ({num(na)} blocks on both)"
+    return f"{name} runs with other blocks, {_dims(bla)} → {_dims(blb)} threads (grid {_dims(ga)})"
+
+
+def _dims(d: tuple) -> str:
+    """``100x50`` (trailing 1s dropped, ``1`` kept alone)."""
+    d = tuple(d)
+    while len(d) > 1 and d[-1] == 1:
+        d = d[:-1]
+    return "x".join(str(x) for x in d)
+
+
+def _notes(A: Region, B: Region, sa: Side, sb: Side) -> list[str]:
+    """Said beside the verdict: other GPUs, other ranks, graph replays against eager launches."""
+    out = []
+    da, db = A.trace.device_name, B.trace.device_name
+    if da and db and da != db:
+        out.append(f"A ran on {da}, B on {db}: times include the hardware")
+    ra, rb = rank_info(A.trace.meta), rank_info(B.trace.meta)
+    if ra and rb and ra[0] != rb[0] and not _world(A, B):  # another world size is said by the verdict
+        out.append(
+            f"A is rank {ra[0]}, B rank {rb[0]}: time waiting on peers depends on ranks neither file holds"
+        )
+    ga, gb = sa.graph_pct, sb.graph_pct
+    if (ga >= 50) != (gb >= 50):
+        g, e = ("A", "B") if ga >= 50 else ("B", "A")
+        out.append(f"{g}'s kernels are CUDA graph replays (no CPU op, no shapes), {e}'s launched one by one")
+    return out
+
+
+def _checks(A: Region, B: Region, sa: Side, sb: Side) -> pd.DataFrame:
+    """Table ``workload_checks``: each fact the verdict weighs, both sides' values as text."""
+    ra, rb = rank_info(A.trace.meta), rank_info(B.trace.meta)
+
+    def rank(r) -> str:
+        return f"rank {r[0]} of {r[1] if r[1] else '?'}" if r else "-"
+
+    rows = [
+        ("device", A.trace.device_name or "-", B.trace.device_name or "-"),
+        ("rank", rank(ra), rank(rb)),
+        (f"FLOPs per {A.per_word} (torch)", _opt(sa.flops), _opt(sb.flops)),
+        ("precision of FLOP work", sa.precision or "-", sb.precision or "-"),
+        ("phase", sa.phase or "-", sb.phase or "-"),
+        ("GPU time in graph replays", pct(sa.graph_pct), pct(sb.graph_pct)),
+        ("kernels with a recorded grid", num(_with_grid(sa)), num(_with_grid(sb))),
+    ]
+    return pd.DataFrame(
+        {
+            "check": [r[0] for r in rows],
+            "a": [r[1] for r in rows],
+            "b": [r[2] for r in rows],
+            "differs": [r[1] != r[2] for r in rows],
+        }
+    )
+
+
+def _opt(x: float | None) -> str:
+    return "no shapes" if x is None else num(x)
+
+
+def _with_grid(s: Side) -> int:
+    return sum(1 for k in s.kernels.values() if k.configs)

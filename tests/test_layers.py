@@ -20,7 +20,7 @@ LAYERS = [
     ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "schema", "devices"]),
     ("read", ["read"]),
     ("model", ["model"]),
-    ("link", ["link", "sources", "trees"]),
+    ("link", ["link", "sources", "trees", "launches"]),
     ("classify", ["classify"]),
     ("load", ["cache", "load", "options", "discover", "run", "interop"]),
     ("report", ["report"]),

@@ -6,6 +6,7 @@ import os
 
 from .classify import annotate
 from .errors import NotATraceError, TraceReadError
+from .launches import completeness
 from .link import link, link_memory
 from .model import Trace, build_events, gpu_activity_table, step_table
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
@@ -103,7 +104,7 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
         "phases": built.counts,
         **shares,
     }
-    return Trace(
+    trace = Trace(
         path=path,
         events=built.events,
         kernels=activities,
@@ -114,6 +115,10 @@ def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules
         stats=stats,
         memory=memory,
     )
+    # first: a file that lost GPU work under-reports every figure, whatever is asked of it (issue 32)
+    incomplete = completeness(trace)["warning"]
+    trace.warnings[:0] = [incomplete] * bool(incomplete)
+    return trace
 
 
 def _check_size(trace: Trace, max_bytes: int, max_ratio) -> None:

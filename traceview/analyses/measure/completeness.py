@@ -2,178 +2,34 @@
 
 Three questions a diff must answer before any delta (issue 18, item 1):
 
-- completeness: the runtime launches (``cudaLaunchKernel``, ``cudaMemcpyAsync``, … listed in
-  ``rules/completeness.toml``) with no GPU activity in the file, and the GPU activities with no
-  launch in it. A profiler that drops activity records leaves launches behind; such a trace
-  under-reports every per-step time. Counted over the whole file (a lost activity has no time
-  to place it in a step).
-- CUDA graphs: the kernels whose launch is a ``cudaGraphLaunch`` (linked by correlation in
-  ``link``) are graph replays. They have no CPU op of their own, hence no shapes and no FLOPs.
+- completeness: the runtime launches with no GPU activity in the file, and the GPU activities
+  with no launch in it, and where in the file they lie. Worked out by ``traceview.launches`` (a
+  fact of the link: ``load`` puts its warning in ``Trace.warnings``, so every command carries it);
+  here as table ``completeness`` and as findings that cite its cells.
+- CUDA graphs: the kernels whose launch is a ``cudaGraphLaunch`` (``launches.graph_replays``) are
+  graph replays. They have no CPU op of their own, hence no shapes and no FLOPs.
 - workload: per step the FLOPs and bytes of the region's ops (``work.op_work``) and the set of
   (op, Input Dims) they ran, and the rows M of each matrix product.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import re
-from pathlib import Path
 
-import msgspec
 import numpy as np
 import pandas as pd
 
-from ... import schema
-from ...errors import TraceviewError
+from ...launches import by_api, completeness, consequence, graph_replays, rules, warned, where
 from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
-from .work import has_shapes, memo, trace_work
+from .work import has_shapes, trace_work
 
-RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "completeness.toml"
+__all__ = ["GRAPH_REPLAY", "by_api", "completeness", "graph_replays", "rules"]  # with the rest below
+
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
 _BATCHED = ("aten::bmm", "aten::baddbmm")  # M is per matrix of the batch
-
-
-class CompletenessRules(msgspec.Struct, forbid_unknown_fields=True):
-    version: int
-    warn_pct: float
-    kernel_launch: list[str]
-    copy_launch: list[str]
-    graph_launch: str
-    gemm_m: dict[str, int]
-
-
-@functools.lru_cache(maxsize=1)
-def rules() -> CompletenessRules:
-    try:
-        r = schema.convert(schema.read(RULES_PATH, "completeness rules"), CompletenessRules)
-        for p in [*r.kernel_launch, *r.copy_launch, r.graph_launch]:
-            re.compile(p)
-    except (schema.Invalid, re.error) as e:  # a broken installation, not a user's input
-        raise TraceviewError(f"{RULES_PATH}: {e}") from None
-    return r
-
-
-def _matches(names: pd.Series, patterns: list[str]) -> np.ndarray:
-    """Whether each name matches one of ``patterns`` in full, worked out once per distinct name."""
-    rx = re.compile("|".join(f"(?:{p})" for p in patterns))
-    cats = names.astype("category")
-    hit = np.array([bool(rx.fullmatch(str(c))) for c in cats.cat.categories] + [False])
-    codes = cats.cat.codes.to_numpy()
-    return hit[np.where(codes < 0, len(hit) - 1, codes)]
-
-
-def graph_replays(k: pd.DataFrame) -> np.ndarray:
-    """Which GPU activities were launched by a graph launch (``cudaGraphLaunch``)."""
-    if not len(k) or "launch_name" not in k.columns:
-        return np.zeros(len(k), dtype=bool)
-    return _matches(k["launch_name"], [rules().graph_launch]) & (k["launch"].to_numpy() >= 0)
-
-
-def _launches(trace) -> pd.DataFrame:
-    """The runtime launch calls of the file: ``api``, ``kind`` (kernel/copy), ``lost`` (no GPU
-    activity links to it). A driver call under a runtime call of the same correlation is the same
-    launch (``link`` links activities to the runtime call), so it is left out."""
-    ev = trace.events
-    rt = ev[(ev["role"] == "runtime").to_numpy()]
-    r = rules()
-    is_kernel, is_copy = _matches(rt["name"], r.kernel_launch), _matches(rt["name"], r.copy_launch)
-    rt = rt[is_kernel | is_copy].assign(kind=np.where(is_kernel, "kernel", "copy")[is_kernel | is_copy])
-    driver = (rt["cat"].astype(str).str.lower() == "cuda_driver").to_numpy()
-    corr = rt["correlation"]
-    covered = corr.isin(set(corr[~driver].dropna())).to_numpy()
-    rt = rt[~(driver & covered)]
-    linked = trace.kernels["launch"].to_numpy()
-    return pd.DataFrame(
-        {
-            "api": rt["name"].astype(str).to_numpy(),
-            "kind": rt["kind"].to_numpy(),
-            "lost": ~np.isin(rt.index.to_numpy(), linked[linked >= 0]),
-        }
-    )
-
-
-def by_api(trace) -> pd.DataFrame:
-    """Per launch API: launches, how many have no GPU activity in the file, and their share."""
-    lw = _launches(trace)
-    g = lw.groupby(["api", "kind"], sort=True)["lost"]
-    out = pd.DataFrame({"launches": g.size(), "without_gpu": g.sum().astype(np.int64)}).reset_index()
-    out["without_gpu_pct"] = 100.0 * out["without_gpu"] / out["launches"]
-    return out.sort_values(["without_gpu", "launches"], ascending=False, kind="stable").reset_index(drop=True)
-
-
-def completeness(trace) -> dict:
-    """The completeness figures of one trace file (see docs/metrics.md), and ``warning``: one line
-    when the kernel launches without GPU activity or the activities without launch reach
-    ``warn_pct``, else None. Worked out once per loaded trace (summary, diff and compare each ask
-    for the table and the warning)."""
-    return dict(memo(trace, "completeness", _completeness))
-
-
-def _completeness(trace) -> dict:
-    apis, k = by_api(trace), trace.kernels
-    kern = apis[apis["kind"] == "kernel"]
-    n_launch, n_lost = int(kern["launches"].sum()), int(kern["without_gpu"].sum())
-    no_launch = int((k["launch"].to_numpy() < 0).sum()) if len(k) else 0
-    graph = graph_replays(k)
-    dur = np.clip(k["dur_ns"].to_numpy(), 0, None) if len(k) else np.zeros(0, np.int64)
-    out = {
-        "kernel_launches": n_launch,
-        "launches_without_gpu": n_lost,
-        "launches_without_gpu_pct": _pct(n_lost, n_launch),
-        "copy_launches_without_gpu": int(apis.loc[apis["kind"] == "copy", "without_gpu"].sum()),
-        "gpu_activities": len(k),
-        "activities_without_launch": no_launch,
-        "activities_without_launch_pct": _pct(no_launch, len(k)),
-        "graph_replays": int(graph.sum()),
-        "graph_replay_pct_of_gpu_time": _pct(int(dur[graph].sum()), int(dur.sum())),
-        # by launch API, kernel and copy calls alike (table launches has the counts by API)
-        "without_gpu_by_api": ", ".join(
-            f"{a} {n:,}" for a, n in zip(apis["api"], apis["without_gpu"], strict=True) if n
-        ),
-    }
-    out["warning"] = _warning(trace.label, out, kern)
-    return out
-
-
-def _pct(part: int, whole: int) -> float:
-    return 100.0 * part / whole if whole else 0.0
-
-
-def _warning(label: str, c: dict, kern: pd.DataFrame) -> str | None:
-    limit = rules().warn_pct
-    parts = []
-    if c["launches_without_gpu"] and c["launches_without_gpu_pct"] >= limit:
-        lost = kern[kern["without_gpu"] > 0]
-        which = ", ".join(f"{a} {n:,}" for a, n in zip(lost["api"], lost["without_gpu"], strict=True))
-        parts.append(
-            f"{c['launches_without_gpu']:,} of {c['kernel_launches']:,} kernel launches "
-            f"({c['launches_without_gpu_pct']:.0f}%) have no GPU activity in the file ({which})"
-        )
-    if c["activities_without_launch"] and c["activities_without_launch_pct"] >= limit:
-        parts.append(
-            f"{c['activities_without_launch']:,} of {c['gpu_activities']:,} GPU activities "
-            f"({c['activities_without_launch_pct']:.0f}%) have no launch in the file"
-        )
-    if not parts:
-        return None
-    return f"{label} is incomplete: " + "; ".join(parts) + _consequence(c)
-
-
-def _consequence(c: dict) -> str:
-    """What the missing part does to the figures: lost GPU work makes times and counts too low;
-    GPU work whose launch was not recorded is all there but tied to no CPU op."""
-    lost = c["launches_without_gpu"] and c["launches_without_gpu_pct"] >= rules().warn_pct
-    unlaunched = c["activities_without_launch"] and c["activities_without_launch_pct"] >= rules().warn_pct
-    out = []
-    if lost:
-        out.append("its GPU times and counts are too low, every figure below is measured on partial data")
-    if unlaunched:
-        out.append("the activities without a launch are tied to no CPU op, so per-op figures miss them")
-    return ": " + "; ".join(out)
 
 
 def completeness_table(sides) -> pd.DataFrame:
@@ -282,19 +138,25 @@ def incomplete_findings(sides) -> list[Finding]:
         def cell(col: str, how: str, row=row, got=got, c=c) -> str:
             return c("completeness", row, col, got[col], how)
 
+        def say(got: dict, col: str, how: str, cell=cell) -> str:  # where(): a figure, cited
+            return cell(col, how)
+
+        lost, unlaunched = warned(got)
         parts = []
-        if got["launches_without_gpu"] and got["launches_without_gpu_pct"] >= rules().warn_pct:
+        if lost:
             parts.append(
                 f"{cell('launches_without_gpu', 'count')} of {cell('kernel_launches', 'count')} kernel "
-                f"launches ({cell('launches_without_gpu_pct', 'pct')}) have no GPU activity in the file"
+                f"launches ({cell('launches_without_gpu_pct', 'pct')}) have no GPU activity in the file, "
+                + where(got, "launches_without_gpu", say)
             )
-        if got["activities_without_launch"] and got["activities_without_launch_pct"] >= rules().warn_pct:
+        if unlaunched:
             parts.append(
                 f"{cell('activities_without_launch', 'count')} of {cell('gpu_activities', 'count')} GPU "
-                f"activities ({cell('activities_without_launch_pct', 'pct')}) have no launch in the file"
+                f"activities ({cell('activities_without_launch_pct', 'pct')}) have no launch in the file, "
+                + where(got, "activities_without_launch", say)
             )
         name = c("completeness", row, "trace", label, "text")
-        out.append(c.finding(f"{name} is incomplete: " + "; ".join(parts) + _consequence(got)))
+        out.append(c.finding(f"{name} is incomplete: " + "; ".join(parts) + consequence(got)))
     return out
 
 

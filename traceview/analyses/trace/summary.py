@@ -10,6 +10,8 @@ from ..measure.completeness import by_api, completeness, completeness_table, wor
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import metrics_of, shown
 from ..select.region import Selection, region
+from .advise import advice_table
+from .advise import findings as advice_findings
 from ..wording.names import kernel_label
 
 
@@ -33,14 +35,27 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     tables["workload"] = workload_table([(trace.label, r)])
     if len(trace.memory):  # the whole trace's peak, whatever the selection: one moment, not per step
         tables["memory"] = memory.peaks(trace)
+    advice = advice_table(r)[0]  # what to do about it (tv.advise), ranked by the time at stake
+    if len(advice):
+        tables["advice"] = advice
+    # the completeness warning is the first of the trace's warnings (load puts it there); a Trace
+    # built by hand, without load, gets it here
     warning = completeness(trace)["warning"]
-    notes = [warning] * bool(warning) + list(trace.warnings) + r.notes
+    notes = [warning] * (bool(warning) and warning not in trace.warnings) + list(trace.warnings) + r.notes
     if len(k):
         notes.append(
             "linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "
             "(runtime launch matched by correlation id, then the op around it)"
         )
-    return Report(kind="summary", title=f"Summary of {trace.label}", tables=tables, info=info, notes=notes)
+    said = advice_findings(advice, r.per_word)
+    return Report(
+        kind="summary",
+        title=f"Summary of {trace.label}",
+        tables=tables,
+        findings=said,
+        info=info,
+        notes=notes,
+    )
 
 
 def _totals(k: pd.DataFrame, key: str) -> pd.DataFrame:

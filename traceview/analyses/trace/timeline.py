@@ -41,7 +41,8 @@ def timeline(trace, sel: Selection | None = None) -> Report:
     if basis == "gpu":
         info["gpu_busy_pct"] = _busy_pct(table, span)
     title = f"{trace.label}: {'GPU activities' if basis == 'gpu' else 'CPU ops'}{what}"
-    return Report(kind="timeline", title=title, tables={"timeline": table}, info=info, notes=r.notes)
+    notes = list(trace.warnings) + r.notes  # an incomplete file's warning first, as everywhere
+    return Report(kind="timeline", title=title, tables={"timeline": table}, info=info, notes=notes)
 
 
 def _gpu_rows(k: pd.DataFrame) -> pd.DataFrame:

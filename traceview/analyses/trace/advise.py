@@ -434,18 +434,33 @@ def _has_shapes(trace) -> bool:
 
 
 def findings(table: pd.DataFrame, per: str) -> list[str]:
-    """One sentence per row, each figure cited from its cell."""
+    """One sentence per row, each figure cited from its cell; a table with a ``trace`` column (the
+    advice of several traces) names the trace first and cites its rows by it too."""
     out: list[str] = []
     for t in table.itertuples(index=False):
-        c, key = Cite(), {"rule": t.rule, "what": t.what}
+        c = Cite()
+        key = {"rule": t.rule, "what": t.what} | ({"trace": t.trace} if "trace" in table.columns else {})
         stake = c("advice", key, "stake_ns_per_step", t.stake_ns_per_step, "ns")
         pct = c("advice", key, "pct_of_wall", t.pct_of_wall, "pct")
         where = f" at {c('advice', key, 'source', t.source, 'text')}" if t.source else ""
         nbytes = (f", {c('advice', key, 'bytes_per_step', t.bytes_per_step, 'bytes')} allocated by the copy"
                   if t.bytes_per_step else "")  # fmt: skip
-        text = f"{t.what}{where}{nbytes}: up to {stake} per {per} at stake ({pct} of {_whole(t)})"
-        out.append(c.finding(f"{text}; {t.do} ({t.doc})"))
+        who = f"{c('advice', key, 'trace', t.trace, 'text')}: " if "trace" in table.columns else ""
+        what, do, doc = (c("advice", key, col, getattr(t, col), "text") for col in ("what", "do", "doc"))
+        text = f"{who}{what}{where}{nbytes}: up to {stake} per {per} at stake ({pct} of {_whole(t)})"
+        out.append(c.finding(f"{text}; {do} ({doc})"))
     return out
+
+
+def advice_of(sides: list[tuple[str, Region]]) -> tuple[pd.DataFrame, list[str]]:
+    """The advice of several traces (``(label, region)`` pairs) as one table with a ``trace``
+    column, ranked by time at stake, and its sentences: what summary, compare and report show."""
+    parts = [advice_table(r)[0].assign(trace=label) for label, r in sides]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", *COLUMNS])
+    table = table[["trace", *COLUMNS]].sort_values("stake_ns_per_step", ascending=False, kind="stable")
+    table = table.reset_index(drop=True)
+    per = sides[0][1].per_word if sides else "step"
+    return table, findings(table, per)
 
 
 def _whole(t) -> str:

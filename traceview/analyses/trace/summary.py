@@ -10,9 +10,9 @@ from ..measure.completeness import by_api, completeness, completeness_table, wor
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import metrics_of, shown
 from ..select.region import Selection, region
+from ..wording.names import kernel_label
 from .advise import advice_table
 from .advise import findings as advice_findings
-from ..wording.names import kernel_label
 
 
 def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:

@@ -28,6 +28,7 @@ from ..measure.efficiency import (
 from ..measure.groups import category_times, stacked_bar, trace_labels
 from ..measure.registry import metrics_of, shown_in
 from ..select.region import Region, Selection, region
+from ..trace.advise import advice_of
 from ..wording.words import Cite, listing, ratio
 
 
@@ -65,6 +66,10 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         tables["completeness"] = done
     tables["workload"] = workload_table(list(zip(labels, sides, strict=True)))
     findings = first + _findings(table, labels, base, gpu, sides)
+    advice, said = advice_of(list(zip(labels, sides, strict=True)))  # what to do, after what was measured
+    if len(advice):
+        tables["advice"] = advice
+        findings += said
     if any(len(t.memory) for t in traces):  # whole traces: the peak is one moment, not per step
         tables["memory"], words = _memory_table(traces, labels, base)
         findings += words

@@ -34,7 +34,7 @@ from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
-from ..wording.names import short_kernel_name
+from ..wording.names import kernel_label
 from ..wording.words import Cite, num, pct, plural, times
 from .launch_config import with_configs
 
@@ -300,7 +300,7 @@ def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, st
     if counts:
         n = max(counts, key=lambda x: max(ka[x].time_ns, kb[x].time_ns))
         return DIFFERENT, (
-            f"B launches GEMM {short_kernel_name(n)} {num(kb[n].count)} times per {unit}, A "
+            f"B launches GEMM {kernel_label(n)} {num(kb[n].count)} times per {unit}, A "
             f"{num(ka[n].count)}, with the same grids"
         )
     share_a = 100.0 * sum(ka[n].time_ns for n in both) / max(sum(x.time_ns for x in ka.values()), 1)
@@ -320,7 +320,7 @@ def _grid_change(ka: dict[str, Kernel], kb: dict[str, Kernel], moved: list[str])
     ca, cb = ka[n].configs, kb[n].configs
     (ga, bla), (gb, blb) = max(ca, key=ca.__getitem__), max(cb, key=cb.__getitem__)
     na, nb = int(np.prod(ga)), int(np.prod(gb))
-    name, gemm = short_kernel_name(n), ka[n].category == "gemm"
+    name, gemm = kernel_label(n), ka[n].category == "gemm"
     if ga != gb and na != nb:
         what = "output per launch" if gemm else "thread blocks per launch"
         who = "B's GEMMs have" if gemm else f"B's {name} launches have"

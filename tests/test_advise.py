@@ -170,9 +170,7 @@ PATTERNS = {
     "exposed-communication": lambda e: _cat(e) == "kernel" and bool(COMM.search(str(e.get("name", "")))),
     "sdpa-math-backend": lambda e: e.get("name") == "aten::_scaled_dot_product_attention_math",
     "launch-bound": lambda e: _cat(e) in ("kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"),
-    "fp32-gemm-on-cuda-cores": lambda e: (
-        _cat(e) == "kernel" and "gemm" in str(e.get("name", "")).lower()
-    ),
+    "fp32-gemm-on-cuda-cores": lambda e: _cat(e) == "kernel" and "gemm" in str(e.get("name", "")).lower(),
     "out-of-place-copy": lambda e: e.get("name") in ("aten::clone", "aten::copy_"),
 }
 
@@ -234,3 +232,78 @@ def test_pageable_copies_are_counted_as_plain_json_counts_them():
     ]
     got = rows(tv.advise(t, min_pct=0), "pageable-memcpy").iloc[0]
     assert got["count_per_step"] * len(spans) == pytest.approx(len(counted))
+
+
+# ------------------------------------------------------------------ GPU traces built by hand (tests/synth.py)
+
+
+def _synth(tmp_path, variant: str) -> str:
+    import synth
+
+    return synth.write(tmp_path / f"{variant}.json.gz", synth.attention_trace(variant))
+
+
+def test_gpu_copy_stake_is_the_copy_kernels_time_capped_by_its_cause(tmp_path):
+    path = _synth(tmp_path, "naive")
+    evs = events(path)
+    clones = [e for e in evs if e.get("name") == "aten::clone"]
+    ids = {
+        e["args"]["External id"]
+        for c in clones
+        for e in evs
+        if e.get("cat") == "cpu_op" and _ns(c["ts"]) <= _ns(e["ts"]) <= _ns(c["ts"]) + _ns(c["dur"])
+    }
+    gpu = sum(
+        _ns(e["dur"])
+        for e in evs
+        if e.get("cat") in ("kernel", "gpu_memcpy") and e["args"].get("External id") in ids
+    )
+    n = len(steps(evs))
+    cap = tv.exposed(path)["exposed"].set_index("cause")["per_step_ns"]
+    row = rows(tv.advise(path, min_pct=0), "out-of-place-copy").iloc[0]
+    assert gpu > 0 and row["bound"]
+    assert row["stake_ns_per_step"] == min(gpu / n, sum(cap[c] for c in row["bound"].split(" + ")))
+    assert row["stake_ns_per_step"] > 0
+    assert rows(tv.advise(_synth(tmp_path, "naive_inplace"), min_pct=0), "out-of-place-copy").empty
+
+
+def test_gpu_math_backend_and_fp32_gemms_per_step(tmp_path):
+    import synth
+
+    path = _synth(tmp_path, "sdpa_math")
+    r = tv.advise(path)
+    math = rows(r, "sdpa-math-backend").iloc[0]["what"]
+    assert "no shapes recorded" in math  # the synthetic trace has none: nothing is guessed
+    assert f"it launches {synth.EXPECTED_PER_STEP['sdpa_math']} GPU activities" in math
+    evs = events(path)
+    simt = sum(e.get("cat") == "kernel" and e["name"] in (synth.GEMM_SIMT, synth.GEMM_SIMT_2) for e in evs)
+    fp32 = rows(r, "fp32-gemm-on-cuda-cores").iloc[0]
+    assert fp32["count_per_step"] * len(steps(evs)) == simt
+    assert rows(tv.advise(_synth(tmp_path, "sdpa_efficient"), min_pct=0), "sdpa-math-backend").empty
+
+
+def _mm_trace(tmp_path, dims, dtype="c10::BFloat16") -> str:
+    import synth
+
+    b = synth.Builder()
+    for n in range(3):
+        b.step(n, [synth.op("aten::mm", kernels=[(synth.GEMM_TC, 50.0)])])
+    for e in b.events:
+        if e["name"] == "aten::mm":
+            e["args"].update({"Input Dims": dims, "Input type": [dtype, dtype]})
+    return synth.write(tmp_path / f"mm{dims[0][0]}{dtype[-4:]}.json.gz", synth.kineto(b.events))
+
+
+def test_misaligned_half_precision_gemms_need_shapes_and_fire_both_ways(tmp_path):
+    bad = rows(tv.advise(_mm_trace(tmp_path, [[4095, 4096], [4096, 4096]]), min_pct=0), "gemm-misaligned")
+    assert len(bad) == 1 and bad.iloc[0]["count_per_step"] == 1
+    for dims, dtype in (
+        ([[4096, 4096], [4096, 4096]], "c10::BFloat16"),
+        ([[4095, 4096], [4096, 4096]], "float"),
+    ):
+        assert rows(tv.advise(_mm_trace(tmp_path, dims, dtype), min_pct=0), "gemm-misaligned").empty, (
+            dims,
+            dtype,
+        )
+    st = tv.advise(_synth(tmp_path, "naive"))["rules"].set_index("rule")
+    assert not st.loc["gemm-misaligned", "ran"] and "record_shapes" in st.loc["gemm-misaligned", "why_not"]

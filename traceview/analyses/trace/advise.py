@@ -146,6 +146,18 @@ class Facts:
         hit = (op >= 0) & inside[np.clip(op, 0, None)]
         return int(np.clip(self.r.activities["dur_ns"].to_numpy()[hit], 0, None).sum())
 
+    def causes_under(self, positions: np.ndarray) -> list[str]:
+        """The exposed-time causes of the activities launched inside the subtrees of ``positions``:
+        ``compute: <category>`` for a kernel, ``memcpy exposed``/``memset exposed`` for the others."""
+        inside = self.within(positions)
+        op, k = self.activity_op, self.r.activities
+        hit = (op >= 0) & inside[np.clip(op, 0, None)]
+        kind, cat = k["kind"].astype(str).to_numpy()[hit], k["category"].astype(str).to_numpy()[hit]
+        named = np.where(
+            kind == "kernel", np.char.add("compute: ", cat.astype(str)), np.char.add(kind, " exposed")
+        )
+        return sorted(set(named.tolist()))
+
     def bytes_under(self, positions: np.ndarray) -> int:
         """Bytes allocated (Bytes > 0) by the ops in the subtrees of ``positions``."""
         m = self.trace.memory
@@ -189,10 +201,8 @@ def copy_under_op(f: Facts, rule: Rule) -> list[dict]:
         mine = copy[names[parent[copy]] == op]
         gpu = f.gpu_ns_under(mine)
         if f.gpu:
-            stake, bound = (
-                min(gpu, f.cause("compute: copy") + f.cause("memcpy exposed")),
-                "compute: copy + memcpy exposed",
-            )
+            causes = f.causes_under(mine)
+            stake, bound = min(gpu, sum(f.cause(c) for c in causes)), " + ".join(causes)
         else:
             stake, bound = int(f.trace.ops["dur_ns"].to_numpy()[mine].sum()), CPU
         chain = f"{op} → {names[mine[0]]}"
@@ -272,17 +282,25 @@ def _upcast(f: Facts, hits: np.ndarray) -> str:
     under = (op >= 0) & inside[np.clip(op, 0, None)]
     fp32 = under & (k["category"] == "gemm").to_numpy() & (k["precision"].astype(str) == "fp32").to_numpy()
     n = int(under.sum())
-    return f"; it launches {n} GPU activities, {int(fp32.sum())} of them fp32 GEMMs" if n else ""
+    per, word = f.r.regions, f.r.per_word
+    if not n:
+        return ""
+    gemms = _num(fp32.sum() / per)
+    return f"; per {word} it launches {_num(n / per)} GPU activities, {gemms} of them fp32 GEMMs"
 
 
 def _args(op: pd.Series, column: str) -> list:
-    if column not in op.index or not isinstance(op[column], str) or not op[column]:
-        return []
-    try:
-        v = json.loads(op[column])
-    except ValueError:
-        return []
-    return v if isinstance(v, list) else []
+    return _listed(op[column]) if column in op.index else []
+
+
+def _listed(v) -> list:
+    """A recorded argument list: a list already (input_dims), or JSON text (input_types, concrete_inputs)."""
+    if isinstance(v, str) and v:
+        try:
+            v = json.loads(v)
+        except ValueError:
+            return []
+    return list(v) if isinstance(v, (list, tuple, np.ndarray)) else []
 
 
 def fp32_gemm(f: Facts, rule: Rule) -> list[dict]:
@@ -303,7 +321,10 @@ def fp32_gemm(f: Facts, rule: Rule) -> list[dict]:
     ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
     stake = min(int(ns * (1 - vector / tensor)), f.cause("compute: gemm"))
     names = k["name"].astype(str).to_numpy()[hit]
-    what = f"{int(hit.sum())} fp32 GEMM kernels on CUDA cores ({len(set(names))} names) on {device.name}"
+    n = _num(hit.sum() / f.r.regions)
+    what = (
+        f"{n} fp32 GEMM kernels per {f.r.per_word} on CUDA cores ({len(set(names))} names) on {device.name}"
+    )
     where = _short(str(pd.Series(names).value_counts().index[0]))
     return [row(f, rule, what, where, "", int(hit.sum()), 0, stake, "compute: gemm")]
 
@@ -371,14 +392,16 @@ def gemm_alignment(f: Facts, rule: Rule) -> list[dict]:
 
 
 def _misaligned(dims, types, rule: Rule) -> bool:
-    try:
-        d, t = json.loads(dims), json.loads(types)
-    except (TypeError, ValueError):
-        return False
+    d, t = _listed(dims), _listed(types)
     if not t or t[0] not in rule.dtypes:
         return False
-    mats = [x for x in d[:3] if isinstance(x, list) and len(x) >= 2]
+    mats = [x for x in d[:3] if isinstance(x, (list, tuple)) and len(x) >= 2]
     return any(isinstance(v, int) and v % rule.multiple for m in mats for v in m[-2:])
+
+
+def _num(x: float) -> str:
+    """A count per step as a sentence states it: whole when it is, else one decimal."""
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
 
 
 def _short(name: str, n: int = 60) -> str:

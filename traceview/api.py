@@ -621,9 +621,9 @@ def advise(
 
 
 def check(
-    candidate: TraceLike,
+    candidate: TraceLike | Sequence[TraceLike],
     *,
-    baseline: TraceLike | None = None,
+    baseline: TraceLike | Sequence[TraceLike] | None = None,
     checks: PathLike | None = None,
     junit: PathLike | None = None,
     step: int | None = None,
@@ -641,20 +641,23 @@ def check(
     options: LoadOptions | None = None,
 ) -> Report:
     """A performance gate: every rule of ``checks`` (a TOML rules file; None: the built-in rules,
-    traceview/rules/check_default.toml) on trace ``candidate``, relative rules against ``baseline``.
-    Table ``rules``: one row per rule, its status (pass, fail, skipped), value, bound and how noise
-    was judged; ``info["verdict"]`` is ``pass`` or ``fail``. ``junit``: also write the results as JUnit
-    XML there. ``rules=`` stays the kernel classification rules, as in every function. A malformed
-    rules file raises CheckRuleError (one line, FILE:LINE) before any trace is read."""
+    traceview/rules/check_default.toml) on ``candidate``, relative rules against ``baseline``. Each
+    side is one run or several (a list of traces, a folder of them, a glob such as ``"base/*/x.json.gz"``):
+    timing rules judge the runs against the baseline runs' spread (one baseline run cannot judge them:
+    they then fail only beyond 6x). Table ``rules``: one row per rule, its status (pass, fail, skipped),
+    value, bound and how it was judged; ``info["verdict"]`` is ``pass`` or ``fail``. ``junit``: also
+    write the results as JUnit XML there. ``rules=`` stays the kernel classification rules, as in every
+    function. A malformed rules file raises CheckRuleError (one line, FILE:LINE) before any trace is read."""
     from .analyses.variants.check import check as _check
+    from .analyses.variants.check import expand_runs
     from .analyses.variants.check_rules import DEFAULT, read_rules
 
     s, opts = _parts(locals())
     ruleset = read_rules(checks)
     if junit is not None:
         check_junit_path(junit)
-    cand = _trace(candidate, opts)
-    base = _trace(baseline, opts) if baseline is not None else None
+    cand = load_traces(expand_runs(candidate), opts)[0]
+    base = load_traces(expand_runs(baseline), opts)[0] if baseline is not None else None
     source = os.fspath(checks) if checks is not None else f"built-in ({DEFAULT.name})"
     result = _check(cand, base, ruleset, s, source=source)
     if junit is not None:

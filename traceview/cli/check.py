@@ -31,9 +31,37 @@ def _input_errors_are_usage(f):
     return wrapper
 
 
+class _Runs(click.Option):
+    """``--baseline a.json b.json c.json``: the option takes every value up to the next option (a
+    shell glob expands to several files), each as one baseline run."""
+
+    def add_to_parser(self, parser, ctx) -> None:
+        super().add_to_parser(parser, ctx)
+        for name in self.opts:
+            opt = parser._long_opt.get(name) or parser._short_opt.get(name)
+            if opt is None:
+                continue
+            one = opt.process
+
+            def process(value, state, one=one):
+                one(value, state)
+                while state.rargs and not state.rargs[0].startswith("-"):
+                    one(state.rargs.pop(0), state)
+
+            opt.process = process
+
+
 @main.command()
-@click.argument("candidate")
-@click.option("--baseline", default=None, metavar="TRACE", help="Trace the relative rules compare with.")
+@click.argument("candidate", nargs=-1, required=True)
+@click.option(
+    "--baseline",
+    cls=_Runs,
+    multiple=True,
+    metavar="RUN...",
+    help="Baseline run(s) the relative rules compare with: traces, a folder of them, or a quoted glob; "
+    "every value up to the next option (put CANDIDATE first). Timing rules judge runs, not steps: give "
+    "3 or more baseline runs; with one they report the ratio but fail only beyond 6x.",
+)
 @click.option(
     "--checks",
     default=None,
@@ -49,13 +77,20 @@ def _input_errors_are_usage(f):
 @friendly
 @_input_errors_are_usage
 def check(candidate, baseline, checks, junit, out, sel, options):
-    """Check trace CANDIDATE against rules (each a metric, an operator and a bound, absolute or relative
-    to --baseline): no new Memcpy or copy op, no GEMM leaving the tensor cores, attention backend
-    unchanged, time per step not worse beyond the steps' noise (built-in rules), or your --checks file.
+    """Check CANDIDATE (one run's trace, or several runs: traces, a folder, a quoted glob) against rules
+    (each a metric, an operator and a bound, absolute or relative to --baseline): no new Memcpy or copy
+    op, no GEMM leaving the tensor cores, attention backend unchanged (structural rules: first run
+    against first run), and time per step (GPU kernel time on GPU traces, CPU op time on CPU-only ones)
+    not beyond the baseline runs' spread: each run's fastest step, the candidate runs' median against
+    the slowest baseline run × 1.05 × (slowest/fastest baseline run)^3, at most 6x it. One baseline
+    run cannot judge timing: the ratio is reported, and only a change beyond 6x fails. Or your
+    --checks file.
     Exit 0: every rule holds; 1: a rule fails; 2: usage or input error."""
     from .. import api
 
-    report = api.check(candidate, baseline=baseline, checks=checks, junit=junit, sel=sel, options=options)
+    report = api.check(
+        list(candidate), baseline=list(baseline) or None, checks=checks, junit=junit, sel=sel, options=options
+    )
     if junit is not None:
         click.echo(f"wrote {visible(junit)}", err=True)
     emit(report, out)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ..analyses.variants.check import finding
 from ..atomic import write_bytes
 from .safe import visible
 
@@ -46,10 +47,8 @@ def _suite(report) -> ET.Element:
     for row in table.itertuples(index=False):
         case = ET.SubElement(suite, "testcase", name=visible(str(row.rule)), classname="traceview.check")
         detail = visible(f"{row.metric} {row.op} {row.bound}: value {row.value}, {row.detail or 'holds'}")
-        if row.status == "fail":
-            failure = ET.SubElement(
-                case, "failure", message=visible(row.message or str(row.rule)), type="fail"
-            )
+        if row.status == "fail":  # the message is the report's finding: one sentence, the same everywhere
+            failure = ET.SubElement(case, "failure", message=visible(finding(row._asdict())), type="fail")
             failure.text = detail
         elif row.status == "skipped":
             ET.SubElement(case, "skipped", message=visible(str(row.detail)))

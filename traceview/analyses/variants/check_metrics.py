@@ -76,7 +76,7 @@ def peak_allocated_bytes(r: Region) -> float:
     the trace has no other device); nan without [memory] events."""
     s = memory.series(r.trace)
     if r.region_kind == "step":
-        s = s[_where(s["step"].eq(r.selection.step))]
+        s = s[_where(s["step"] == r.selection.step)]
     elif r.region_kind == "steps":
         s = s[_where(s["step"].notna())]
     accelerator = _where(s["device"].astype(str).ne("cpu"))

@@ -1,0 +1,157 @@
+"""Whether ``traceview check`` can be trusted as a CI gate (issue 33): false alarms and detections
+over real recordings of one variant on this machine, under whatever load it has (printed).
+
+Records with the collectors on CPU (``traceview collect attention``, fp32, one intra-op thread:
+``OMP_NUM_THREADS=1`` as docs/ci-check.yml does), the variants taking turns so that the machine's
+states fall on all of them:
+
+- ``base``: ``naive`` at ``--seq-len 256``, ``--runs`` times (N >= 8);
+- ``slow``: ``naive`` at ``--seq-len 330`` (every op of causal attention is O(seq^2), less the fixed
+  costs at this size: ~1.5x the time; the measured ratio is printed), ``--slow-runs`` times;
+- ``big``: ``naive`` at ``--seq-len 1180`` (~46x the time: the large scores leave the caches, so time
+  grows faster than seq^2; the measured ratio is printed), 3 times;
+- ``naive_inplace`` and ``sdpa_math`` at the base shape, once each (structural rules).
+
+Then, with the built-in rules (each trace loaded once; a combination fails when any rule fails):
+
+- every ordered pair of base runs (one baseline: timing cannot judge, fails only beyond 4x);
+- every (3 base runs -> 1 other base run): false alarms, must be <= 1 in 50;
+- every (3 base runs -> 1 slow run): detections, asked >= 95%;
+- every (3 base runs -> 1 big run) and every (1 base run -> 1 big run): must all fail;
+- naive vs naive_inplace and naive vs sdpa_math fail on structural rules; naive_inplace vs naive passes.
+
+    python benchmarks/bench_check.py                     # record into benchmarks/out/check/, then judge
+    python benchmarks/bench_check.py --reuse benchmarks/out/check/20261202-2120   # judge again
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from traceview.atomic import write_bytes
+
+OUT = Path(__file__).resolve().parent / "out" / "check"
+SHAPE = ["--device", "cpu", "--dtype", "fp32", "--batch", "2", "--heads", "4", "--head-dim", "64"]
+SEQ = {"base": 256, "slow": 330, "big": 1180}
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def record(folder: Path, variant: str, seq: int, steps: int, warmup: int) -> Path:
+    """One recording in a fresh process (as CI would), one intra-op thread."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "traceview", "collect", "attention", *SHAPE, "--seq-len", str(seq),
+           "--warmup", str(warmup), "--steps", str(steps), "--variants", variant,
+           "--out", str(folder)]  # fmt: skip
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    return folder / f"{variant}.json.gz"
+
+
+def record_all(root: Path, args) -> None:
+    """The variants take turns: round k records base k, slow k, big k (while any are left)."""
+    plan = [("base", "naive", SEQ["base"], args.runs), ("slow", "naive", SEQ["slow"], args.slow_runs),
+            ("big", "naive", SEQ["big"], 3)]  # fmt: skip
+    for k in range(max(n for *_, n in plan)):
+        for name, variant, seq, n in plan:
+            if k < n:
+                steps = args.steps if name != "big" else max(5, args.steps // 4)  # 46x the time per step
+                record(root / f"{name}{k:02d}", variant, seq, steps, args.warmup)
+        print(f"round {k + 1} recorded; {load()}", flush=True)
+    for variant in ("naive_inplace", "sdpa_math"):
+        record(root / variant, variant, SEQ["base"], args.steps, args.warmup)
+
+
+def verdict(cand, bases, rules) -> bool:
+    """True when every rule holds (check's verdict, without diff's findings on a failure)."""
+    from traceview.analyses.variants.check import evaluate
+
+    return all(evaluate(rule, [cand], list(bases), None)["status"] != "fail" for rule in rules)
+
+
+def share(cands, pools, rules) -> tuple[int, int]:
+    """(failing, all) combinations of one candidate run against each baseline set."""
+    combos = [(c, b) for c in cands for b in pools if all(c is not x for x in b)]  # by identity
+    return sum(not verdict(c, b, rules) for c, b in combos), len(combos)
+
+
+def judge(root: Path) -> dict:
+    import numpy as np
+
+    import traceview as tv
+    from traceview.analyses.select.region import Selection
+    from traceview.analyses.variants.check import Side, check
+    from traceview.analyses.variants.check_metrics import check_metrics
+    from traceview.analyses.variants.check_rules import read_rules
+    from traceview.analyses.variants.check_runs import run_value
+
+    rules = read_rules()
+    runs = {name: [Side(tv.load(p / "naive.json.gz", cache=False))
+                   for p in sorted(root.glob(f"{name}[0-9]*"))] for name in SEQ}  # fmt: skip
+    metric = check_metrics()["cpu_op_time_per_step_ns"]
+    fastest = {k: [run_value(s.run_steps(metric, Selection())) / 1e6 for s in v] for k, v in runs.items()}
+    base, slow, big = runs["base"], runs["slow"], runs["big"]
+    threes = [list(c) for c in itertools.combinations(base, 3)]
+    ones = [[b] for b in base]
+    out = {
+        "runs": {k: len(v) for k, v in runs.items()},
+        "fastest_step_ms": {k: [round(x, 3) for x in v] for k, v in fastest.items()},
+        "work_ratio_slow": float(np.median(fastest["slow"]) / np.median(fastest["base"])),
+        "work_ratio_big": float(np.median(fastest["big"]) / np.median(fastest["base"])),
+        "pairs_false_alarms": share(base, ones, rules),
+        "three_to_one_false_alarms": share(base, threes, rules),
+        "slow_detected_three_to_one": share(slow, threes, rules),
+        "slow_detected_one_to_one": share(slow, ones, rules),
+        "big_detected_three_to_one": share(big, threes, rules),
+        "big_detected_one_to_one": share(big, ones, rules),
+    }
+    inplace, math_ = (
+        Side(tv.load(root / v / f"{v}.json.gz", cache=False)) for v in ("naive_inplace", "sdpa_math")
+    )
+
+    def failed(c, b) -> list[str]:
+        t = check(c, b, rules, source="bench")["rules"]
+        return t.loc[t["status"] == "fail", "rule"].tolist()
+
+    out["structural"] = {
+        "naive vs naive_inplace": failed(base[0], [inplace]),
+        "naive vs sdpa_math": failed(base[0], [math_]),
+        "naive_inplace vs naive (3 runs)": failed(inplace, base[:3]),
+    }
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=10, help="recordings of the base variant (>= 8)")
+    p.add_argument("--slow-runs", type=int, default=8)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--reuse", type=Path, help="judge the recordings already in this folder")
+    p.add_argument("--out", type=Path, default=OUT, help="where a new recording's folder goes")
+    args = p.parse_args(argv)
+    print(f"start: {load()} on {os.cpu_count()} CPUs", flush=True)
+    root = args.reuse or args.out / time.strftime("%Y%m%d-%H%M%S")
+    if args.reuse is None:
+        root.mkdir(parents=True)  # an ignored folder (benchmarks/out/): recordings stay out of git
+        t0 = time.perf_counter()
+        record_all(root, args)
+        print(f"recorded in {time.perf_counter() - t0:.0f} s into {root}", flush=True)
+    result = judge(root) | {"load_at_end": load(), "folder": str(root)}
+    write_bytes(root / "results.json", (json.dumps(result, indent=1) + "\n").encode())
+    for k, v in result.items():
+        print(f"{k}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

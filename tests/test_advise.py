@@ -307,3 +307,31 @@ def test_misaligned_half_precision_gemms_need_shapes_and_fire_both_ways(tmp_path
         )
     st = tv.advise(_synth(tmp_path, "naive"))["rules"].set_index("rule")
     assert not st.loc["gemm-misaligned", "ran"] and "record_shapes" in st.loc["gemm-misaligned", "why_not"]
+
+
+@pytest.mark.parametrize(
+    "path", [SAMPLES / "naive.json.gz", *[p.values[0] for p in corpus_params("*/*.json.gz")]]
+)
+def test_memory_peak_advice_agrees_with_traceview_memory(path):
+    """The memory row's bytes are table alive_at_peak's top row of `traceview memory` (one number,
+    two commands), its share is of that device's peak, and it is said only from its threshold."""
+    if path is None:
+        pytest.skip(SKIP_REASON)
+    r = tv.advise(path, min_pct=0)
+    m = tv.memory(path)
+    said = rows(r, "memory-peak")
+    if "alive_at_peak" not in m.tables or m["alive_at_peak"].empty:
+        assert said.empty
+        return
+    least = next(x for x in rules().rule if x.id == "memory-peak").min_pct_of_peak
+    peaks = m["devices"].set_index("device")["peak_allocated_bytes"]
+    alive = m["alive_at_peak"]
+    for device, g in alive[alive["made_by"] != "(allocated before the capture)"].groupby("device"):
+        top = g.sort_values("bytes", ascending=False, kind="stable").iloc[0]
+        share = 100.0 * top["bytes"] / peaks[device]
+        mine = said[said["what"].str.contains(f" {device} memory peak", regex=False)]
+        assert len(mine) == (share >= least), (device, share)
+        if len(mine):
+            assert mine.iloc[0]["peak_bytes"] == top["bytes"] and mine.iloc[0][
+                "pct_of_peak"
+            ] == pytest.approx(share)

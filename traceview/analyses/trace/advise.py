@@ -27,6 +27,7 @@ from ... import schema
 from ...devices import trace_device
 from ...errors import TraceviewError
 from ...report import Report
+from ..measure import memory
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
 from ..select.region import Region, Selection, region
@@ -37,7 +38,7 @@ RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
 CPU = "CPU time"
 COLUMNS = [
     "rule", "what", "where", "source", "count_per_step", "bytes_per_step",
-    "stake_ns_per_step", "bound", "pct_of_wall", "do", "doc",
+    "stake_ns_per_step", "bound", "pct_of_wall", "peak_bytes", "pct_of_peak", "do", "doc",
 ]  # fmt: skip
 
 
@@ -49,6 +50,7 @@ class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     doc: Annotated[str, schema.NonEmpty]
     source: Annotated[str, schema.NonEmpty]
     min_pct_of_wall: Annotated[float, msgspec.Meta(ge=0, le=100)] = 1.0
+    min_pct_of_peak: Annotated[float, msgspec.Meta(ge=0, le=100)] = 25.0
     ops: list[str] = []
     copies: list[str] = []
     names: list[str] = []
@@ -182,7 +184,7 @@ def row(f: Facts, rule: Rule, what: str, where: str, source: str, count: int, nb
         "rule": rule.id, "what": what, "where": where, "source": source,
         "count_per_step": count / per, "bytes_per_step": nbytes / per,
         "stake_ns_per_step": stake / per, "bound": bound,
-        "pct_of_wall": 100.0 * stake / f.wall if f.wall else 0.0,
+        "pct_of_wall": 100.0 * stake / f.wall if f.wall else 0.0, "peak_bytes": np.nan, "pct_of_peak": np.nan,
         "do": rule.do.replace("{op}", where.split(" → ")[0]), "doc": rule.doc,
     }  # fmt: skip
 
@@ -399,6 +401,26 @@ def _misaligned(dims, types, rule: Rule) -> bool:
     return any(isinstance(v, int) and v % rule.multiple for m in mats for v in m[-2:])
 
 
+def memory_peak(f: Facts, rule: Rule) -> list[dict]:
+    """At each device's memory peak, the op whose tensors hold the largest share of it. Memory,
+    not time: the row's stake is 0 and its share is ``pct_of_peak`` (said from ``min_pct_of_peak``)."""
+    s = memory.series(f.trace)
+    if not len(s):
+        return []
+    alive = memory.alive_at_peak(s)
+    alive = alive[alive["made_by"] != memory.BEFORE]
+    out = []
+    for device, g in alive.groupby("device", sort=True):
+        top = g.iloc[0]
+        peak = int(s["allocated"].to_numpy()[memory.peak_rows(s)[device]])
+        what = f"tensors made by {top['made_by']} hold the most of the {device} memory peak"
+        r = row(f, rule, what, str(top["made_by"]), "", 0, 0, 0, "memory peak")
+        r["peak_bytes"] = int(top["bytes"])
+        r["pct_of_peak"] = 100.0 * int(top["bytes"]) / peak if peak else 0.0
+        out.append(r)
+    return out
+
+
 def _num(x: float) -> str:
     """A count per step as a sentence states it: whole when it is, else one decimal."""
     return f"{x:,.0f}" if float(x).is_integer() else f"{x:,.1f}"
@@ -417,11 +439,13 @@ DETECTORS = {
     "launch_bound": launch_bound,
     "exposed_communication": exposed_communication,
     "gemm_alignment": gemm_alignment,
+    "memory_peak": memory_peak,
 }
 #: what a detector needs that a trace may lack: (needs GPU activity, needs shapes)
 NEEDS = {
     "fp32_gemm": (True, False), "host_sync": (True, False), "pageable_memcpy": (True, False),
     "launch_bound": (True, False), "exposed_communication": (True, False), "gemm_alignment": (False, True),
+    "memory_peak": (False, False),
 }  # fmt: skip
 
 
@@ -439,8 +463,11 @@ def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame,
         gpu, needs_shapes = NEEDS.get(rule.detector, (False, False))
         why = "no GPU activity" if gpu and not f.gpu else ""
         why = why or ("no shapes: record with record_shapes=True" if needs_shapes and not shapes else "")
-        least = rule.min_pct_of_wall if min_pct is None else min_pct
-        found = [] if why else [x for x in DETECTORS[rule.detector](f, rule) if x["pct_of_wall"] >= least]
+        found = (
+            []
+            if why or not _has_memory(r, rule)
+            else [x for x in DETECTORS[rule.detector](f, rule) if _said(x, rule, min_pct)]
+        )
         rows += found
         status.append(
             {"rule": rule.id, "ran": not why, "fired": len(found), "why_not": why, "source": rule.source}
@@ -449,6 +476,18 @@ def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame,
         "stake_ns_per_step", ascending=False, kind="stable"
     )
     return table.reset_index(drop=True), pd.DataFrame(status)
+
+
+def _said(x: dict, rule: Rule, min_pct: float | None) -> bool:
+    """Whether a row clears its threshold: time at stake against the wall time, or (memory rows)
+    its share of the peak; ``min_pct`` overrides the first."""
+    if not np.isnan(x["pct_of_peak"]):
+        return x["pct_of_peak"] >= rule.min_pct_of_peak
+    return x["pct_of_wall"] >= (rule.min_pct_of_wall if min_pct is None else min_pct)
+
+
+def _has_memory(r: Region, rule: Rule) -> bool:
+    return rule.detector != "memory_peak" or bool(len(r.trace.memory))
 
 
 def _has_shapes(trace) -> bool:
@@ -463,16 +502,25 @@ def findings(table: pd.DataFrame, per: str) -> list[str]:
     for t in table.itertuples(index=False):
         c = Cite()
         key = {"rule": t.rule, "what": t.what} | ({"trace": t.trace} if "trace" in table.columns else {})
-        stake = c("advice", key, "stake_ns_per_step", t.stake_ns_per_step, "ns")
-        pct = c("advice", key, "pct_of_wall", t.pct_of_wall, "pct")
-        where = f" at {c('advice', key, 'source', t.source, 'text')}" if t.source else ""
-        nbytes = (f", {c('advice', key, 'bytes_per_step', t.bytes_per_step, 'bytes')} allocated by the copy"
-                  if t.bytes_per_step else "")  # fmt: skip
         who = f"{c('advice', key, 'trace', t.trace, 'text')}: " if "trace" in table.columns else ""
         what, do, doc = (c("advice", key, col, getattr(t, col), "text") for col in ("what", "do", "doc"))
-        text = f"{who}{what}{where}{nbytes}: up to {stake} per {per} at stake ({pct} of {_whole(t)})"
-        out.append(c.finding(f"{text}; {do} ({doc})"))
+        text = _memory_words(c, key, t) if t.bound == "memory peak" else _time_words(c, key, t, per)
+        out.append(c.finding(f"{who}{what}{text}; {do} ({doc})"))
     return out
+
+
+def _time_words(c: Cite, key: dict, t, per: str) -> str:
+    stake = c("advice", key, "stake_ns_per_step", t.stake_ns_per_step, "ns")
+    pct = c("advice", key, "pct_of_wall", t.pct_of_wall, "pct")
+    where = f" at {c('advice', key, 'source', t.source, 'text')}" if t.source else ""
+    nbytes = (f", {c('advice', key, 'bytes_per_step', t.bytes_per_step, 'bytes')} allocated by the copy"
+              if t.bytes_per_step else "")  # fmt: skip
+    return f"{where}{nbytes}: up to {stake} per {per} at stake ({pct} of {_whole(t)})"
+
+
+def _memory_words(c: Cite, key: dict, t) -> str:
+    held = c("advice", key, "peak_bytes", t.peak_bytes, "bytes")
+    return f": {held} ({c('advice', key, 'pct_of_peak', t.pct_of_peak, 'pct')} of the peak)"
 
 
 def advice_of(sides: list[tuple[str, Region]]) -> tuple[pd.DataFrame, list[str]]:

@@ -648,3 +648,17 @@ def test_the_command_takes_runs_as_files_a_glob_and_a_folder_and_junit_says_the_
     assert out.exit_code == 2 and "CANDIDATE" in out.output
     out = run("check", slow, "--baseline", str(tmp_path / "none*.json.gz"))
     assert out.exit_code == 2 and "no file matches" in out.output
+
+
+def test_the_ci_recipe_records_runs_keeps_a_baseline_artifact_and_gates_with_junit():
+    """docs/ci-check.yml: valid YAML; the baseline job records several runs and uploads them, the gate
+    job downloads them, records several candidate runs and runs check on both globs with --junit."""
+    yaml = pytest.importorskip("yaml")
+    doc = yaml.safe_load((SAMPLES.parent / "docs" / "ci-check.yml").read_text(encoding="utf-8"))
+    assert int(doc["env"]["BASELINE_RUNS"]) >= 3 and int(doc["env"]["CANDIDATE_RUNS"]) >= 2
+    assert "--device cpu" in doc["env"]["COLLECT"] and str(doc["env"]["OMP_NUM_THREADS"]) == "1"
+    base = " ".join(str(s.get("uses", s.get("run", ""))) for s in doc["jobs"]["baseline"]["steps"])
+    assert "upload-artifact" in base and "$COLLECT" in base
+    gate = " ".join(str(s.get("uses", s.get("run", ""))) for s in doc["jobs"]["gate"]["steps"])
+    assert "download-artifact" in gate and "traceview check 'candidate/*/" in gate
+    assert "--baseline 'baseline/*/" in gate and "--junit" in gate

@@ -335,3 +335,14 @@ def test_memory_peak_advice_agrees_with_traceview_memory(path):
             assert mine.iloc[0]["peak_bytes"] == top["bytes"] and mine.iloc[0][
                 "pct_of_peak"
             ] == pytest.approx(share)
+
+
+def test_advice_diff_says_what_is_new_in_b_only():
+    from traceview.analyses.trace.advise import advice_diff
+
+    inplace, naive = load(str(SAMPLES / "naive_inplace.json.gz")), load(str(SAMPLES / "naive.json.gz"))
+    table, said = advice_diff(region(inplace), region(naive))
+    assert table["rule"].tolist() == ["out-of-place-copy"] and table["change"].tolist() == ["new in B"]
+    assert said[0].startswith("new in B: aten::masked_fill copies its input")
+    assert advice_diff(region(naive), region(inplace))[0].empty  # the fix removes it: nothing new in B
+    assert advice_diff(region(naive), region(naive))[0].empty  # the same trace: nothing new or worse

@@ -26,7 +26,7 @@ import pandas as pd
 from ... import schema
 from ...devices import trace_device
 from ...errors import TraceviewError
-from ...report import Report
+from ...report import Finding, Report
 from ..measure import memory
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
@@ -532,6 +532,29 @@ def advice_of(sides: list[tuple[str, Region]]) -> tuple[pd.DataFrame, list[str]]
     table = table.reset_index(drop=True)
     per = sides[0][1].per_word if sides else "step"
     return table, findings(table, per)
+
+
+def advice_diff(A: Region, B: Region, worse: float = 1.1) -> tuple[pd.DataFrame, list[str]]:
+    """B's advice that is new (no row of the same rule and ``where`` in A) or worse (its time at
+    stake more than ``worse`` times A's): table ``advice`` (B's rows, ``a_stake_ns_per_step`` and
+    ``change``) and one sentence each, for diff."""
+    a, b = advice_table(A)[0], advice_table(B)[0]
+    key = ["rule", "where"]
+    m = b.merge(a[[*key, "stake_ns_per_step"]].rename(columns={"stake_ns_per_step": "a_stake_ns_per_step"}),
+                on=key, how="left")  # fmt: skip
+    new = m["a_stake_ns_per_step"].isna().to_numpy()
+    was = m["a_stake_ns_per_step"].fillna(0).to_numpy(dtype=float)
+    grew = ~new & (m["stake_ns_per_step"].to_numpy(dtype=float) > worse * was)
+    m["change"] = np.where(new, "new in B", "worse in B")
+    table = m[new | grew].reset_index(drop=True)
+    said: list[str] = []
+    for t, text in zip(table.itertuples(index=False), findings(table, B.per_word), strict=True):
+        c = Cite()
+        key_ = {"rule": t.rule, "what": t.what}
+        before = "" if t.change == "new in B" else (
+            f" (A: {c('advice', key_, 'a_stake_ns_per_step', t.a_stake_ns_per_step, 'ns')})")  # fmt: skip
+        said.append(Finding(f"{t.change}: {text}{before}", [*getattr(text, "evidence", ()), *c.evidence]))
+    return table, said
 
 
 def _whole(t) -> str:

@@ -346,3 +346,23 @@ def test_advice_diff_says_what_is_new_in_b_only():
     assert said[0].startswith("new in B: aten::masked_fill copies its input")
     assert advice_diff(region(naive), region(inplace))[0].empty  # the fix removes it: nothing new in B
     assert advice_diff(region(naive), region(naive))[0].empty  # the same trace: nothing new or worse
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "param/dlrm_kineto__worker1_step_12.1694128201556.pt.trace.json.gz",
+        "kineto/tb_plugin_samples__resnet50_autograd_api_num_workers_0__worker0.pt.trace.json.gz",
+    ],
+)
+def test_exposed_cause_advice_recounted_from_plain_json(rel):
+    """host-sync, launch-bound and exposed-communication state their cause's exposed time per step:
+    the same as test_exposed's independent recount of the raw events."""
+    from test_exposed import recount
+
+    steps_ = recount(CORPUS / rel)
+    got = tv.advise(CORPUS / rel, min_pct=0)["advice"].set_index("rule")["stake_ns_per_step"]
+    for rule, key in (("host-sync", "sync"), ("launch-bound", "host"), ("exposed-communication", "comm")):
+        total = sum(s[key] for s in steps_)
+        assert (got.get(rule, 0) * len(steps_)) == pytest.approx(total, abs=1), (rule, rel)

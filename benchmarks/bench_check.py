@@ -49,12 +49,19 @@ def load() -> str:
 
 def record(folder: Path, variant: str, seq: int, steps: int, warmup: int) -> Path:
     """One recording in a fresh process (as CI would), one intra-op thread."""
+    done = folder / f"{variant}.json.gz"
+    if done.exists():  # --resume: recorded before
+        return done
     env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "traceview", "collect", "attention", *SHAPE, "--seq-len", str(seq),
            "--warmup", str(warmup), "--steps", str(steps), "--variants", variant,
            "--out", str(folder)]  # fmt: skip
-    subprocess.run(cmd, env=env, check=True, capture_output=True)
-    return folder / f"{variant}.json.gz"
+    for attempt in range(3):  # a shared checkout: a recording may meet a file mid-edit; say why, retry
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if out.returncode == 0:
+            return done
+        print(f"recording {folder.name} failed ({attempt + 1}/3): {out.stderr.strip()[-300:]}", flush=True)
+    raise SystemExit(f"recording {folder} failed 3 times")
 
 
 def record_all(root: Path, args) -> None:
@@ -138,11 +145,12 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reuse", type=Path, help="judge the recordings already in this folder")
     p.add_argument("--out", type=Path, default=OUT, help="where a new recording's folder goes")
+    p.add_argument("--resume", type=Path, help="record what this folder still lacks, then judge")
     args = p.parse_args(argv)
     print(f"start: {load()} on {os.cpu_count()} CPUs", flush=True)
-    root = args.reuse or args.out / time.strftime("%Y%m%d-%H%M%S")
+    root = args.reuse or args.resume or args.out / time.strftime("%Y%m%d-%H%M%S")
     if args.reuse is None:
-        root.mkdir(parents=True)  # an ignored folder (benchmarks/out/): recordings stay out of git
+        root.mkdir(parents=True, exist_ok=args.resume is not None)  # ignored (benchmarks/out/): not in git
         t0 = time.perf_counter()
         record_all(root, args)
         print(f"recorded in {time.perf_counter() - t0:.0f} s into {root}", flush=True)

@@ -481,22 +481,24 @@ def every_metric_rules(tmp_path) -> Path:
 
 
 def test_every_rule_on_every_corpus_trace_against_itself_and_another(tmp_path):
-    """Every metric and the built-in rules, on each corpus trace against itself (must pass) and
-    against the next trace (pass or fail, never an error). Before issue 38, ``cuda_core_gemms`` masked
+    """Every metric and the built-in rules, on each corpus trace against itself as one and as three
+    baseline runs (must pass) and
+    against two others (pass or fail, never an error). Before issue 38, ``cuda_core_gemms`` masked
     with the nullable ``tensor_core`` and 30 of the 48 traces exited 3. Each trace is loaded once."""
-    from traceview.analyses.variants.check import check
+    from traceview.analyses.variants.check import Side, check
     from traceview.analyses.variants.check_rules import read_rules
 
     files = corpus_files()
     if not files:
         pytest.skip(SKIP_REASON)
     rules = read_rules() + read_rules(every_metric_rules(tmp_path))
-    traces = [tv.load(f, cache=False) for f in files]
-    for i, trace in enumerate(traces):
-        same = check(trace, trace, rules, source="test")
-        failed = same["rules"][same["rules"]["status"] == "fail"]
-        assert same.info["verdict"] == "pass", (trace.path, failed.to_dict("records"))
-        other = check(trace, traces[(i + 1) % len(traces)], rules, source="test")
+    runs = [Side(tv.load(f, cache=False)) for f in files]  # a Side computes each value once
+    for i, run in enumerate(runs):
+        for base in (run, [run] * 3):  # one baseline run, and three (the timing rules then judge)
+            same = check(run, base, rules, source="test")
+            failed = same["rules"][same["rules"]["status"] == "fail"]
+            assert same.info["verdict"] == "pass", (run.trace.path, failed.to_dict("records"))
+        other = check(run, [runs[(i + 1) % len(runs)], runs[i - 1]], rules, source="test")
         assert other.info["verdict"] in ("pass", "fail") and len(other["rules"]) == len(rules)
 
 

@@ -82,6 +82,9 @@ def judge(cand_runs: list, base_runs: list, factor: float, upper: bool, unit: st
     c = np.array([run_value(r) for r in cand_runs])
     b = np.array([run_value(r) for r in base_runs])
     c, b = c[np.isfinite(c)], b[np.isfinite(b)]
+    if not len(c) or not len(b):  # a run without the metric (no GPU activity in one of them)
+        nan = float("nan")
+        return RunVerdict("skipped", nan, nan, nan, "no value in every run (nothing the metric measures)")
     value, base = float(np.median(c)), float(np.median(b))
     runs = f"{len(c)} candidate run(s) against {len(b)} baseline run(s)"
     lo, hi = float(b.min()), float(b.max())
@@ -95,10 +98,11 @@ def judge(cand_runs: list, base_runs: list, factor: float, upper: bool, unit: st
         )
         return RunVerdict("fail" if beyond else "skipped", value, base, bound, words)
     spread = hi / lo if lo > 0 else math.inf
-    if upper:  # no spread hides a change beyond the large factor
-        bound = min(hi * factor * spread**MARGIN, hi * SINGLE_RUN_FACTOR)
+    cap = hi * SINGLE_RUN_FACTOR if upper else lo / SINGLE_RUN_FACTOR  # no spread hides a change beyond it
+    if lo <= 0:  # a run at zero: its spread is unbounded, only the cap holds
+        bound = cap
     else:
-        bound = max(lo * factor / spread**MARGIN, lo / SINGLE_RUN_FACTOR)
+        bound = min(hi * factor * spread**MARGIN, cap) if upper else max(lo * factor / spread**MARGIN, cap)
     beyond = value > bound if upper else value < bound
     side = "above" if upper else "below"
     words = (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .analyses.select.region import KINDS, Selection
 from .discover import load_all
+from .filenames import as_text
 from .model import Trace
 from .options import LoadOptions
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
@@ -178,7 +179,8 @@ def summary_run(
     from .analyses.runs.run_summary import run_summary
 
     s, opts = _parts(locals())
-    label = os.path.basename(os.path.normpath(paths)) if isinstance(paths, (str, os.PathLike)) else None
+    folder = paths if isinstance(paths, (str, os.PathLike)) else None
+    label = as_text(os.path.basename(os.path.normpath(folder))) if folder is not None else None
     kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
     return run_summary(_results([paths], s, opts, work=False, **kw)[0], label=label)
 
@@ -187,11 +189,11 @@ def run_labels(items: Sequence[Traces | Run]) -> list[str]:
     """A label per run: its folder's name (its path when two share a name; `` (N)`` after a run given
     twice), else ``run N``."""
     names = [
-        os.path.basename(os.path.normpath(x)) if isinstance(x, (str, os.PathLike)) else f"run {i}"
+        as_text(os.path.basename(os.path.normpath(x))) if isinstance(x, (str, os.PathLike)) else f"run {i}"
         for i, x in enumerate(items)
     ]
     names = [
-        os.fspath(x) if names.count(n) > 1 and isinstance(x, (str, os.PathLike)) else n
+        as_text(x) if names.count(n) > 1 and isinstance(x, (str, os.PathLike)) else n
         for n, x in zip(names, items, strict=True)
     ]
     return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]  # one run given twice
@@ -618,6 +620,56 @@ def advise(
 
     s, opts = _parts(locals())
     return _advise(_trace(trace, opts), s, min_pct)
+
+
+def stacks(
+    trace: TraceLike,
+    *,
+    by: str = "frame",
+    fold_layers: bool = False,
+    depth: int | None = None,
+    min_pct: float | None = None,
+    form: str = "tree",
+    library: tuple[str, ...] = (),
+    own: tuple[str, ...] = (),
+    source_root: PathLike | None = None,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache: CacheSetting = None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """GPU time per place in the code (``traceview stacks``, table ``stacks``): ``by="frame"`` the
+    call tree of Python and nn.Module frames, ``"module"`` the nn.Module tree (``fold_layers``: every
+    instance of a class as one), ``"line"`` the user's lines; per node inclusive and self time,
+    kernels, FLOPs and bytes allocated (CPU op self time on a trace without GPU activity, as
+    ``info["weight"]`` says). ``form="table"``: each node with its path. ``depth``, ``min_pct``:
+    leave out deeper and smaller nodes. ``library``/``own``: file or folder/ patterns that are not
+    / are the user's code. ``source_root``: where the trace's source files are, to find the line
+    of each call (default: the current folder; files are parsed, never run)."""
+    from .analyses.trace.stacks import call_tree
+
+    s, opts = _parts(locals())
+    return call_tree(
+        _trace(trace, opts),
+        s,
+        by=by,
+        fold_layers=fold_layers,
+        depth=depth,
+        min_pct=min_pct,
+        form=form,
+        library=tuple(library),
+        own=tuple(own),
+        source_root=source_root,
+    )
 
 
 def check(

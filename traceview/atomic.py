@@ -1,18 +1,29 @@
-"""Every file traceview writes appears whole or not at all.
+"""Every file traceview writes appears whole or not at all, and is never one of its inputs.
 
 A file is written to a temporary name in the folder it will live in, flushed to
 disk, and only then renamed over the target (``os.replace`` is atomic within a
-file system). Interrupted (Ctrl-C, a full disk, an exception), the temporary
-file is removed and the target is left as it was: an existing file is never
+file system). Interrupted (Ctrl-C, SIGTERM, SIGHUP, a full disk, an exception), the
+temporary file is removed and the target is left as it was: an existing file is never
 truncated, and an input is never opened for writing.
+
+The one guard for every writer (``-o``, ``--junit``, ``--plot``, ``annotate -o``, the cache,
+the collectors): a target that is the same file as an input (same device and inode: through
+symbolic links, hard links and other spellings of its path) is refused, by the command line
+before anything is loaded (``refuse_inputs``) and again here for whatever a command reads
+(``reading``). A target that exists and is not a regular file is never replaced: a FIFO with a
+reader or a character device (``/dev/null``) is written directly, anything else refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
+import shutil
+import signal
 import stat
+import threading
 from pathlib import Path
 
 from .errors import TraceviewError
@@ -27,6 +38,52 @@ class OutputError(TraceviewError):
     def __init__(self, path, problem: str):
         self.path = str(path)
         super().__init__(f"{self.path}: cannot write: {problem}")
+
+
+class InputTargetError(OutputError):
+    """An output named is one of the command's inputs: writing it would destroy the input."""
+
+    def __init__(self, path, source):
+        super().__init__(
+            path, f"it is the input {source} itself; name another file (the input stays as it is)"
+        )
+
+
+def identity(path) -> tuple[int, int] | None:
+    """(device, inode) of the file ``path`` names, links followed; None when there is none."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name
+        return None
+    return st.st_dev, st.st_ino
+
+
+_INPUTS: list[tuple[tuple[int, int], str]] = []  # identity and name of every file being read (``reading``)
+
+
+def refuse_inputs(targets, inputs=()) -> None:
+    """Raise InputTargetError for the first of ``targets`` (paths; None skipped) that is the
+    same file as one of ``inputs`` or of the files registered by ``reading``."""
+    known = [(identity(p), str(p)) for p in inputs] + _INPUTS
+    for target in targets:
+        ident = None if target is None else identity(target)
+        if ident is None:  # a new file cannot be an input
+            continue
+        for other, name in known:
+            if other == ident:
+                raise InputTargetError(target, name)
+
+
+@contextlib.contextmanager
+def reading(paths):
+    """While the block runs, no write here may target any of ``paths`` (the inputs)."""
+    added = [(ident, str(p)) for p in paths if (ident := identity(p)) is not None]
+    _INPUTS.extend(added)
+    try:
+        yield
+    finally:
+        for item in added:
+            _INPUTS.remove(item)
 
 
 def same_file(a, b) -> bool:
@@ -45,17 +102,27 @@ def atomic_path(path, suffix: str = ""):
     (the file it points to is replaced, the link stays), and a file replaced keeps its
     permission bits."""
     shown = Path(path)
+    refuse_inputs([shown])
+    kind = _kind(shown)
+    if kind == "special":  # a FIFO or a device: written in place, never replaced by a regular file
+        with _direct(shown) as fd_path:
+            yield fd_path
+        return
     target = _resolve(shown)
-    if target.is_dir():
+    if kind == "dir":
         raise OutputError(shown, "is a directory")
+    if kind == "other":
+        raise OutputError(shown, "not a regular file, a FIFO or a character device: it is never replaced")
     if target.exists() and not os.access(target, os.W_OK):  # rename would replace it: respect the protection
         raise OutputError(shown, "permission denied (the file is read-only)")
     tmp = None
     try:
         for name in _temp_names(target, suffix):
             tmp = name  # named before it exists: a Ctrl-C from here on still removes it
+            _track(name)  # ... and SIGTERM or SIGHUP too
             if _claim(name):
                 break
+            _untrack(name)
             tmp = None  # another writer's file: never removed
         else:
             raise FileExistsError(f"no free temporary name beside {target.name[:_NAME_KEEP]}")
@@ -63,6 +130,7 @@ def atomic_path(path, suffix: str = ""):
         yield Path(tmp)
         _fsync(tmp)
         os.replace(tmp, target)
+        _untrack(tmp)
         tmp = None
         _fsync(target.parent)  # the rename itself reaches the disk
     except OSError as exc:
@@ -70,6 +138,39 @@ def atomic_path(path, suffix: str = ""):
     finally:  # also on Ctrl-C (KeyboardInterrupt) and any other exception
         if tmp is not None:
             _remove(tmp)
+            _untrack(tmp)
+
+
+def _kind(path: Path) -> str:
+    """ "new" (nothing there), "file", "dir", "special" (a FIFO or a character device, written in
+    place) or "other" (a block device, a socket: refused), links followed."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return "new"
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "special" if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) else "other"
+
+
+@contextlib.contextmanager
+def _direct(path: Path):
+    """A path that writes into the FIFO or device ``path`` itself. A FIFO is opened without
+    waiting: no process reading it is an error, not a hang. The descriptor stays open while
+    the caller writes through ``/dev/fd/N``, so the reader sees one stream, not an early end."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        problem = "a FIFO that no process is reading" if exc.errno == errno.ENXIO else exc.strerror
+        raise OutputError(path, problem or str(exc)) from None
+    try:
+        yield Path(f"/dev/fd/{fd}")  # opened again by the caller: a blocking descriptor of its own
+    except OSError as exc:
+        raise OutputError(path, exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -153,4 +254,53 @@ def _fsync(path) -> None:
 
 def _remove(path) -> None:
     with contextlib.suppress(OSError):
-        os.unlink(path)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+
+
+# ---- SIGTERM and SIGHUP remove temporary files, as Ctrl-C does (its KeyboardInterrupt runs the
+# ``finally`` above). Their default action ends the process on the spot; while a temporary file
+# exists, a handler removes it first and then lets the signal end the process as it would have
+# (same exit status). Signals a program already handles or ignores are left to it.
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_LIVE: set[str] = set()  # temporary files and folders that exist now
+_SAVED: dict[int, object] = {}  # signal -> its handler before ours
+
+
+def _track(name) -> None:
+    _LIVE.add(str(name))
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        return
+    for sig in _SIGNALS:
+        if sig not in _SAVED and signal.getsignal(sig) == signal.SIG_DFL:
+            _SAVED[sig] = signal.signal(sig, _on_signal)
+
+
+def _untrack(name) -> None:
+    _LIVE.discard(str(name))
+    if _LIVE or threading.current_thread() is not threading.main_thread():
+        return
+    for sig, old in _SAVED.items():
+        signal.signal(sig, old)  # type: ignore[arg-type]
+    _SAVED.clear()
+
+
+def _on_signal(signum, _frame) -> None:
+    for name in list(_LIVE):
+        _remove(name)
+    _LIVE.clear()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # ends the process with the signal's own status
+
+
+@contextlib.contextmanager
+def temporary(path):
+    """Register ``path`` (a temporary file or folder the caller made) for removal on SIGTERM or
+    SIGHUP while the block runs; the caller removes or renames it as usual."""
+    _track(path)
+    try:
+        yield path
+    finally:
+        _untrack(path)

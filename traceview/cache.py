@@ -72,7 +72,9 @@ import pandas as pd
 import platformdirs
 
 from ._version import __version__
+from .atomic import temporary
 from .errors import TraceviewError
+from .filenames import as_text
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _SAMPLE = 64 * 1024  # bytes hashed at each end of the trace for its identity
@@ -206,10 +208,11 @@ def store(trace, cache, seen: dict | None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         entry = _entry(folder, trace.path)
         tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".tmp-", dir=folder))
-        _write(tmp, trace, key)
-        (tmp / _STAMP).write_text(_stamp(key))
-        _put(tmp, entry)
-        tmp = None
+        with temporary(tmp):  # removed on SIGTERM or SIGHUP too, as the finally below does on Ctrl-C
+            _write(tmp, trace, key)
+            (tmp / _STAMP).write_text(_stamp(key))
+            _put(tmp, entry)
+            tmp = None
         evict(folder, cap)
     except Exception:
         return
@@ -260,7 +263,7 @@ def _key(path, seen: dict) -> dict:
     import pyarrow
 
     return {
-        "path": os.path.abspath(os.fspath(path)),
+        "path": as_text(os.path.abspath(os.fspath(path))),  # a file name is untrusted text: stored escaped
         **seen,
         "version": __version__,
         "code": _code_digest(),
@@ -507,7 +510,7 @@ def _write(folder: Path, trace, key: dict) -> None:
     info = {
         "key": key,
         "meta": trace.meta,
-        "warnings": list(trace.warnings),
+        "warnings": [as_text(w) for w in trace.warnings],  # they may quote a name that is not UTF-8
         "stats": trace.stats,
         "dtypes": dtypes,
         "files": files,

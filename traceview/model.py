@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from .filenames import as_text
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
 from .read.events import TEXT_ARGS
@@ -115,7 +116,7 @@ class Trace:
         info = self.meta.get("traceview")
         if isinstance(info, dict) and info.get("variant"):
             return str(info["variant"])
-        name = self.path.rsplit("/", 1)[-1]
+        name = as_text(self.path.rsplit("/", 1)[-1])  # a file name is untrusted text (traceview.filenames)
         for suffix in (".gz", ".json", ".pt.trace", ".trace"):
             name = name[: -len(suffix)] if name.endswith(suffix) else name
         return name

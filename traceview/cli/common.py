@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,9 +13,9 @@ from pathlib import Path
 import click
 
 from ..api import KINDS, LoadOptions, Selection
-from ..atomic import OutputError
+from ..atomic import InputTargetError, OutputError, reading, refuse_inputs
 from ..discover import load_all
-from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError  # noqa: F401
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError
 from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
@@ -283,14 +285,63 @@ def devices_option(f):
     )(f)
 
 
+# The parameters through which commands name the files they read, and those they write: every
+# command passes through ``friendly``, which refuses an output that is one of the inputs.
+INPUT_PARAMS = ("trace", "traces", "paths", "a", "b", "candidate", "baseline", "checks")
+OUTPUT_PARAMS = ("out", "output", "plot", "junit")
+_GLOB = re.compile(r"[*?[]")  # a pattern some commands take for several traces (check's runs)
+
+
+def command_inputs(values: dict) -> list:
+    """The files a command reads, from its parameters: traces (a folder's trace files too), the
+    baseline, and the rule, check and device files."""
+    named: list = []
+    for key in INPUT_PARAMS:
+        value = values.get(key)
+        named += list(value) if isinstance(value, (list, tuple)) else [value] if value is not None else []
+    options = values.get("options")
+    if isinstance(options, LoadOptions):
+        named += [p for p in (options.rules, options.devices) if isinstance(p, (str, os.PathLike))]
+    named = [p for p in named if isinstance(p, (str, os.PathLike))]
+    named += [m for p in named if not os.path.exists(p) and _GLOB.search(os.fspath(p)) for m in glob.glob(p)]
+    files = [p for p in named if not os.path.isdir(p)]
+    folders = [p for p in named if os.path.isdir(p)]
+    if folders:  # the trace files a folder holds: an output among them would be read, then replaced
+        from ..discover import candidates
+
+        files += [c.path for c in candidates(folders, recursive=True)]
+    return files
+
+
+def command_outputs(values: dict) -> list:
+    """The files a command was asked to write, from its parameters (None where not given)."""
+    out = [values.get(key) for key in OUTPUT_PARAMS]
+    return [o.path if isinstance(o, Output) else o for o in out if isinstance(o, (str, os.PathLike, Output))]
+
+
+def guard_outputs(values: dict):
+    """Refuse, before anything is read, an output that is the same file as an input (a link or
+    a hard link to it too): one line, exit 2. Returns a context in which every write
+    (``traceview.atomic``) refuses the inputs as well. Every command gets it through ``friendly``."""
+    inputs = command_inputs(values)
+    try:
+        refuse_inputs(command_outputs(values), inputs)
+    except InputTargetError as exc:
+        click.echo(f"traceview: error: {visible(str(exc))}", err=True)
+        sys.exit(EXIT_USAGE)
+    return reading(inputs)
+
+
 def friendly(f):
     """User-caused failures print one line and exit 1; bugs print one line and exit 3; Ctrl-C
-    prints one line and exits 130 (128 + SIGINT, as shells do), not click's "Aborted!" and 1."""
+    prints one line and exits 130 (128 + SIGINT, as shells do), not click's "Aborted!" and 1.
+    An output that is one of the command's inputs is refused first (``guard_outputs``)."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
-            return f(*args, **kwargs)
+            with guard_outputs(kwargs):
+                return f(*args, **kwargs)
         except TraceviewError as exc:
             click.echo(f"traceview: error: {visible(str(exc))}", err=True)  # names come from traces
             sys.exit(EXIT_UNREADABLE)

@@ -15,6 +15,7 @@ an existing file untouched, and the input is never opened for writing.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gzip
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.trace.annotate import PREFIX
-from ..atomic import atomic_path, same_file
+from ..atomic import InputTargetError, atomic_path, refuse_inputs
 from ..errors import TraceviewError
 from ..read import DEFAULT_MAX_BYTES, read_source, split_document
 from ..read.chunks import address
@@ -56,8 +57,10 @@ def check_output(trace_path, out) -> Path:
     out = Path(out)
     if not out.name.endswith((".json", ".json.gz")):
         raise TraceviewError(f"{out}: the annotated trace must end in .json or .json.gz")
-    if same_file(trace_path, out):
-        raise SameFileError(trace_path, out)
+    try:
+        refuse_inputs([out], [trace_path])  # the one guard of every output (traceview.atomic)
+    except InputTargetError:
+        raise SameFileError(trace_path, out) from None
     return out
 
 
@@ -83,7 +86,7 @@ def write_annotated(
     at = address(events_raw) - address(text)  # the events array's place in the document
     plan = _Plan.of(trace, report)
     with atomic_path(out) as tmp, open(tmp, "wb") as raw_fh, _compressed(raw_fh, out) as fh:
-        sink = _Sink(fh)
+        sink = _Sink(fh, repair=not _is_utf8(data))
         view = memoryview(data)
         sink.write(view[:at])
         _write_events(sink, memoryview(events_raw), plan, trace.path, view[at : at + len(events_raw)])
@@ -367,13 +370,47 @@ def _closing_bracket(events_raw: memoryview) -> int:
     return end
 
 
-class _Sink:
-    """Gathers small pieces into writes of about ``FLUSH_BYTES``."""
+def _is_utf8(data) -> bool:
+    if isinstance(data, (bytes, bytearray)) and data.isascii():
+        return True
+    try:
+        codecs.utf_8_decode(data, "strict", True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
-    def __init__(self, fh):
-        self.fh, self.parts, self.size = fh, [], 0
+
+def _json_bytes(exc: UnicodeError) -> tuple[str, int]:
+    """Bytes that are not UTF-8, as the JSON text of ``\\xNN`` (a backslash, then x and the hex)."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "".join(f"\\\\x{b:02x}" for b in exc.object[exc.start : exc.end]), exc.end
+
+
+codecs.register_error("traceview.json_bytes", _json_bytes)
+
+
+def _valid_text(piece):
+    """``piece`` with any byte that is not UTF-8 written as ``\\xNN``. The loader skips an event
+    holding one (counted in its warning) but the copy would carry it: such bytes can only sit
+    inside a JSON string (msgspec checked the structure and every escape), where this keeps the
+    document valid JSON and valid UTF-8 for every other reader."""
+    if _is_utf8(piece):
+        return piece
+    return codecs.utf_8_decode(piece, "traceview.json_bytes", True)[0].encode("utf-8")
+
+
+class _Sink:
+    """Gathers small pieces into writes of about ``FLUSH_BYTES``; ``repair``: the trace holds
+    bytes that are not UTF-8, escaped on the way out (``_valid_text``)."""
+
+    def __init__(self, fh, repair: bool = False):
+        self.fh, self.size, self.repair = fh, 0, repair
+        self.parts: list = []
 
     def write(self, piece) -> None:
+        if self.repair:
+            piece = _valid_text(piece)
         if len(piece) >= FLUSH_BYTES:
             self.flush()
             self.fh.write(piece)

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
+from ...filenames import as_text
 from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
@@ -163,7 +164,7 @@ def trace_labels(traces) -> list[str]:
         if n < 2:
             continue
         idx = [i for i, x in enumerate(labels) if x == lbl]
-        names = [os.path.basename(traces[i].path) for i in idx]
+        names = [as_text(os.path.basename(traces[i].path)) for i in idx]
         if len(set(names)) == n:  # the file names tell them apart (one collector, two files)
             for i, name in zip(idx, names, strict=True):
                 out[i] = f"{lbl} ({name})"

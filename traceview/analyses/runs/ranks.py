@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from ...filenames import as_text
 from ...report import Report
 from ...run import rank_list
 from ...units import human_ns
@@ -33,7 +34,7 @@ def rank_table(works: dict, arrivals: pd.DataFrame, fitted: pd.DataFrame) -> pd.
     """Per rank: file, GPU breakdown (ns and idle %), overlap %, collectives it was last at, wait caused,
     its clock against the reference rank."""
     rows = [
-        {"rank": r, "file": os.path.basename(w.path), "steps": len(w.steps), **w.totals}
+        {"rank": r, "file": as_text(os.path.basename(w.path)), "steps": len(w.steps), **w.totals}
         for r, w in works.items()
     ]
     out = pd.DataFrame(rows)

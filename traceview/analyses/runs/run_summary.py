@@ -16,6 +16,7 @@ import os
 
 import pandas as pd
 
+from ...filenames import as_text
 from ...report import Report
 from ...run import rank_list
 from ...units import human_ns
@@ -36,7 +37,7 @@ def rank_metrics(res: RunResults) -> pd.DataFrame:
     rows = [
         {
             "rank": r,
-            "file": os.path.basename(x.path),
+            "file": as_text(os.path.basename(x.path)),  # a file name is untrusted text
             "device": x.device_name or "-",
             **x.metrics,
         }

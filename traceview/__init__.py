@@ -83,6 +83,7 @@ __all__ = [
     "ranks",
     "report",
     "roofline",
+    "stacks",
     "summary",
     "summary_run",
     "timeline",

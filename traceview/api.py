@@ -622,6 +622,56 @@ def advise(
     return _advise(_trace(trace, opts), s, min_pct)
 
 
+def stacks(
+    trace: TraceLike,
+    *,
+    by: str = "frame",
+    fold_layers: bool = False,
+    depth: int | None = None,
+    min_pct: float | None = None,
+    form: str = "tree",
+    library: tuple[str, ...] = (),
+    own: tuple[str, ...] = (),
+    source_root: PathLike | None = None,
+    step: int | None = None,
+    annotation: str | None = None,
+    device: int | None = None,
+    stream: int | None = None,
+    kind: str | None = None,
+    sel: Selection | None = None,
+    rules: RuleFile = None,
+    devices: PathLike | None = None,
+    salvage: bool = False,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_ratio: float | None = DEFAULT_MAX_RATIO,
+    cache: CacheSetting = None,
+    options: LoadOptions | None = None,
+) -> Report:
+    """GPU time per place in the code (``traceview stacks``, table ``stacks``): ``by="frame"`` the
+    call tree of Python and nn.Module frames, ``"module"`` the nn.Module tree (``fold_layers``: every
+    instance of a class as one), ``"line"`` the user's lines; per node inclusive and self time,
+    kernels, FLOPs and bytes allocated (CPU op self time on a trace without GPU activity, as
+    ``info["weight"]`` says). ``form="table"``: each node with its path. ``depth``, ``min_pct``:
+    leave out deeper and smaller nodes. ``library``/``own``: file or folder/ patterns that are not
+    / are the user's code. ``source_root``: where the trace's source files are, to find the line
+    of each call (default: the current folder; files are parsed, never run)."""
+    from .analyses.trace.stacks import call_tree
+
+    s, opts = _parts(locals())
+    return call_tree(
+        _trace(trace, opts),
+        s,
+        by=by,
+        fold_layers=fold_layers,
+        depth=depth,
+        min_pct=min_pct,
+        form=form,
+        library=tuple(library),
+        own=tuple(own),
+        source_root=source_root,
+    )
+
+
 def check(
     candidate: TraceLike | Sequence[TraceLike],
     *,

@@ -221,12 +221,15 @@ def calls(stack: pd.Series | pd.Categorical, library: tuple[str, ...] = ()) -> p
     return user_frames(stack, library)[1]
 
 
-def user_frames(stack, library: tuple[str, ...] = ()) -> tuple[pd.Categorical, pd.Categorical]:
+def user_frames(
+    stack, library: tuple[str, ...] = (), own: tuple[str, ...] = ()
+) -> tuple[pd.Categorical, pd.Categorical]:
     """:func:`sources` and :func:`calls` in one pass: each distinct stack is read once, each
-    distinct frame parsed and judged once (stacks share most of their frames)."""
+    distinct frame parsed and judged once (stacks share most of their frames). ``own``: patterns
+    of library code the user counts as theirs (``transformers/``), see :func:`library_test`."""
     # a categorical column's array is its Categorical (pandas-stubs types .array as ExtensionArray)
     cat = cast(pd.Categorical, stack.array) if isinstance(stack, pd.Series) else stack
-    user = _user_line_of(tuple(library))
+    user = _user_line_of(tuple(library), tuple(own))
     pairs = [_user_frame(str(t), user) for t in cat.categories]
     return tuple(  # type: ignore[return-value]
         categorical(per_category(cat, dict(zip(cat.categories, col, strict=True)).get, None))
@@ -244,10 +247,10 @@ def _user_frame(text: str, user) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _user_line_of(library: tuple[str, ...]):
+def _user_line_of(library: tuple[str, ...], own: tuple[str, ...] = ()):
     """``line(frame)``: ``file.py:42 forward`` for a file frame of the user's code, else None;
     remembered per frame text."""
-    is_library = library_test(library)
+    is_library = library_test(library, own)
 
     @functools.cache
     def line(frame: str) -> str | None:
@@ -255,6 +258,28 @@ def _user_line_of(library: tuple[str, ...]):
         return f"{m['file']}:{m['line']} {m['func']}" if m and not is_library(m["file"]) else None
 
     return line
+
+
+def user_frame_parts(text: str, is_library) -> tuple[str, int, str, str | None] | None:
+    """(file, first line, function, what it called) of a stack text's innermost frame that
+    ``is_library(file)`` calls the user's, None where it has none."""
+    frames = text.split(SEP)
+    for i, frame in enumerate(frames):
+        m = _FRAME.match(frame)
+        if m and not is_library(m["file"]):
+            return m["file"], int(m["line"]), m["func"], _callee(frames[i - 1]) if i else None
+    return None
+
+
+def frame_parts(frame: str) -> tuple[str, int, str] | None:
+    """(file, line, function) of a file frame (``file.py(42): forward``), else None."""
+    m = _FRAME.match(frame)
+    return (m["file"], int(m["line"]), m["func"]) if m else None
+
+
+def callee(frame: str) -> str:
+    """The function a frame is in (:func:`_callee`)."""
+    return _callee(frame)
 
 
 def _callee(frame: str) -> str:
@@ -267,22 +292,31 @@ def _callee(frame: str) -> str:
 
 
 @functools.cache
-def library_test(extra: tuple[str, ...] = ()):
-    """``is_library(path)`` under the rules and the user's patterns (a folder ends in ``/``)."""
+def library_test(extra: tuple[str, ...] = (), own: tuple[str, ...] = ()):
+    """``is_library(path)`` under the rules and the user's patterns (a folder ends in ``/``).
+    ``own``: patterns of the same form that are the user's code even where the rules or ``extra``
+    say library (``transformers/`` when the model's code is what is being profiled)."""
     rules = source_rules()
     folders = tuple(rules.folders) + tuple(p for p in extra if p.endswith("/"))
     files = tuple(rules.files) + tuple(p for p in extra if not p.endswith("/"))
     markers = tuple(rules.markers)
+    mine = _matcher(tuple(p for p in own if p.endswith("/")), tuple(p for p in own if not p.endswith("/")))
+    theirs = _matcher(folders, files)
 
     @functools.cache  # per distinct file: a trace names a few hundred
     def is_library(path: str) -> bool:
         p = path.replace("\\", "/")
-        slashed = "/" + p
-        return (
-            p.startswith(markers)
-            or any("/" + f in slashed for f in folders)
-            or p in files
-            or p.endswith(tuple("/" + f for f in files))
-        )
+        return not mine(p) and (p.startswith(markers) or theirs(p))
 
     return is_library
+
+
+def _matcher(folders: tuple[str, ...], files: tuple[str, ...]):
+    """``matches(path)``: the path lies in one of ``folders`` or is one of ``files``."""
+    ends = tuple("/" + f for f in files)
+
+    def matches(p: str) -> bool:
+        slashed = "/" + p
+        return any("/" + f in slashed for f in folders) or p in files or p.endswith(ends)
+
+    return matches

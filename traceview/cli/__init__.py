@@ -19,6 +19,7 @@ from . import (
     memory,  # noqa: F401  (registers memory)
     ranks,  # noqa: F401  (registers ranks)
     report,  # noqa: F401  (registers report)
+    stacks,  # noqa: F401  (registers stacks)
 )
 from .group import main
 

@@ -25,11 +25,11 @@ from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_table
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
-from ..measure.groups import by_kernel, category_times, chain_table, op_table, trace_labels
+from ..measure.groups import by_kernel, category_times, chain_table, kernel_keys, op_table, trace_labels
 from ..measure.registry import metrics_of, numeric
 from ..measure.sources import has_stacks
 from ..select.region import Region, Selection, region
-from ..wording.names import kernel_label, short_kernel_name
+from ..wording.names import distinct_labels, family_label, kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
 from .diff_findings import diff_findings, exposed_findings, families_text, precision
@@ -46,6 +46,7 @@ class KernelDiff:
     both: pd.DataFrame
     ga: dict  # gemm_stats of A
     gb: dict
+    merged: pd.DataFrame  # the exact kernels of each key that stands for several (issue 32 item 3)
 
 
 def diff(
@@ -113,8 +114,60 @@ def diff(
 
 
 def _kernel_diff(A: Region, B: Region) -> KernelDiff:
-    only_a, only_b, both = _only(by_kernel(A), by_kernel(B))
-    return KernelDiff(_by_category(A, B), only_a, only_b, both, gemm_stats(A), gemm_stats(B))
+    ea, eb = exact_kernels(A), exact_kernels(B)
+    only_a, only_b, both = _only(_named(by_kernel(A), ea), _named(by_kernel(B), eb))
+    merged = _merged_kernels(ea, eb)
+    return KernelDiff(_by_category(A, B), only_a, only_b, both, gemm_stats(A), gemm_stats(B), merged)
+
+
+def exact_kernels(r: Region) -> pd.DataFrame:
+    """Per matching key and exact kernel name: count and time per step, largest time first. A key
+    (``normalise_kernel_name``) matches kernels across tiles, templates and dtypes, so one key may
+    stand for several kernels; this table names each with its own figures."""
+    k = r.activities
+    f = pd.DataFrame(
+        {
+            "key": kernel_keys(k),
+            "name": k["name"].astype(str).to_numpy(),
+            "dur": k["dur_ns"].clip(lower=0).to_numpy(),
+        }
+    )
+    g = f.groupby(["key", "name"], sort=False)["dur"]
+    out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g.sum() / r.regions}).reset_index()
+    return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _named(side: pd.DataFrame, exact: pd.DataFrame) -> pd.DataFrame:
+    """``by_kernel``'s rows with ``kernels``: how many exact kernel names each key stands for, and
+    ``label``: the one kernel's readable name, or ``3 kernels: <family>`` (never one name for several)."""
+    names = exact.groupby("key")["name"].agg(list)
+    side = side.assign(kernels=side["key"].map(names.map(len)).fillna(1).astype(np.int64).to_numpy())
+    side["label"] = [
+        kernel_label(e) if m <= 1 else f"{m} kernels: {family_label(names[key])}"
+        for key, e, m in zip(side["key"], side["example"], side["kernels"], strict=True)
+    ]
+    return side
+
+
+def _merged_kernels(ea: pd.DataFrame, eb: pd.DataFrame) -> pd.DataFrame:
+    """Table ``merged_kernels``: each exact kernel of a key that stands for several on its side,
+    with its own count and time per step (``side`` A or B)."""
+    parts = []
+    for side, e in (("A", ea), ("B", eb)):
+        many = e[e["key"].map(e.groupby("key").size()).to_numpy() > 1]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "side": side,
+                    "match_key": many["key"].astype(str).to_numpy(),
+                    "kernel": distinct_labels(list(many["name"])),
+                    "name": many["name"].to_numpy(),
+                    "count": many["count"].to_numpy(),
+                    "time_ns": many["time_ns"].to_numpy(),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
 
 
 def gemm_stats(r: Region) -> dict:
@@ -140,6 +193,8 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
         tables["only_in_a"] = _cap(kernels.only_a, top)
         tables["only_in_b"] = _cap(kernels.only_b, top)
         tables["by_kernel"] = _cap(kernels.both, top)
+        if len(kernels.merged):  # the kernels behind a row that stands for several
+            tables["merged_kernels"] = kernels.merged
         tables["gemm_path"] = _gemm_table(A, B, kernels.ga, kernels.gb)
     if kernels is not None or aa["sdpa_ops"] or ab["sdpa_ops"]:
         tables["attention"] = _attention_table(A, B, aa, ab)
@@ -271,9 +326,10 @@ def _by_category(A: Region, B: Region) -> pd.DataFrame:
 
 def _only(ka: pd.DataFrame, kb: pd.DataFrame):
     """Kernels on one side only, and on both; matched on ``match_key``
-    (:func:`.names.normalise_kernel_name`), shown by ``kernel``, the readable name of the key's
-    most frequent real name (:func:`.names.kernel_label`)."""
-    cols = ["kernel", "category", "kind", "count", "time_ns", "launched_by", "example", "match_key"]
+    (:func:`.names.normalise_kernel_name`), shown by ``kernel``: the readable name of the key's one
+    kernel (:func:`.names.kernel_label`), or ``N kernels: <family>`` where ``kernels`` > 1."""
+    cols = ["kernel", "kernels", "category", "kind", "count", "time_ns", "launched_by", "example"]
+    cols.append("match_key")
 
     def side_only(x, y):
         o = x[~x["key"].isin(set(y["key"]))].copy()
@@ -281,7 +337,7 @@ def _only(ka: pd.DataFrame, kb: pd.DataFrame):
             c if n <= 1 else f"{c} (+{n - 1} other chain{'s' if n > 2 else ''})"
             for c, n in zip(o["launched_by"], o["chains"], strict=True)
         ]
-        o["kernel"] = [kernel_label(e) for e in o["example"]]  # one row per key: once per distinct name
+        o["kernel"] = o["label"]  # one kernel's readable name, or "N kernels: <family>"
         o = o.rename(columns={"key": "match_key"}).sort_values("time_ns", ascending=False, kind="stable")
         return o[cols].reset_index(drop=True)
 
@@ -293,13 +349,14 @@ def _both(ka: pd.DataFrame, kb: pd.DataFrame) -> pd.DataFrame:
     """Kernels on both sides, largest change first. ``kernel``: A's readable name, or
     ``A's → B's`` when the two sides' names read differently (``ampere_sgemm_128x64_tn →
     volta_sgemm_64x32_tn``)."""
-    side = ["key", "count", "time_ns", "category", "example"]
+    side = ["key", "count", "time_ns", "category", "example", "kernels", "label"]
     m = ka[side].merge(kb[side], on="key", how="inner", suffixes=("_a", "_b"))
-    la = [kernel_label(e) for e in m["example_a"]]
-    lb = [kernel_label(e) for e in m["example_b"]]
+    la, lb = m["label_a"], m["label_b"]
     both = pd.DataFrame(
         {
             "kernel": [x if x == y else f"{x} → {y}" for x, y in zip(la, lb, strict=True)],
+            "a_kernels": m["kernels_a"].to_numpy(),
+            "b_kernels": m["kernels_b"].to_numpy(),
             "category": m["category_a"].to_numpy(),
             "a_count": m["count_a"].to_numpy(),
             "b_count": m["count_b"].to_numpy(),

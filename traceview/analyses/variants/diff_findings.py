@@ -64,7 +64,7 @@ def _gpu_findings(A: Region, B: Region, kernels, work: str, labels: tuple[str, s
     unit, same = A.per_word, work == SAME
     f: list[str] = [_kernel_count_finding(A, B, unit)]
     f += _category_findings(A, B, kernels.by_category, unit)
-    f += _only_findings(kernels.only_a, kernels.only_b, unit, same)
+    f += _only_findings(kernels.only_a, kernels.only_b, unit, same, kernels.merged)
     f += _tile_findings(kernels.both, unit, same)
     f += _gemm_findings(kernels.ga, kernels.gb, same)
     f += _precision_findings(A, B)
@@ -138,7 +138,13 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
     return [e.finding(f"GPU time per {unit} changes most in: " + "; ".join(parts))]
 
 
-def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str, same: bool = True) -> list[str]:
+def _only_findings(
+    only_a: pd.DataFrame,
+    only_b: pd.DataFrame,
+    unit: str,
+    same: bool = True,
+    merged: pd.DataFrame | None = None,
+) -> list[str]:
     f: list[str] = []
     # "gone" and "new" say B came from A; on other work each side simply runs its own kernels
     verbs = ("is gone in B", "is new in B") if same else ("runs only in A", "runs only in B")
@@ -150,21 +156,43 @@ def _only_findings(only_a: pd.DataFrame, only_b: pd.DataFrame, unit: str, same: 
             launched = "it was launched by" if side_word == "A" else "launched by"
             who = f"; {launched} {c(name_t, key, 'launched_by', row.launched_by, 'text')}"
             who = who if row.launched_by != NO_OP else ""
+            several = int(row.kernels) > 1 and merged is not None  # type: ignore[arg-type]
+            each = _each_kernel(c, merged, side_word, str(row.match_key), unit) if several else ""
             f.append(
                 c.finding(
                     f"{name} ({c(name_t, key, 'count', row.count, 'count')} per {unit}, "
-                    f"{c(name_t, key, 'time_ns', row.time_ns, 'ns')}) {verb}{who}"
+                    f"{c(name_t, key, 'time_ns', row.time_ns, 'ns')}{each}) "
+                    f"{_plural_verb(verb) if several else verb}{who}"
                 )
             )
         if len(table) > 5:
             c, total = Cite(), f"only_in_{side_word.lower()}_total"  # the report's info, no table row
             f.append(
                 c.finding(
-                    f"{c('info', {}, total, len(table), 'count')} GPU activities run only in {side_word} "
-                    f"in all (the largest above; see {name_t})"
+                    f"{c('info', {}, total, len(table), 'count')} kernel names or families run only in "
+                    f"{side_word} in all (the largest above; see {name_t})"
                 )
             )
     return f
+
+
+def _plural_verb(verb: str) -> str:
+    return verb.replace("is ", "are ", 1).replace("runs ", "run ", 1)
+
+
+def _each_kernel(c: Cite, merged, side: str, match_key: str, unit: str, n: int = 4) -> str:
+    """``: a 65, b 26 per step``: the exact kernels one row stands for, each with its own count,
+    cited from table merged_kernels (issue 32 item 3)."""
+    rows = merged[((merged["side"] == side) & (merged["match_key"] == match_key)).to_numpy()]
+    parts = []
+    for name, kernel, count in zip(
+        rows["name"].head(n), rows["kernel"].head(n), rows["count"].head(n), strict=True
+    ):
+        key = {"side": side, "name": name}
+        said = c("merged_kernels", key, "kernel", kernel, "text")  # whole: its tail tells it apart
+        parts.append(f"{said} {c('merged_kernels', key, 'count', count, 'count')}")
+    more = " and more (see merged_kernels)" if len(rows) > n else ""
+    return f": {'; '.join(parts)}{more} per {unit}"
 
 
 def _tile_findings(both: pd.DataFrame, unit: str, same: bool = True, n: int = 3) -> list[Finding]:
@@ -172,7 +200,8 @@ def _tile_findings(both: pd.DataFrame, unit: str, same: bool = True, n: int = 3)
     key masks the tile so the rows pair up, but a new tile is a choice the library made, said apart.
     The largest changes in time first (``both``'s order), as many as ``n``."""
     ta, tb = both["a_example"].map(tile), both["b_example"].map(tile)
-    changed = both[(ta.notna() & tb.notna() & (ta != tb)).to_numpy()].head(n)
+    one = ((both["a_kernels"] == 1) & (both["b_kernels"] == 1)).to_numpy()  # one kernel a side: one tile
+    changed = both[(ta.notna() & tb.notna() & (ta != tb)).to_numpy() & one].head(n)
     f = []
     for row in changed.itertuples(index=False):
         c, key = Cite(), {"match_key": row.match_key}

@@ -316,3 +316,53 @@ def _drop_return_type(text: str) -> str:
         elif c == " " and depth == 0:
             cut = i
     return text[cut + 1 :] if 0 <= cut < len(text) - 1 else text
+
+
+def distinct_labels(names: list[str], width: int = 40) -> list[str]:
+    """``kernel_label`` of each name, except where two different names read the same (the
+    readable name drops bool template arguments: ``splitKreduce_kernel<true, false, false>`` and
+    ``<true, true, false>`` both read ``splitKreduce_kernel [float]``): those get the part of their
+    full name in which the group differs, ``splitKreduce_kernel [float] («…false, false>…»)``, so
+    that a name in a table or a sentence stands for one kernel (issue 32 item 3)."""
+    labels = [kernel_label(n) for n in names]
+    groups: dict[str, set[str]] = {}
+    for label, name in zip(labels, names, strict=True):
+        groups.setdefault(label, set()).add(str(name))
+    out = []
+    for label, name in zip(labels, names, strict=True):
+        same = sorted(groups[label])
+        if len(same) < 2:
+            out.append(label)
+            continue
+        head, tail = _common_head(same), _common_head([s[::-1] for s in same])
+        name = str(name)  # the differing part, with a little of what stands around it
+        middle = name[max(0, head - 12) : max(head, len(name) - tail) + 12]
+        out.append(f"{label} («…{middle[:width]}…»)")
+    return out
+
+
+def _common_head(texts: list[str]) -> int:
+    """How many leading characters all ``texts`` share (the sorted first and last bound the rest)."""
+    first, last = min(texts), max(texts)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    return n
+
+
+def family_label(names: list[str]) -> str:
+    """How a table or a sentence names several kernels one matching key stands for: their readable
+    names with each number that varies read as ``*`` (``ampere_sgemm_*x*_nn`` for
+    ``ampere_sgemm_128x64_nn`` and ``ampere_sgemm_32x128_nn``), else their common head and tail
+    around a ``*``; never one of them (issue 32 item 3)."""
+    labels = sorted({kernel_label(n) for n in names})
+    if len(labels) < 2:
+        return labels[0] if labels else ""
+    parts = [re.split(r"(\d+)", x) for x in labels]  # words and numbers alternate
+    aligned = len({len(p) for p in parts}) == 1
+    if aligned and all(len({p[i] for p in parts}) == 1 for i in range(0, len(parts[0]), 2)):
+        # the same words, other numbers: each number that varies read as *
+        return "".join(p if len({q[i] for q in parts}) == 1 else "*" for i, p in enumerate(parts[0]))
+    head = _common_head(labels)
+    tail = min(_common_head([s[::-1] for s in labels]), min(len(s) for s in labels) - head)
+    return labels[0][:head] + "*" + (labels[0][len(labels[0]) - tail :] if tail else "")

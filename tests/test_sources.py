@@ -213,7 +213,7 @@ def test_sample_diff_names_the_copying_line_and_its_bytes():
     words = [str(f) for f in report.findings]
     assert (
         "the copy in A (aten::masked_fill → aten::clone) comes from collectors/attention.py:106 _naive "
-        "(its call to masked_fill): 32.0 KiB allocated per step there"
+        "(its call to masked_fill): 32.0 KiB allocated by the copy per step"
     ) in words
     (finding,) = [f for f in report.findings if str(f).startswith("the copy in A")]
     for e in finding.evidence:  # every figure it states is the cell it cites, as words.reads writes it

@@ -27,6 +27,7 @@ from ... import schema
 from ...devices import trace_device
 from ...errors import TraceviewError
 from ...report import Finding, Report
+from ...trees import nearest
 from ..measure import memory
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
@@ -118,11 +119,7 @@ class Facts:
         """Which ops lie in the subtree of one of ``roots`` (positions), the roots included."""
         mark = np.zeros(len(self.parent), dtype=bool)
         mark[roots] = True
-        reached, up = mark.copy(), self.parent.copy()
-        while (more := (up >= 0) & ~reached).any():  # one tree level a pass, as _outermost
-            reached[more] = mark[up[more]]
-            up[more] = self.parent[up[more]]
-        return reached
+        return nearest(self.parent, mark) >= 0
 
     def in_region(self, positions: np.ndarray) -> np.ndarray:
         return positions[np.isin(positions, self.r.ops.index.to_numpy())]

@@ -3,8 +3,9 @@
 diff says "aten::masked_fill copies (... in A, not in B)" from the op chains found on one side
 only. With stacks (``with_stack=True``) the chain's ops have a source line
 (:mod:`..measure.sources`); this table gives, per such copy chain, that line, what it called,
-and what the outer op of the chain cost per step: bytes allocated inside it (its own and its
-child ops' allocations) and GPU time launched under it.
+and what the copy itself cost per step: bytes allocated inside the chain's last op (the copy op:
+its own and its child ops' allocations, not those of the op above it, whose result is not a
+copy; issue 34) and GPU time launched under it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 
 from ...domain import domain
 from ...link import ARROW
+from ...trees import nearest
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
 from ..select.region import Region
 from ..wording.words import Cite
@@ -35,46 +37,35 @@ def copy_sources(A: Region, B: Region, chains_a: pd.DataFrame, chains_b: pd.Data
 def _rows(side: str, r: Region, chains: pd.DataFrame, n: int) -> list[tuple]:
     copy_ops = domain().copy_ops
     t = chains[chains["op"].isin(copy_ops) & chains["chain"].str.contains(ARROW, regex=False)]
-    ops = r.trace.ops
-    top = _outermost(ops["parent"].to_numpy())
     lines = op_sources(r.trace)
+    parent = r.trace.ops["parent"].to_numpy()
     chain = r.ops["chain"].astype(str).to_numpy()
     out, seen = [], set()
     for c in t["chain"]:
-        mine = r.ops.index.to_numpy()[chain == c]
-        outer = np.unique(top[mine])
+        mine = r.ops.index.to_numpy()[chain == c]  # the copy ops themselves: the chain's last op
         src, call = lines["source"].to_numpy()[mine[0]], lines["call"].to_numpy()[mine[0]]
         if src == NO_SOURCE or (src, call, c.split(ARROW)[0]) in seen:
             continue
         seen.add((src, call, c.split(ARROW)[0]))
-        out.append((side, c, src, call, _allocated(r, top, outer), _gpu_ns(r, top, outer)))
+        inside = nearest(parent, np.isin(np.arange(len(parent)), mine)) >= 0
+        out.append((side, c, src, call, _allocated(r, inside), _gpu_ns(r, inside)))
         if len(out) == n:
             break
     return out
 
 
-def _outermost(parent: np.ndarray) -> np.ndarray:
-    """Each op's outermost ancestor op (itself for a root), one tree level a pass."""
-    top = np.arange(len(parent))
-    up = parent.copy()
-    while (more := up >= 0).any():
-        top[more] = up[more]
-        up[more] = parent[up[more]]
-    return top
-
-
-def _allocated(r: Region, top: np.ndarray, outer: np.ndarray) -> float:
-    """Bytes allocated (Bytes > 0) inside the ``outer`` ops and their child ops, per step."""
+def _allocated(r: Region, inside: np.ndarray) -> float:
+    """Bytes allocated (Bytes > 0) by the ops ``inside`` (a mask over trace.ops), per step."""
     m = r.trace.memory
     if not len(m) or "op" not in m.columns:
         return 0.0
     op = m["op"].to_numpy()
-    inside = (op >= 0) & np.isin(top[np.clip(op, 0, None)], outer) & (m["bytes"].to_numpy() > 0)
-    return float(m["bytes"].to_numpy()[inside].sum()) / r.regions
+    hit = (op >= 0) & inside[np.clip(op, 0, None)] & (m["bytes"].to_numpy() > 0)
+    return float(m["bytes"].to_numpy()[hit].sum()) / r.regions
 
 
-def _gpu_ns(r: Region, top: np.ndarray, outer: np.ndarray) -> float:
-    """GPU time of the region's activities launched under the ``outer`` ops, per step."""
+def _gpu_ns(r: Region, inside: np.ndarray) -> float:
+    """GPU time of the region's activities launched by the ops ``inside``, per step."""
     k = r.activities
     if not len(k):
         return 0.0
@@ -82,8 +73,8 @@ def _gpu_ns(r: Region, top: np.ndarray, outer: np.ndarray) -> float:
     pos[r.trace.ops["event"].to_numpy()] = np.arange(len(r.trace.ops))
     ev = k["op_event"].to_numpy()
     op = np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
-    inside = (op >= 0) & np.isin(top[np.clip(op, 0, None)], outer)
-    return float(np.clip(k["dur_ns"].to_numpy()[inside], 0, None).sum()) / r.regions
+    hit = (op >= 0) & inside[np.clip(op, 0, None)]
+    return float(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum()) / r.regions
 
 
 def _sentence(row, unit: str):
@@ -94,6 +85,7 @@ def _sentence(row, unit: str):
     cost = [f"{c('copy_sources', key, 'alloc_bytes_per_step', row.alloc_bytes_per_step, 'bytes')} allocated"]
     if row.gpu_ns_per_step:
         cost.append(f"{c('copy_sources', key, 'gpu_ns_per_step', row.gpu_ns_per_step, 'ns')} of GPU time")
+    cost_words = " and ".join(cost)
     return c.finding(
-        f"the copy in {row.side} ({chain}) comes from {where}{called}: {' and '.join(cost)} per {unit} there"
+        f"the copy in {row.side} ({chain}) comes from {where}{called}: {cost_words} by the copy per {unit}"
     )

@@ -265,3 +265,25 @@ def test_a_cut_tree_is_no_flame_graph_and_a_wrong_name_is_refused(tmp_path):
     out = tmp_path / "x.folded"
     run = CliRunner().invoke(main, ["stacks", str(NAIVE), "-o", str(out), "--no-cache"])
     assert run.exit_code == 0 and sum(w for _, w in parse_folded(out.read_text())) > 0, run.output
+
+
+QWEN = CORPUS / "rocm" / "tracelens__sglang_Qwen3-8B_decode.json.gz"
+
+
+@pytest.mark.skipif(not QWEN.is_file(), reason=SKIP_REASON)
+def test_graph_replays_go_to_the_frame_that_called_replay():
+    """The replayed kernels' launch (hipGraphLaunch) is inside no op: they go to the Python frame
+    around the launch, marked as a replay, not to the node of activities without an op."""
+    events = plain_events(QWEN)
+    graph = {
+        e["args"]["correlation"] for e in events if e.get("name") in ("hipGraphLaunch", "cudaGraphLaunch")
+    }
+    acts = [e for e in events if e.get("cat") in GPU_CATS and e["args"].get("correlation") in graph]
+    t = tv.stacks(QWEN, form="table", cache=False)["stacks"]
+    replay = t[t["frame"] == "hipGraphLaunch (graph replay)"]
+    assert len(replay) == 1 and int(replay["activities"].iloc[0]) == len(acts) > 500
+    assert int(replay["gpu_ns"].iloc[0]) == round(sum(e["dur"] for e in acts) * 1000)
+    caller = t[t["node"] == replay["parent"].iloc[0]]["frame"].iloc[0]
+    assert caller == "torch/cuda/graphs.py(139): replay"
+    no_op = t[t["frame"] == "(no CPU op)"]
+    assert int(no_op["gpu_ns"].sum()) < int(replay["gpu_ns"].iloc[0]) / 50

@@ -74,6 +74,19 @@ def op_stacks(events: pd.DataFrame, ops: pd.DataFrame, call_stack=None) -> tuple
     return pd.Categorical.from_codes(code, categories=pd.Index(distinct, dtype=object)), notes
 
 
+def stacks_at(events: pd.DataFrame, rows: np.ndarray) -> list[str | None]:
+    """The Python stack text (as :func:`op_stacks` writes it) around each event of ``rows``: the
+    innermost python_function frame on its thread that holds its start, and its callers; None
+    where none does. For calls made outside every op: a CUDA graph's replay launch."""
+    frames = _frames(events, [])
+    if not len(rows) or not len(frames):
+        return [None] * len(rows)
+    at = _op_at(events.iloc[rows][["pid", "tid", "ts_ns"]], frames)
+    code, texts = _frame_stacks(frames, at[at >= 0])
+    found = np.where(at >= 0, code[np.clip(at, 0, None)], -1)
+    return [texts[c] if c >= 0 else None for c in found.tolist()]
+
+
 def _decoded(raw) -> pd.Categorical:
     """The raw ``Call stack`` JSON texts decoded, each distinct one once; "" is none."""
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...sources import SEP
+from ...sources import SEP, stacks_at
 from .work import trace_work
 
 ROOT = "(all)"
 NO_STACK = "(no Python stack)"
 NO_OP = "(no CPU op)"
 NO_MODULE = "(no nn.Module)"
+REPLAY = "(graph replay)"  # marks the launch of a CUDA graph's replay, at the frame that called it
 MODULE_PREFIX = "nn.Module: "
 #: the summed figures of a leaf; ``weight_ns`` is GPU time, or CPU op self time without GPU activity
 FIGURES = ("weight_ns", "kernels", "activities", "flops", "alloc_bytes", "allocs")
@@ -53,10 +54,11 @@ def leaves(r) -> Leaves:
     key, texts = _op_keys(trace)
     no_op = len(texts)
     texts = [*texts, NO_OP]
-    n = len(texts)
     k = r.activities
     op = _launching_ops(trace, k)
     act_key = np.where(op >= 0, key[np.clip(op, 0, None)], no_op) if len(key) else np.full(len(k), no_op)
+    texts += _outside_ops(trace, k, op, act_key, len(texts))
+    n = len(texts)
     rows = r.ops.index.to_numpy()
     op_key = key[rows]
     out = pd.DataFrame(index=range(n))
@@ -97,6 +99,30 @@ def _op_keys(trace) -> tuple[np.ndarray, list[str]]:
     code = stack.codes.to_numpy().astype(np.int64)
     key = np.where(code >= 0, code, len(stacks) + name_code)
     return key, stacks + name_texts
+
+
+def _outside_ops(trace, k: pd.DataFrame, op: np.ndarray, act_key: np.ndarray, n: int) -> list[str]:
+    """Activities launched outside every op but inside Python frames (a graph's replay, launched by
+    ``CUDAGraph.replay``) get the stack of their launch: their leaf is the launch call, marked
+    ``REPLAY`` for a graph launch, under the frame that made it. ``act_key`` is updated in place;
+    the new leaf texts are returned, numbered from ``n``."""
+    launch = k["launch"].to_numpy() if "launch" in k.columns else np.full(len(k), -1)
+    at = np.flatnonzero((op < 0) & (launch >= 0))
+    if not len(at):
+        return []
+    rows, inverse = np.unique(launch[at], return_inverse=True)
+    names = trace.events["name"].to_numpy()[rows]
+    stacks = stacks_at(trace.events, rows)
+    leaf = [
+        None
+        if s is None
+        else f"{str(c).replace(SEP, ',')}{' ' + REPLAY if 'GraphLaunch' in str(c) else ''}{SEP}{s}"
+        for c, s in zip(names.tolist(), stacks, strict=True)
+    ]
+    codes, texts = pd.factorize(np.asarray(leaf, dtype=object), use_na_sentinel=True)
+    found = codes[inverse.reshape(-1)]
+    act_key[at] = np.where(found >= 0, n + found, act_key[at])
+    return [str(t) for t in texts]
 
 
 def _launching_ops(trace, activities: pd.DataFrame) -> np.ndarray:

@@ -287,3 +287,15 @@ def test_graph_replays_go_to_the_frame_that_called_replay():
     assert caller == "torch/cuda/graphs.py(139): replay"
     no_op = t[t["frame"] == "(no CPU op)"]
     assert int(no_op["gpu_ns"].sum()) < int(replay["gpu_ns"].iloc[0]) / 50
+
+
+@needs_bert
+def test_a_selection_narrows_every_view_to_summarys_time_for_it():
+    whole = tv.summary(BERT, cache=False).info["gpu_time_ns"]
+    want = tv.summary(BERT, kind="kernel", cache=False).info["gpu_time_ns"]
+    assert 0 < want < whole  # the trace's one memcpy is left out
+    kernels = sum(e.get("cat") == "kernel" for e in plain_events(BERT))
+    for by in ("frame", "module", "line"):
+        r = tv.stacks(BERT, by=by, kind="kernel", form="table", cache=False)
+        assert r.info["total_ns"] == want == int(r["stacks"]["self_gpu_ns"].sum()), by
+        assert int(r["stacks"]["activities"].iloc[0]) == int(r["stacks"]["kernels"].iloc[0]) == kernels, by

@@ -366,6 +366,24 @@ def test_cpu_traces_math_backend_ops():
 
 
 DIFF_TABLES = {
+    # what is new or worse in B (issue 34): sdpa_math's math backend and fp32 GEMMs
+    "advice": [
+        "rule",
+        "what",
+        "where",
+        "source",
+        "count_per_step",
+        "bytes_per_step",
+        "stake_ns_per_step",
+        "bound",
+        "pct_of_wall",
+        "peak_bytes",
+        "pct_of_peak",
+        "do",
+        "doc",
+        "a_stake_ns_per_step",
+        "change",
+    ],
     "completeness": [
         "trace",
         "kernel_launches",

@@ -29,6 +29,7 @@ from ..measure.groups import by_kernel, category_times, chain_table, kernel_keys
 from ..measure.registry import metrics_of, numeric
 from ..measure.sources import has_stacks
 from ..select.region import Region, Selection, region
+from ..trace.advise import advice_diff
 from ..wording.names import distinct_labels, family_label, kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
@@ -92,6 +93,10 @@ def diff(
         tables["copy_sources"], words = copy_sources(A, B, chains_a, chains_b)
         findings += words
     if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
+    advice, words = advice_diff(A, B)  # what is new or worse in B, and what to do about it (issue 34)
+    if len(advice):
+        tables["advice"] = advice
+        findings += words
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings

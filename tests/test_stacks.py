@@ -299,3 +299,44 @@ def test_a_selection_narrows_every_view_to_summarys_time_for_it():
         r = tv.stacks(BERT, by=by, kind="kernel", form="table", cache=False)
         assert r.info["total_ns"] == want == int(r["stacks"]["self_gpu_ns"].sum()), by
         assert int(r["stacks"]["activities"].iloc[0]) == int(r["stacks"]["kernels"].iloc[0]) == kernels, by
+
+
+def _thread(tid: int, names: list[str]) -> list[dict]:
+    """python_function frames each inside the one before (the first outermost) on thread
+    ``tid``, and one op of 5 us inside the innermost."""
+    frames = [
+        {"ph": "X", "pid": 1, "tid": tid, "cat": "python_function", "name": n, "ts": 10 * i}
+        | {"dur": 100 - 20 * i, "args": {"Python id": 10 * tid + i + 1, "Python parent id": 10 * tid + i}}
+        for i, n in enumerate(names)
+    ]
+    op = {"ph": "X", "pid": 1, "tid": tid, "cat": "cpu_op", "name": "aten::x"}
+    return [*frames, op | {"ts": 10 * len(names) - 9, "dur": 5}]
+
+
+def test_hostile_frame_text_is_shown_safely_in_every_output(tmp_path):
+    """Frame names are trace text: a line break, a terminal escape, a 5,000-digit line number and
+    a path out of the source root must neither break a format nor crash (exit 3) nor be read."""
+    code = "def f():\n    x.masked_fill()\n"
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "secret.py").write_text(code)
+    (root / "inside.py").write_text(code)
+    call = "<built-in method masked_fill of Tensor object at 0x7f00>"
+    hostile = ["evil\nname\x1b[31m.py(7): g", "m.py(" + "9" * 5000 + "): h"]
+    events = _thread(1, ["../secret.py(1): f", call, *hostile]) + _thread(2, ["inside.py(1): f", call])
+    trace = root / "hostile.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    base = ["stacks", str(trace), "--no-cache", "--source-root", str(root)]
+    for args in (["--format", "json"], ["--format", "csv"], ["--by", "line"], ["--form", "table"]):
+        run = CliRunner().invoke(main, [*base, *args])
+        assert run.exit_code == 0 and "\x1b" not in run.output, (args, run.output)
+    run = CliRunner().invoke(main, [*base, "--format", "folded"])
+    assert run.exit_code == 0, run.output
+    stacks = parse_folded(run.output)
+    assert sorted(len(s) for s, _ in stacks) == [2, 4] and {w for _, w in stacks} == {5000}
+    called = tv.stacks(str(trace), source_root=root, cache=False)["stacks"]["called_at"].tolist()
+    assert "inside.py:2" in called  # read: under the root
+    assert "../secret.py:1" in called and "../secret.py:2" not in called  # outside it: not read
+    run = CliRunner().invoke(main, [*base, "--format", "speedscope"])
+    assert run.exit_code == 0 and "\x1b" not in run.output
+    jsonschema.validate(json.loads(run.output), SPEEDSCOPE)

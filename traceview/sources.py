@@ -41,6 +41,8 @@ SEP = ";"  # joins the frames of a stack, innermost first, as the Call stack arg
 #: per path), and a longer stack still shows its 64 innermost frames, where the user's line lies.
 STACK_MAX = 128
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$", re.S)
+#: a file frame whose line is a number Python reads as such (a hostile 5,000-digit one is no line)
+_FILE_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d{1,9})\): (?P<func>.*)$", re.S)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method x of Tensor object at 0x7f..>": per object
 _INSTANCE = re.compile(r"_\d+$")
 _CALLEE = re.compile(r"^<built-in (?:method|function) (?P<name>\S+)")
@@ -278,7 +280,7 @@ def user_frame_parts(text: str, is_library) -> tuple[str, int, str, str | None] 
     ``is_library(file)`` calls the user's, None where it has none."""
     frames = text.split(SEP)
     for i, frame in enumerate(frames):
-        m = _FRAME.match(frame)
+        m = _FILE_FRAME.match(frame)
         if m and not is_library(m["file"]):
             return m["file"], int(m["line"]), m["func"], _callee(frames[i - 1]) if i else None
     return None
@@ -286,7 +288,7 @@ def user_frame_parts(text: str, is_library) -> tuple[str, int, str, str | None] 
 
 def frame_parts(frame: str) -> tuple[str, int, str] | None:
     """(file, line, function) of a file frame (``file.py(42): forward``), else None."""
-    m = _FRAME.match(frame)
+    m = _FILE_FRAME.match(frame)
     return (m["file"], int(m["line"]), m["func"]) if m else None
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from .._version import __version__
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
-_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$", re.S)
+_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d{1,9})\): (?P<func>.*)$", re.S)
 _BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # line breaks and terminal controls
 
 

@@ -68,10 +68,15 @@ class CallLines:
 
 
 def _parsed(path: Path | None) -> ast.Module | None:
+    """The file parsed, None where it cannot be. Opened without blocking and checked again once
+    open: a file swapped for a FIFO or a device after ``_readable`` looked is not read."""
     if path is None:
         return None
     try:
-        with open(path, "rb") as f:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             data = f.read(MAX_SOURCE_BYTES + 1)
         return ast.parse(data) if len(data) <= MAX_SOURCE_BYTES else None
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):

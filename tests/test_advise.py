@@ -366,3 +366,32 @@ def test_exposed_cause_advice_recounted_from_plain_json(rel):
     for rule, key in (("host-sync", "sync"), ("launch-bound", "host"), ("exposed-communication", "comm")):
         total = sum(s[key] for s in steps_)
         assert (got.get(rule, 0) * len(steps_)) == pytest.approx(total, abs=1), (rule, rel)
+
+
+def test_gpu_sdpa_reasons_read_from_the_recorded_arguments(tmp_path):
+    """On a GPU trace, what excludes flash and memory-efficient is read from the arguments of
+    aten::scaled_dot_product_attention as sdp_utils.cpp checks them (dtype, mask, head dim)."""
+    import synth
+
+    def reasons(types, dims, concrete):
+        doc = synth.attention_trace("sdpa_math")
+        for e in doc["traceEvents"]:
+            if e.get("name") == "aten::scaled_dot_product_attention":
+                e["args"].update({"Input type": types, "Input Dims": dims, "Concrete Inputs": concrete})
+        path = synth.write(tmp_path / f"s{len(list(tmp_path.iterdir()))}.json.gz", doc)
+        return rows(tv.advise(path), "sdpa-math-backend").iloc[0]["what"]
+
+    q = [1, 8, 128, 64]
+    fp32_mask = reasons(
+        ["float", "float", "float", "float"], [q, q, q, [128, 128]], ["", "", "", "", "0.", "False"]
+    )
+    assert (
+        "flash needs fp16/bf16 inputs, these are float" in fp32_mask
+        and "takes no attn_mask tensor" in fp32_mask
+    )
+    assert "no recorded argument excludes memory-efficient" in fp32_mask  # fp32 and a mask are fine there
+    bf16 = ["c10::BFloat16"] * 3 + [""]
+    big_head = reasons(bf16, [[1, 8, 128, 300]] * 3 + [[]], ["", "", "", "", "0.", "True"])
+    assert "head dim 300 > 256" in big_head and "needs fp16/bf16" not in big_head
+    odd = reasons(bf16, [[1, 8, 128, 60]] * 3 + [[]], ["", "", "", "", "0.", "True"])
+    assert "no recorded argument excludes flash" in odd and "head dim multiple of 8, not 60" in odd

@@ -60,6 +60,8 @@ class Rule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     flash_dtypes: list[str] = []
     flash_max_head_dim: int = 256
     cpu_flash_dtypes: list[str] = []
+    efficient_alignment_fp32: int = 4
+    efficient_alignment_half: int = 8
 
 
 class AdviceRules(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -245,15 +247,12 @@ def sdpa_reasons(op: pd.Series, rule: Rule, f: Facts) -> str:
     if isinstance(head, int) and head > rule.flash_max_head_dim:
         flash.append(f"head dim {head} > {rule.flash_max_head_dim}")
     said = f"flash {'; '.join(flash)}" if flash else "no recorded argument excludes flash"
-    efficient = isinstance(head, int) and head % (4 if dtype == "float" else 8)
-    said += (
-        f"; memory-efficient needs a head dim multiple of {4 if dtype == 'float' else 8}, not {head}"
-        if efficient
-        else (
-            "; no recorded argument excludes memory-efficient: what chose math is not in the trace"
-            " (a pinned backend, the GPU generation, strides)"
-        )
-    )
+    # minimum_gemm_alignment on sm80+: 128 bits of the dtype (4 fp32, 8 fp16/bf16)
+    align = rule.efficient_alignment_half if dtype in rule.flash_dtypes else rule.efficient_alignment_fp32
+    if isinstance(head, int) and head % align:
+        return said + f"; memory-efficient needs a head dim multiple of {align}, not {head}"
+    said += "; no recorded argument excludes memory-efficient: what chose math is not in the trace"
+    said += " (a pinned backend, the GPU generation, strides)"
     return said
 
 

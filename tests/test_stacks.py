@@ -340,3 +340,28 @@ def test_hostile_frame_text_is_shown_safely_in_every_output(tmp_path):
     run = CliRunner().invoke(main, [*base, "--format", "speedscope"])
     assert run.exit_code == 0 and "\x1b" not in run.output
     jsonschema.validate(json.loads(run.output), SPEEDSCOPE)
+
+
+#: corpus traces recorded with stacks (python_function frames), of up to a few MB
+WITH_STACKS = [
+    "kineto/tb_plugin_samples__resnet50_num_workers_0__worker0.1623143089861.pt.trace.json.gz",
+    "rocm/tracelens__mi300__gaunernst_bert-small-uncased__1016001.json.gz",
+    "switchtransformers/trace.json.gz",
+    "tracelens/b200__eager_trace.json.gz",
+    "tracelens/h100__Falconsai_nsfw_image_detection__1016002.json.gz",
+]
+
+
+@pytest.mark.parametrize("name", WITH_STACKS, ids=lambda n: n.split("/")[0])
+def test_every_view_and_the_folded_export_sum_to_summarys_gpu_time(name):
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(SKIP_REASON)
+    trace = tv.load(path, cache=False)
+    gpu = tv.summary(trace).info["gpu_time_ns"]
+    assert gpu > 0
+    for by in ("frame", "module", "line"):
+        r = tv.stacks(trace, by=by, form="table")
+        assert r.info["total_ns"] == int(r["stacks"]["self_gpu_ns"].sum()) == gpu, by
+    run = CliRunner().invoke(main, ["stacks", str(path), "--format", "folded", "--no-cache"])
+    assert run.exit_code == 0 and sum(w for _, w in parse_folded(run.output)) == gpu

@@ -457,6 +457,7 @@ DIFF_TABLES = {
         "b_example",
         "match_key",
     ],
+    "host_launches": ["side", "trace", "launch_calls", "without_gpu", "with_kernels_recorded", "by_api"],
     "gemm_path": [
         "side",
         "trace",

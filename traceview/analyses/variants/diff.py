@@ -34,6 +34,7 @@ from ..wording.names import distinct_labels, family_label, kernel_label, short_k
 from ..wording.words import ratio
 from .copy_sources import copy_sources
 from .diff_findings import diff_findings, exposed_findings, families_text, precision
+from .host_launches import host_launch_table
 from .workload import verdict as workload_verdict
 
 
@@ -92,11 +93,11 @@ def diff(
     if has_stacks(a) or has_stacks(b):  # the line each one-sided copy comes from, and its cost (issue 19)
         tables["copy_sources"], words = copy_sources(A, B, chains_a, chains_b)
         findings += words
-    if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
     advice, words = advice_diff(A, B)  # what is new or worse in B, and what to do about it (issue 34)
     if len(advice):
         tables["advice"] = advice
         findings += words
+    if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)
         findings = exposed_findings(tables["exposed"], A.per_word) + findings
@@ -201,6 +202,7 @@ def _tables(A, B, kernels, aa, ab, ops_t, chains_a, chains_b, top) -> dict[str, 
         if len(kernels.merged):  # the kernels behind a row that stands for several
             tables["merged_kernels"] = kernels.merged
         tables["gemm_path"] = _gemm_table(A, B, kernels.ga, kernels.gb)
+        tables["host_launches"] = host_launch_table([("A", A.label, A), ("B", B.label, B)])
     if kernels is not None or aa["sdpa_ops"] or ab["sdpa_ops"]:
         tables["attention"] = _attention_table(A, B, aa, ab)
     tables["cpu_ops"] = _cap(ops_t, top)

@@ -15,6 +15,7 @@ from ..measure.registry import metrics_of
 from ..select.region import Region
 from ..wording.names import short_kernel_name, tile
 from ..wording.words import TO, Cite, human, listing, ratio
+from .host_launches import host_launches
 from .workload import SAME
 
 
@@ -305,21 +306,35 @@ def precision(side: Region) -> tuple[str, float] | None:
 
 
 def _launch_findings(A: Region, B: Region, unit: str) -> list[str]:
-    """Kernel launches per step, when they differ by more than 20%."""
-    ma, mb = metrics_of(A), metrics_of(B)
-    la, lb = ma["kernel_launches_per_step"], mb["kernel_launches_per_step"]
-    if not (la and lb):
-        return []
+    """The host's kernel-launch calls per step (table host_launches: runtime calls, recorded GPU
+    activity or not, issue 32 item 4), when they differ by more than 20% or some have no GPU
+    activity in the file."""
+    ha, hb = host_launches(A), host_launches(B)
+    la, lb = float(ha["launches"]), float(hb["launches"])
     rl = ratio(la, lb)
-    if np.isnan(rl) or not (rl > 1.2 or rl < 0.8):
+    lost = ha["without_gpu"] or hb["without_gpu"]
+    if not (la or lb) or (not lost and not np.isnan(rl) and 0.8 <= rl <= 1.2):
         return []
-    c = Cite()
-    o = "overview"
-    launches, cpu = {"metric": "kernel_launches_per_step"}, {"metric": "cpu_time_per_step_ns"}
+    c, o = Cite(), "overview"
+    cpu = {"metric": "cpu_time_per_step_ns"}
+    ma, mb = metrics_of(A), metrics_of(B)
+
+    def cell(side: str, column: str, value, how: str = "count") -> str:
+        return c("host_launches", {"side": side}, column, value, how)
+
+    def calls(side: str, h: dict) -> str:
+        said = f"{cell(side, 'launch_calls', h['launches'])} kernel-launch calls per {unit}"
+        if h["launches"]:
+            said += f" ({cell(side, 'by_api', h['apis'], 'text')})"
+        if h["without_gpu"]:
+            said += (
+                f", {cell(side, 'without_gpu', h['without_gpu'])} of them with no GPU activity in the file"
+            )
+        return said
+
     return [
         c.finding(
-            f"host side: B makes {c(o, launches, 'b', lb, 'count')} kernel launches per {unit} vs "
-            f"{c(o, launches, 'a', la, 'count')} in A; CPU time per {unit} "
+            f"host side: B's host makes {calls('B', hb)}; A's {calls('A', ha)}; CPU time per {unit} "
             f"{c(o, cpu, 'b', mb['cpu_time_per_step_ns'], 'ns')} vs "
             f"{c(o, cpu, 'a', ma['cpu_time_per_step_ns'], 'ns')}"
         )

@@ -1,4 +1,15 @@
-"""traceview: analyse saved PyTorch profiler traces as exact, linked pandas DataFrames.
+"""traceview: analyse saved PyTorch profiler traces (Chrome/Kineto JSON) offline, no GPU needed.
+
+Quick start::
+
+    import traceview as tv
+    t = tv.load("trace.json.gz")          # exact, linked pandas DataFrames: t.kernels, t.ops, t.events
+    print(tv.summary(t))                  # what `traceview summary` prints; a Report of DataFrames
+    tv.diff("a.json", "b.json")["by_kernel"]   # every command of the CLI, same parameters
+    tv.advise(t)                          # what to do about it, ranked by the time at stake
+
+Every CLI command is a function here (``help(tv.diff)``) returning a :class:`Report`: named
+``tables`` (DataFrames), ``findings`` (sentences whose figures cite their cells) and ``notes``.
 
 ``import traceview`` loads only what :func:`load` needs; the commands (``tv.summary``, ...),
 ``tv.Selection`` and the ``api``/``render``/``analyses`` modules are imported the first time

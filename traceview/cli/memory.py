@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from .common import emit, format_option, friendly, load_one, load_options, select_options
@@ -41,5 +43,8 @@ def memory(trace, plot, out, sel, options):
         from ..render.plot import plot_memory
 
         click.echo(f"wrote {plot_memory(report, plot)}", err=True)
-        del report.tables["timeline"]  # drawn, not printed: one row per event
+        # drawn, not printed (one row per event): a copy without it, the API's Report left whole
+        report = dataclasses.replace(
+            report, tables={k: v for k, v in report.tables.items() if k != "timeline"}
+        )
     emit(report, out)

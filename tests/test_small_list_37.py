@@ -1,0 +1,62 @@
+"""Issue 37's small list, one test each: an edited device file is read again, no CLI command
+changes the Report the API returned, and help(tv) opens with a quick start."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from pathlib import Path
+
+import traceview as tv
+from traceview.devices import find_device
+
+PKG = Path(__file__).resolve().parents[1] / "traceview"
+
+TABLE = """version = 1
+[[device]]
+name = "{name}"
+match = 'Test GPU 9000'
+memory_gbps = {bw}
+source = "a test"
+"""
+
+
+def test_an_edited_device_file_is_read_again(tmp_path):
+    path = tmp_path / "devices.toml"
+    path.write_text(TABLE.format(name="first", bw=100), encoding="utf-8")
+    assert find_device("Test GPU 9000", None, str(path)).name == "first"
+    path.write_text(TABLE.format(name="second, edited", bw=200), encoding="utf-8")
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a clock that did not tick
+    d = find_device("Test GPU 9000", None, str(path))
+    assert d.name == "second, edited" and d.memory_gbps == 200
+
+
+def test_no_cli_command_changes_a_report_the_api_returned():
+    """The CLI renders what the API returns; removing or replacing a table of it in place would
+    make the API's result depend on who called it (cli/memory.py deleted its timeline)."""
+    found = []
+    for f in sorted((PKG / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, (ast.Delete, ast.Assign)) else []
+            for t in targets:
+                if isinstance(t, ast.Subscript) and re.search(
+                    r"\.(tables|findings|notes|info)$", ast.unparse(t.value)
+                ):
+                    found.append(f"{f.name}:{node.lineno}: {ast.unparse(node)}")
+            if isinstance(node, ast.Call) and re.search(
+                r"\.(tables|findings|notes|info)\.(pop|clear|update|append|extend|remove)$",
+                ast.unparse(node.func),
+            ):
+                found.append(f"{f.name}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "\n".join(found)
+
+
+def test_help_opens_with_a_quick_start_that_names_real_functions():
+    first = tv.__doc__.split("\n\n")
+    assert first[1].startswith("Quick start")
+    example = first[2]
+    for name in re.findall(r"\btv\.(\w+)\(", example):
+        assert callable(getattr(tv, name)), name
+    assert "__getattr__" not in "\n\n".join(first[:4])  # internals come after, not first

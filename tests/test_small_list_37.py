@@ -28,7 +28,7 @@ def test_an_edited_device_file_is_read_again(tmp_path):
     assert find_device("Test GPU 9000", None, str(path)).name == "first"
     path.write_text(TABLE.format(name="second, edited", bw=200), encoding="utf-8")
     st = path.stat()
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a clock that did not tick
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a coarse clock may not tick
     d = find_device("Test GPU 9000", None, str(path))
     assert d.name == "second, edited" and d.memory_gbps == 200
 

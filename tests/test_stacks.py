@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 
 import jsonschema
@@ -106,13 +107,19 @@ def test_modules_give_five_rows_summing_to_the_root_and_fold_layers_adds_the_ins
 
 @needs_bert
 def test_own_makes_library_lines_yours():
-    default = tv.stacks(BERT, by="line", cache=False)["stacks"]
+    report = tv.stacks(BERT, by="line", cache=False)
+    default = report["stacks"]
     assert len(default) == 2  # the root and the one line outside transformers/ and torch/
+    # the notes say which library folders held frames: where to look for an --own
+    events = plain_events(BERT)
+    in_transformers = {e["name"].split("(")[0] for e in events if e["name"].startswith("transformers/")}
+    named = re.search(r"transformers/ \((\d+) files?\)", " ".join(report.notes))
+    assert named and 1 <= int(named[1]) <= len(in_transformers), report.notes
     own = tv.stacks(BERT, by="line", own=("transformers/",), cache=False)
     lines = own["stacks"]["frame"].str.strip()
     assert lines.str.startswith("transformers/").sum() >= 3
     assert int(own["stacks"]["gpu_ns"].iloc[0]) == int(default["gpu_ns"].iloc[0])
-    assert any("counted as yours: transformers/" in n for n in own.notes)
+    assert any("counted as yours: transformers/" in n and "transformers/ (" not in n for n in own.notes)
 
 
 def masked_fill_line() -> int:

@@ -4,11 +4,13 @@ file is here (:mod:`..measure.call_lines`)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from ...report import Report
-from ...sources import SEP, callee, frame_parts, library_test, source_rules, user_frame_parts
+from ...sources import SEP, callee, frame_parts, library_test, user_frame_parts
 from ..measure import metrics
 from ..measure.call_lines import FIRST_LINE, CallLines
 from ..measure.sources import NO_SOURCE, NO_STACKS, has_stacks
@@ -26,6 +28,8 @@ from ..select.region import Selection, region
 BY = ("frame", "module", "line")
 FORMS = ("tree", "table")
 _MODULE_SEP = "."
+#: the part of an installed file's path before its package (``/env/lib/python3.10/site-packages/``)
+_SITE = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python[\d.]+)/")
 
 
 def call_tree(
@@ -145,20 +149,34 @@ def _shown(tree, extra, depth, min_pct, form, by, cpu) -> tuple[pd.DataFrame, in
     return t[cols], int((~keep).sum())
 
 
+def _library_seen(lv, is_library, shown: int = 6) -> str:
+    """The library folders of the frames under the selection's time (the folder under
+    site-packages, else the path's first), the largest by distinct files first:
+    ``torch/ (14 files), transformers/ (5 files)``."""
+    texts = [t for t, any_ in zip(lv.texts, lv.figures.to_numpy().any(axis=1), strict=True) if any_]
+    files = {p[0] for t in texts for f in t.split(SEP) if (p := frame_parts(f)) and is_library(p[0])}
+    folders = pd.Series([_SITE.sub("", f.replace("\\", "/")).split("/")[0] for f in files], dtype=object)
+    whole = folders.str.endswith(".py") | folders.str.startswith("<")  # a file, <frozen runpy>
+    counts = (folders + np.where(whole, "", "/")).value_counts()
+    out = [f"{k} ({n} file{'' if n == 1 else 's'})" for k, n in counts.iloc[:shown].items()]
+    return ", ".join(out + (["…"] if len(counts) > shown else []))
+
+
 def _notes(trace, lv, hidden: int, by: str, own, library) -> list[str]:
     notes = []
     if lv.weight == CPU_WEIGHT:
         notes.append(f"no GPU activity in the selection: each node's time is the {CPU_WEIGHT.split(' (')[0]}")
-    if not has_stacks(trace):
-        notes.append(f"{trace.path}: {NO_STACKS.replace(repr(NO_SOURCE), 'the row of ops without one')}")
     if hidden:
-        notes.append(f"{hidden} smaller or deeper nodes not shown (--depth, --min-pct)")
+        notes.append(f"{hidden} smaller or deeper node{'' if hidden == 1 else 's'} not shown (--depth, --min-pct)")
+    if not has_stacks(trace):
+        notes.append(f"{trace.path}: {NO_STACKS.split(':')[0]}: no op has a Python stack")
+        return notes
     if by == "line":
-        rules = source_rules()
-        lib = ", ".join([*rules.folders[:4], "…", *library])
+        seen = _library_seen(lv, library_test(tuple(library), tuple(own)))
         notes.append(
-            f"library frames (not your lines): files under {lib} (traceview/rules/sources.toml"
-            f"{', --library' if library else ''})" + (f"; counted as yours: {', '.join(own)}" if own else "")
+            f"treated as library, not your lines: {seen or 'no file'} (traceview/rules/sources.toml"
+            f"{', --library' if library else ''}); --own PATTERN counts one as yours"
+            + (f"; counted as yours: {', '.join(own)}" if own else "")
         )
     if by in ("frame", "line"):
         notes.append(

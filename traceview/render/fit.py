@@ -1,7 +1,9 @@
 """Fitting a table to a width: shorten long text in the middle, then split the columns.
 
 Widths come from ``COLUMNS`` when it is set, else from the terminal; output that is
-piped with no ``COLUMNS`` is not fitted (scripts get whole lines). Numbers are never
+piped with no ``COLUMNS`` fits ``PIPED_WIDTH`` (a kernel name of thousands of characters
+padded every row of its table to that width: 68 KB for one diff); whole names stay in
+JSON/CSV, in a file (``-o``) and with ``--wide``. Numbers are never
 shortened; text columns shrink to a floor (30 for names, so a kernel name stays
 readable; a label of up to 32 characters not at all; a list cell to its first item and
 ``+N more``), and when the row is still too wide the columns go on in a second block
@@ -43,6 +45,16 @@ LABEL_COLUMNS = NAME_COLUMNS | {"rule", "cause", "device", "category", "family",
 LIST_FLOOR = 40
 #: the column each continuation block repeats: the first of these (by position), else the first
 KEY_COLUMNS = NAME_COLUMNS | {"rule", "cause"}
+
+
+#: the width of a table piped with no ``COLUMNS``: wide enough for every column of a row whole
+#: but the long names, which are cut here instead of padding each line to thousands of characters
+PIPED_WIDTH = 200
+
+
+def output_width() -> int:
+    """The width a table is fitted to when none is given: the terminal's, else ``PIPED_WIDTH``."""
+    return terminal_width() or PIPED_WIDTH
 
 
 def terminal_width() -> int | None:

@@ -1,7 +1,8 @@
 """Terminal output: a rich table on a TTY, aligned plain text when piped.
 
-Both fit the width (:mod:`.fit`): ``COLUMNS``, else the terminal's; unlimited when
-piped with no ``COLUMNS``; ``width=0`` (``--wide``) never shortens a name. Trace text
+Both fit the width (:mod:`.fit`): ``COLUMNS``, else the terminal's; ``PIPED_WIDTH`` (200) when
+piped with no ``COLUMNS``; ``width=0`` or None (``--wide``, a file, ``str(report)``) never
+shortens a name. Trace text
 is escaped (:mod:`.safe`) before anything is measured, so widths count what is shown.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from .cells import display_frame, heading, info_lines
-from .fit import fit_rows, layout, middle, terminal_width, wrap
+from .fit import fit_rows, layout, middle, output_width, wrap
 from .safe import visible_report
 
 EXTENSIONS = (".txt",)
@@ -23,8 +24,9 @@ def render_reports(reports, *, rich: bool | None = None, width: int | None = -1)
 
 
 def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> str:
-    """``width``: -1 (default) from the terminal, None or 0 unlimited, else that many columns."""
-    width = terminal_width() if width == -1 else (width or None)
+    """``width``: -1 (default) from the terminal (``PIPED_WIDTH`` when piped), None or 0 unlimited,
+    else that many columns."""
+    width = output_width() if width == -1 else (width or None)
     report = visible_report(report)  # before fitting: ``\x1b`` takes four columns, ESC none
     if rich is None:
         rich = sys.stdout.isatty()

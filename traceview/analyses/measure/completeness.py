@@ -37,7 +37,9 @@ def completeness_table(sides) -> pd.DataFrame:
     rows = []
     for label, t in sides:
         rows.append({"trace": label, **{k: v for k, v in completeness(t).items() if k != "warning"}})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    times = [c for c in out.columns if c.endswith(("_from_ns", "_to_ns"))]  # empty where nothing is lost
+    return out.astype(dict.fromkeys(times, "Int64"))
 
 
 # ------------------------------------------------------------------ the work a region ran

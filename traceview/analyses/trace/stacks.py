@@ -167,7 +167,8 @@ def _notes(trace, lv, hidden: int, by: str, own, library) -> list[str]:
     if lv.weight == CPU_WEIGHT:
         notes.append(f"no GPU activity in the selection: each node's time is the {CPU_WEIGHT.split(' (')[0]}")
     if hidden:
-        notes.append(f"{hidden} smaller or deeper node{'' if hidden == 1 else 's'} not shown (--depth, --min-pct)")
+        nodes = "node" if hidden == 1 else "nodes"
+        notes.append(f"{hidden} smaller or deeper {nodes} not shown (--depth, --min-pct)")
     if not has_stacks(trace):
         notes.append(f"{trace.path}: {NO_STACKS.split(':')[0]}: no op has a Python stack")
         return notes

@@ -136,7 +136,21 @@ def _category_findings(A: Region, B: Region, by_cat: pd.DataFrame, unit: str) ->
             movers["category"], movers["delta_time_ns"], movers["a_count"], movers["b_count"], strict=False
         )
     ]
-    return [e.finding(f"GPU time per {unit} changes most in: " + "; ".join(parts))]
+    return [e.finding(f"{gpu_time_words(unit)} changes most in: " + "; ".join(parts))]
+
+
+def gpu_time_words(unit: str) -> str:
+    """How a sentence names busy GPU time, apart from exposed time (issue 32 item 6: "compute:
+    elementwise -16.6 ms" two lines above "elementwise -12.1 ms" read as a contradiction): the
+    summed durations of the work launched in the windows, overlaps counted twice."""
+    where = f", launched in the {unit}s" if unit != "trace" else ""
+    return f"GPU time per {unit} (kernel durations summed{where})"
+
+
+def exposed_words(unit: str) -> str:
+    """How a sentence names exposed time: each instant of the windows' wall time given to one cause,
+    whatever launched the work that runs then (so work launched before a window counts in it)."""
+    return f"exposed time per {unit} (each instant of wall time to one cause, wherever launched)"
 
 
 def _only_findings(
@@ -534,7 +548,7 @@ def exposed_findings(table: pd.DataFrame, unit: str, n: int = 3) -> list[Finding
             top["cause"], top["delta_per_step_ns"], top["a_per_step_ns"], top["b_per_step_ns"], strict=True
         )
     ]
-    return [c.finding(f"{head}; exposed, the largest changes: {'; '.join(parts)}")]
+    return [c.finding(f"{head}; {exposed_words(unit)}, the largest changes: {'; '.join(parts)}")]
 
 
 def _sign(ns: float) -> str:

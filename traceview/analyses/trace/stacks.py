@@ -157,7 +157,7 @@ def _library_seen(lv, is_library, shown: int = 6) -> str:
     files = {p[0] for t in texts for f in t.split(SEP) if (p := frame_parts(f)) and is_library(p[0])}
     folders = pd.Series([_SITE.sub("", f.replace("\\", "/")).split("/")[0] for f in files], dtype=object)
     whole = folders.str.endswith(".py") | folders.str.startswith("<")  # a file, <frozen runpy>
-    counts = (folders + np.where(whole, "", "/")).value_counts()
+    counts: pd.Series = pd.Series(folders + np.where(whole, "", "/")).value_counts()
     out = [f"{k} ({n} file{'' if n == 1 else 's'})" for k, n in counts.iloc[:shown].items()]
     return ", ".join(out + (["…"] if len(counts) > shown else []))
 

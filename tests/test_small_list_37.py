@@ -60,3 +60,35 @@ def test_help_opens_with_a_quick_start_that_names_real_functions():
     for name in re.findall(r"\btv\.(\w+)\(", example):
         assert callable(getattr(tv, name)), name
     assert "__getattr__" not in "\n\n".join(first[:4])  # internals come after, not first
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+
+
+def test_top_0_means_every_row_in_the_api_as_in_the_cli():
+    import json
+
+    from click.testing import CliRunner
+
+    from traceview.cli import main
+
+    a, b = str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa_math.json.gz")
+    every = tv.diff(a, b, top=None)
+    zero = tv.diff(a, b, top=0)
+    assert {k: len(v) for k, v in zero.tables.items()} == {k: len(v) for k, v in every.tables.items()}
+    assert len(every["cpu_ops"]) > 0
+    out = CliRunner().invoke(main, ["diff", a, b, "--top", "0", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert {k: len(v) for k, v in json.loads(out.output)["tables"].items()} == {
+        k: len(v) for k, v in zero.tables.items()
+    }
+
+
+def test_every_cited_table_is_found_by_report_lookup_info_included():
+    """Evidence that cites ``info`` is looked up like every other table: report["info"]."""
+    r = tv.diff(str(SAMPLES / "naive.json.gz"), str(SAMPLES / "sdpa_math.json.gz"))
+    cited = {e["table"] for f in r.findings for e in getattr(f, "evidence", ())}
+    for name in cited:
+        assert len(r[name]) >= 1, name
+    info = r["info"]
+    assert len(info) == 1 and info["a_label"].iloc[0] == r.info["a_label"]

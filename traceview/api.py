@@ -335,9 +335,9 @@ def diff(
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
-    per-kernel/per-op tables (None: every row). Two folders are two runs (rank traces of one job
-    each), compared rank by rank: :func:`diff_runs`, where selections and ``top`` do not apply
-    (``workers``/``scheduler`` apply there only).
+    per-kernel/per-op tables (0 or None: every row, as ``--top 0``). Two folders are two runs
+    (rank traces of one job each), compared rank by rank: :func:`diff_runs`, where selections
+    and ``top`` do not apply (``workers``/``scheduler`` apply there only).
     """
     from .analyses.variants.diff import diff as _diff
 
@@ -350,7 +350,7 @@ def diff(
             )
         return diff_runs(*paths, options=opts, workers=workers, scheduler=scheduler)
     _on_dask_needs_runs(workers, scheduler)
-    return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top)
+    return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top or None)
 
 
 def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:

@@ -64,6 +64,11 @@ class Report:
     notes: list[str] = field(default_factory=list)  # warnings about the data
 
     def __getitem__(self, name: str) -> pd.DataFrame:
+        """A table by name; ``"info"`` (when no table has that name) is ``info`` as a one-row table,
+        so that a finding's evidence that cites it (``{"table": "info", "row": {}, ...}``) is
+        looked up as every other citation is."""
+        if name == "info" and name not in self.tables:
+            return pd.DataFrame([self.info])
         return self.tables[name]
 
     def __str__(self) -> str:

@@ -100,7 +100,7 @@ def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
 
     _check_plot(plot)
     ta, tb = load_one(a, options), load_one(b, options)
-    report = api.diff(ta, tb, sel=sel, annotation_b=annotation_b, top=top or None)
+    report = api.diff(ta, tb, sel=sel, annotation_b=annotation_b, top=top)  # 0: every row, in both
     if plot:
         la, lb = report.info["a_label"], report.info["b_label"]
         sel_b = (

@@ -70,22 +70,28 @@ def launches(trace) -> pd.DataFrame:
     activity links to it), ``ts_ns`` (when the host called it). A driver call under a runtime call
     of the same correlation is the same launch (``link`` links activities to the runtime call), so
     it is left out."""
-    ev = trace.events
-    rt = ev[(ev["role"] == "runtime").to_numpy()]
+    ev = trace.events  # every load asks (Trace.warnings): numpy on the runtime rows, per-name regexes
+    rows = np.flatnonzero((ev["role"] == "runtime").to_numpy())
+    names = ev["name"].iloc[rows]
     r = rules()
-    is_kernel, is_copy = _matches(rt["name"], r.kernel_launch), _matches(rt["name"], r.copy_launch)
-    rt = rt[is_kernel | is_copy].assign(kind=np.where(is_kernel, "kernel", "copy")[is_kernel | is_copy])
-    driver = (rt["cat"].astype(str).str.lower() == "cuda_driver").to_numpy()
-    corr = rt["correlation"]
-    covered = corr.isin(set(corr[~driver].dropna())).to_numpy()
-    rt = rt[~(driver & covered)]
+    is_kernel, is_copy = _matches(names, r.kernel_launch), _matches(names, r.copy_launch)
+    keep = is_kernel | is_copy
+    rows, is_kernel = rows[keep], is_kernel[keep]
+    cat = ev["cat"].iloc[rows].astype("category")
+    driver = np.append(cat.cat.categories.str.lower() == "cuda_driver", False)[cat.cat.codes.to_numpy()]
+    corr = ev["correlation"].iloc[rows]
+    valid = corr.notna().to_numpy()
+    ids = corr.to_numpy(dtype=np.int64, na_value=0)
+    covered = valid & np.isin(ids, ids[~driver & valid])
+    own = ~(driver & covered)
+    rows, is_kernel = rows[own], is_kernel[own]
     linked = trace.kernels["launch"].to_numpy()
     return pd.DataFrame(
         {
-            "api": rt["name"].astype(str).to_numpy(),
-            "kind": rt["kind"].to_numpy(),
-            "lost": ~np.isin(rt.index.to_numpy(), linked[linked >= 0]),
-            "ts_ns": rt["ts_ns"].to_numpy(),
+            "api": ev["name"].iloc[rows].cat.remove_unused_categories().to_numpy(),
+            "kind": np.where(is_kernel, "kernel", "copy"),
+            "lost": ~np.isin(ev.index.to_numpy()[rows], linked[linked >= 0]),
+            "ts_ns": ev["ts_ns"].to_numpy()[rows],
         }
     )
 
@@ -94,7 +100,7 @@ def by_api(trace, lw: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per launch API: launches, how many have no GPU activity in the file, and their share
     (``lw``: the trace's ``launches`` where the caller has them already)."""
     lw = launches(trace) if lw is None else lw
-    g = lw.groupby(["api", "kind"], sort=True)["lost"]
+    g = lw.groupby(["api", "kind"], sort=True, observed=True)["lost"]
     out = pd.DataFrame({"launches": g.size(), "without_gpu": g.sum().astype(np.int64)}).reset_index()
     out["without_gpu_pct"] = 100.0 * out["without_gpu"] / out["launches"]
     return out.sort_values(["without_gpu", "launches"], ascending=False, kind="stable").reset_index(drop=True)

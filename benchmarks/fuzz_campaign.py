@@ -15,7 +15,9 @@ it is: ``test_fuzz_cli.py`` replays every folder there.
 At the end: cases run, and how many had a traceback, a hang (past ``--case-seconds`` of wall
 time), too much CPU (past 15 s: unbounded work, whatever the machine's load), exit 3, another bad exit status,
 a MemoryError, an escape-sequence leak, a formula cell, raw HTML, a stray file, a missing
-output, a changed input; then each distinct failure with its count and an example folder.
+output, a changed input, an output onto an input not refused, a FIFO, device or link target
+replaced, an annotated trace that is not valid UTF-8 JSON (issue 38); then each distinct failure
+with its count and an example folder.
 Exit status 0 when no case failed, 1 otherwise.
 """
 
@@ -48,6 +50,9 @@ ORDER = (
     "stray-file",
     "missing-output",
     "input-changed",
+    "not-refused",
+    "target-replaced",
+    "invalid-output",
 )
 LABELS = {
     "traceback": "tracebacks",
@@ -62,6 +67,9 @@ LABELS = {
     "stray-file": "stray files",
     "missing-output": "missing outputs",
     "input-changed": "inputs changed",
+    "not-refused": "onto an input, not refused",
+    "target-replaced": "targets replaced",
+    "invalid-output": "annotate: invalid JSON",
 }
 
 

@@ -23,6 +23,11 @@ The oracle (``crash_problems`` and ``injection_problems``):
 * the working folder (empty at the start) holds afterwards exactly the file the command was
   asked to write (only on success: nothing partial after a failure), the input files are
   unchanged and alone in their folder, HOME stays empty, no temporary file is left in the cache;
+* issue 38: an output option pointed at an input (its own name, a symbolic link, a hard link) is
+  refused with exit 2 and changes nothing; one pointed at a FIFO or a character device (a private
+  copy of /dev/null, made in the case's folder) leaves it what it was; a case sent SIGTERM, SIGHUP or
+  SIGINT at a random moment leaves no file behind (the signal's own exit status is allowed); input
+  file names may hold bytes that are not UTF-8;
 * injection (kept apart, so crashes are reported even while injection is unfixed): stdout and
   stderr contain no raw ESC, CR, other C0/C1 control or bidi control character, no CSV cell
   that a spreadsheet would run as a formula, no raw ``<script``/``<img`` in markdown.
@@ -46,9 +51,11 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
@@ -470,6 +477,8 @@ def make_input(rng: random.Random, hostile: bool = False) -> Input:
 
 # what a file name can hold (no "/" nor NUL): shown as the report's label and in every message
 FILE_NAME_TEXT = ("\x1b]0;title\x07", "\x1b[2J", "\rEVIL", "\u202egpj", "\nnext", "=1+1", "<script>", "|")
+# bytes that are not UTF-8 in a file name, as Python hands them over (os.fsdecode: b"\xff" -> "\udcff")
+NON_UTF8_NAMES = ("\udcff", "-\udce9t\udce9", "\udcc3(", "\udced\udca0\udc80")
 
 
 # ---------------------------------------------------------------- commands
@@ -485,13 +494,19 @@ class Case:
     env: dict = field(default_factory=dict)
     hostile: bool = False
     max_cpu: float = CPU_SECONDS
+    # issue 38: what the output option points at ("input", "symlink", "hardlink": an input, refused;
+    # "fifo", "device": written in place), made in the working folder before the run; None: a new file
+    target: str | None = None
+    signal: tuple | None = None  # (signal name, seconds after the start) sent to the case
 
     def argv(self, paths: dict) -> list:
         return [str(paths.get(a[1], a)) if a in ("{a}", "{b}") else a for a in self.args]
 
     def describe(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
-        return f"{env} traceview {' '.join(self.args)}".strip()
+        extra = f" [{self.target} target]" if self.target else ""
+        extra += f" [{self.signal[0]} after {self.signal[1]} s]" if self.signal else ""
+        return f"{env} traceview {' '.join(self.args)}{extra}".strip()
 
 
 _BASE = {
@@ -564,7 +579,135 @@ def make_case(seed: int, hostile: bool | None = None) -> Case:
         args.append("--no-cache")
     else:
         env["TRACEVIEW_CACHE_MIN_MB"] = "0"  # small files are cached too: exercises the cache
-    return Case(seed, command, args, inputs, out, env, hostile)
+    case = Case(seed, command, args, inputs, out, env, hostile)
+    return _issue38(rng, case)
+
+
+# ---------------------------------------------------------------- issue 38: targets, signals, names
+
+#: every command with an output option: (arguments with "{out}" for the target, a suffix it accepts)
+WRITERS = {
+    "summary-o": (["summary", "{a}", "-o", "{out}"], ".json"),
+    "kernels-o": (["kernels", "{a}", "-o", "{out}"], ".json"),
+    "kernels-plot": (["kernels", "{a}", "--plot", "{out}"], ".svg"),
+    "exposed-o": (["exposed", "{a}", "-o", "{out}"], ".json"),
+    "memory-o": (["memory", "{a}", "-o", "{out}"], ".json"),
+    "ranks-o": (["ranks", "{a}", "{b}", "-o", "{out}"], ".json"),
+    "compare-o": (["compare", "{a}", "{b}", "-o", "{out}"], ".json"),
+    "compare-plot": (["compare", "{a}", "{b}", "--plot", "{out}"], ".svg"),
+    "diff-o": (["diff", "{a}", "{b}", "-o", "{out}"], ".json"),
+    "diff-plot": (["diff", "{a}", "{b}", "--plot", "{out}"], ".png"),
+    "timeline-o": (["timeline", "{a}", "-o", "{out}"], ".json"),
+    "timeline-plot": (["timeline", "{a}", "--plot", "{out}"], ".svg"),
+    "report-o": (["report", "{a}", "{b}", "-o", "{out}"], ".html"),
+    "check-o": (["check", "{a}", "-o", "{out}"], ".json"),
+    "check-junit": (["check", "{a}", "--baseline", "{b}", "--junit", "{out}"], ".xml"),
+    "annotate-o": (["annotate", "{a}", "-o", "{out}"], ".json"),
+}
+TARGETS = ("input", "input", "symlink", "hardlink", "fifo", "device")
+SIGNALS = ("SIGTERM", "SIGHUP", "SIGINT")
+
+
+def _issue38(rng: random.Random, case: Case) -> Case:
+    """Some cases become a writer pointed at a hostile target, some get a signal, some a file name
+    that is not UTF-8. Drawn after everything else: a seed keeps the rest of its case."""
+    draw, sig, name = rng.random(), rng.random(), rng.random()
+    if draw < 0.15:
+        case = _targeted(rng, case)
+    if sig < 0.08:
+        case.signal = (rng.choice(SIGNALS), round(rng.uniform(0.0, 2.5), 2))
+    if name < 0.06:
+        key = rng.choice(sorted(case.inputs))
+        inp = case.inputs[key]
+        case.inputs[key] = Input(
+            inp.name, inp.doc, inp.byte_seed, inp.gz, inp.text_seed, rng.choice(NON_UTF8_NAMES)
+        )
+    return case
+
+
+def _targeted(rng: random.Random, case: Case) -> Case:
+    """``case`` as one of WRITERS with its output pointed at ``target``: an input (by its name, a
+    symbolic link or a hard link), a FIFO or a character device in the working folder."""
+    command = rng.choice(sorted(WRITERS))
+    template, suffix = WRITERS[command]
+    target = rng.choice(TARGETS)
+    if target == "input":
+        out = rng.choice(["{a}", "{b}"] if "{b}" in template else ["{a}"])
+    else:
+        out = f"target{suffix}"
+    args = [out if a == "{out}" else a for a in template]
+    args += [a for a in case.args if a in ("--no-cache", "--salvage")]
+    inputs = dict(case.inputs)
+    if "{b}" in args and "b" not in inputs:
+        inputs["b"] = inputs["a"]
+    if (
+        out in ("{a}", "{b}")
+        and "-o" in args
+        and inputs[out[1]].gz
+        and command not in ("report-o", "annotate-o")
+    ):
+        args += [
+            "--format",
+            rng.choice(FORMATS),
+        ]  # a gzip input's name names no format: the guard must refuse it
+    return Case(case.seed, command, args, inputs, None, case.env, case.hostile, target=target)
+
+
+def _make_target(case: Case, cwd: Path, paths: dict) -> Path | None:
+    """The link, FIFO or device node the case's output option points at, in its working folder;
+    the FIFO's path when one was made (a device node needs root: a FIFO in its place otherwise)."""
+    if case.target in (None, "input"):
+        return None
+    where = cwd / next(a for a in case.args if a.startswith("target."))
+    if case.target == "symlink":
+        where.symlink_to(paths["a"])
+    elif case.target == "hardlink":
+        os.link(paths["a"], where)
+    elif case.target == "fifo" or not _mknod_null(where):
+        os.mkfifo(where)
+        return where
+    return None
+
+
+def _mknod_null(where: Path) -> bool:
+    """A private /dev/null (character device 1, 3) at ``where``; False where only root may make one."""
+    try:
+        os.mknod(where, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except OSError:
+        return False
+    return True
+
+
+class _Drain:
+    """Reads a FIFO target while the case runs (never blocking: opened with O_NONBLOCK, so a case
+    that never opens it costs nothing), as a reader in a pipeline would."""
+
+    def __init__(self, path: Path):
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.done = False
+        self.got = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            finished = self.done
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
+                self.got += len(chunk)
+                continue
+            if finished:
+                break
+            time.sleep(0.005)
+
+    def close(self) -> int:
+        self.done = True
+        self.thread.join(10)
+        os.close(self.fd)
+        return self.got
 
 
 # ---------------------------------------------------------------- running one case
@@ -579,6 +722,7 @@ class Result:
     maxrss: int  # bytes
     problems: list = field(default_factory=list)
     cpu: float = 0.0  # the child's user + system seconds
+    cwd_before: dict = field(default_factory=dict)  # the working folder before the run (a target made there)
 
 
 def prepare() -> None:
@@ -638,7 +782,8 @@ def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -
         sys.stdin = open(0, closefd=False)  # noqa: SIM115
         _fresh_warnings()
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        for default in (signal.SIGALRM, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(default, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         code = _run_main(argv)
     finally:
@@ -683,9 +828,17 @@ def _run_main(argv: list) -> int:
     return code
 
 
-def _wait(pid: int, seconds: float):
-    """(status, rusage) of ``pid``, or (None, rusage) after killing its group at the time limit."""
+def _wait(pid: int, seconds: float, sig=None):
+    """(status, rusage) of ``pid``, or (None, rusage) after killing its group at the time limit;
+    ``sig`` (signal, seconds): sent to ``pid`` alone that long after the start, as a user or a
+    service manager would send it."""
     deadline = time.monotonic() + seconds
+    if sig is not None:
+        done, status, usage = _wait_until(pid, time.monotonic() + sig[1])
+        if done:
+            return status, usage
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig[0])
     pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
     try:
         while True:
@@ -708,7 +861,20 @@ def _wait(pid: int, seconds: float):
     return None, usage
 
 
-def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
+def _wait_until(pid: int, until: float):
+    """(True, status, rusage) when ``pid`` ended before the monotonic time ``until``, else
+    (False, 0, None)."""
+    while True:
+        done, status, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            return True, status, usage
+        if time.monotonic() >= until:
+            return False, 0, None
+        time.sleep(0.005)
+
+
+def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float, sig=None) -> Result:
+    """``sig``: (signal number, seconds) to send the case that long after its start, if still running."""
     out, err = box / "stdout", box / "stderr"
     limit = _address_space() + MEMORY_HEADROOM
     sys.stdout.flush()
@@ -717,7 +883,7 @@ def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> R
     pid = os.fork()
     if pid == 0:
         _child(argv, cwd, env, out, err, limit)
-    status, usage = _wait(pid, seconds)
+    status, usage = _wait(pid, seconds, sig)
     took = time.monotonic() - start
     code = None if status is None else (os.waitstatus_to_exitcode(status))
     return Result(
@@ -740,8 +906,8 @@ class ForkServer:
     def __init__(self):
         self.proc = None
 
-    def run(self, argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
-        request = {"argv": argv, "cwd": str(cwd), "env": env, "box": str(box), "seconds": seconds}
+    def run(self, argv: list, cwd: Path, env: dict, box: Path, seconds: float, sig=None) -> Result:
+        request = {"argv": argv, "cwd": str(cwd), "env": env, "box": str(box), "seconds": seconds, "sig": sig}
         for attempt in (1, 2):  # a server that died (it should not) is started again once
             try:
                 reply = self._ask(request)
@@ -794,7 +960,7 @@ def serve() -> None:
     for line in sys.stdin:
         req = json.loads(line)
         box = Path(req["box"])
-        r = run_forked(req["argv"], Path(req["cwd"]), req["env"], box, req["seconds"])
+        r = run_forked(req["argv"], Path(req["cwd"]), req["env"], box, req["seconds"], req.get("sig"))
         reply = {"code": r.code, "seconds": r.seconds, "maxrss": r.maxrss, "cpu": r.cpu}
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
@@ -804,7 +970,7 @@ _SERVER = ForkServer()
 atexit.register(_SERVER.close)
 
 
-def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) -> Result:
+def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float, sig=None) -> Result:
     def limits():
         resource.setrlimit(resource.RLIMIT_AS, (SUBPROCESS_MEMORY, SUBPROCESS_MEMORY))
 
@@ -820,6 +986,11 @@ def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) 
         start_new_session=True,
     )
     try:
+        if sig is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(sig[1])
+            if proc.poll() is None:
+                proc.send_signal(sig[0])
         out, err = proc.communicate(timeout=seconds)
         code = proc.returncode
     except subprocess.TimeoutExpired:
@@ -832,10 +1003,21 @@ def run_subprocess(argv: list, cwd: Path, env: dict, box: Path, seconds: float) 
 
 
 def _tree(folder: Path) -> dict:
-    return {
-        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-        for p in sorted(folder.rglob("*"))
-    }
+    """Name -> what it is: a regular file's hash, "dir", "symlink->TARGET", "fifo", "chr DEV" (never read)."""
+    return {str(p.relative_to(folder)): _what(p) for p in sorted(folder.rglob("*"))}
+
+
+def _what(p: Path) -> str:
+    st = os.lstat(p)
+    if stat.S_ISLNK(st.st_mode):
+        return f"symlink->{os.readlink(p)}"
+    if stat.S_ISREG(st.st_mode):
+        return hashlib.sha256(p.read_bytes()).hexdigest()
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if stat.S_ISFIFO(st.st_mode):
+        return "fifo"
+    return f"chr {st.st_rdev}" if stat.S_ISCHR(st.st_mode) else f"mode {st.st_mode:o}"
 
 
 def _child_env(box: Path, extra: dict) -> dict:
@@ -875,9 +1057,18 @@ def run_case(
             paths[key] = box / "in" / name
             paths[key].write_bytes(data)
         before = _tree(box / "in")
+        fifo = _make_target(case, box / "cwd", paths)
+        made_before = _tree(box / "cwd")
+        drain = _Drain(fifo) if fifo is not None else None
         env = _child_env(box, case.env)
         run = {"fork": _SERVER.run, "inline": run_forked, "subprocess": run_subprocess}[mode]
-        result = run(case.argv(paths), box / "cwd", env, box, seconds)
+        sig = (getattr(signal, case.signal[0]), case.signal[1]) if case.signal else None
+        try:
+            result = run(case.argv(paths), box / "cwd", env, box, seconds, sig)
+        finally:
+            if drain is not None:
+                drain.close()
+        result.cwd_before = made_before
         # the box's random name would make every output unique: blur it (plain ASCII, escapes unaffected)
         result.stdout = result.stdout.replace(str(box).encode(), b"BOX")
         result.stderr = result.stderr.replace(str(box).encode(), b"BOX")
@@ -904,8 +1095,14 @@ def crash_problems(case: Case, result: Result, box: Path, before: dict) -> list:
         )
     elif result.code == 3:
         problems.append(("exit3", last_line(result.stderr)))
-    elif result.code not in (0, 1, 2):
+    elif result.code not in (0, 1, 2, *_signalled(case)):
         problems.append(("bad-exit", f"exit status {result.code}: {last_line(result.stderr)}"))
+    elif case.target in ("input", "symlink", "hardlink") and result.code not in (2, *_signalled(case)):
+        problems.append(
+            ("not-refused", f"exit {result.code} writing onto an input: {last_line(result.stderr)}")
+        )
+    if not stat.S_ISCHR(os.stat("/dev/null").st_mode):
+        problems.append(("target-replaced", "/dev/null is no longer a character device"))
     if b"Traceback (most recent call last)" in both:
         problems.append(("traceback", last_line(result.stderr)))
     if b"MemoryError" in both:
@@ -915,14 +1112,34 @@ def crash_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     return problems
 
 
+def _signalled(case: Case) -> tuple:
+    """Exit statuses a case sent a signal may end with: the signal's own (-N), or 130 for Ctrl-C."""
+    if not case.signal:
+        return ()
+    number = int(getattr(signal, case.signal[0]))
+    return (-number, 128 + number) if number != signal.SIGINT else (130, -number)
+
+
 def _file_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     problems = []
-    made = set(_tree(box / "cwd"))
+    now = _tree(box / "cwd")
+    made = set(now) - set(result.cwd_before)
     wanted = {case.output} if case.output and result.code == 0 else set()
     if made - wanted:
         problems.append(
             ("stray-file", f"wrote {sorted(made - wanted)} (asked for {case.output}, exit {result.code})")
         )
+    replaced = [k for k, what in result.cwd_before.items() if now.get(k) != what]
+    if replaced:
+        problems.append(
+            (
+                "target-replaced",
+                f"{replaced[0]} was {result.cwd_before[replaced[0]][:20]}, "
+                f"now {now.get(replaced[0], 'gone')[:20]}",
+            )
+        )
+    if case.command == "annotate" and result.code == 0 and case.output in now:
+        problems += _annotated_problems(box / "cwd" / case.output)
     if wanted - made:
         problems.append(("missing-output", f"exit 0 but {case.output} was not written"))
     if _tree(box / "in") != before:
@@ -933,6 +1150,18 @@ def _file_problems(case: Case, result: Result, box: Path, before: dict) -> list:
     if leftovers:
         problems.append(("stray-file", f"temporary files left in the cache: {leftovers[:5]}"))
     return problems
+
+
+def _annotated_problems(path: Path) -> list:
+    """An annotated trace must be valid UTF-8 JSON for every other reader (issue 38 item 8)."""
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    try:
+        json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return [("invalid-output", f"the annotated trace is not valid UTF-8 JSON: {str(exc)[:120]}")]
+    return []
 
 
 # C0 controls but tab and newline, DEL, C1 controls, and the bidi controls
@@ -991,6 +1220,9 @@ CRASH_KINDS = (
     "stray-file",
     "missing-output",
     "input-changed",
+    "not-refused",
+    "target-replaced",
+    "invalid-output",
 )
 INJECTION_KINDS = ("escape-leak", "formula-cell", "raw-html")
 
@@ -1027,6 +1259,8 @@ def load_saved(folder: Path) -> tuple[Case, dict]:
         meta.get("env", {}),
         bool(meta.get("hostile")),
         float(meta.get("max_cpu_seconds", CPU_SECONDS)),
+        meta.get("target"),
+        tuple(meta["signal"]) if meta.get("signal") else None,
     )
     return case, files
 
@@ -1062,6 +1296,8 @@ def save_case(folder: Path, case: Case, files: dict, note: str, **extra) -> None
         "env": case.env,
         "seed": case.seed,
         "hostile": case.hostile,
+        **({"target": case.target} if case.target else {}),
+        **({"signal": list(case.signal)} if case.signal else {}),
         **({"names": names} if names else {}),
         **extra,
     }

@@ -5,7 +5,10 @@ The engine (cases, runner, oracle) is ``tests/fuzzcli.py``; ``benchmarks/fuzz_ca
 the same cases for minutes and saves every failing input. Here:
 
 * ``test_cli_fuzz``: random cases; none may exit 3, die, print a traceback, hang, run out of
-  memory, write a file it was not asked for, or change its input.
+  memory, write a file it was not asked for, or change its input. Since issue 38 some cases point an
+  output option at an input (by name, symbolic link or hard link: refused, exit 2), a FIFO or a
+  private device (never replaced), some are sent SIGTERM, SIGHUP or SIGINT (nothing left behind),
+  and some inputs have file names that are not UTF-8.
 * ``test_cli_injection``: cases whose traces carry hostile strings (ESC sequences, CR, bidi
   controls, spreadsheet formulas, ``<script>``, mathtext, lone surrogates, ...); nothing raw may
   reach stdout/stderr. This is the terminal/document-injection oracle of issue 22 item 2: it is

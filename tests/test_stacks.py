@@ -372,3 +372,21 @@ def test_every_view_and_the_folded_export_sum_to_summarys_gpu_time(name):
         assert r.info["total_ns"] == int(r["stacks"]["self_gpu_ns"].sum()) == gpu, by
     run = CliRunner().invoke(main, ["stacks", str(path), "--format", "folded", "--no-cache"])
     assert run.exit_code == 0 and sum(w for _, w in parse_folded(run.output)) == gpu
+
+
+#: speedscope's published schema (``dist/release/file-format-schema.json`` of its npm package,
+#: ``npm pack speedscope``), when the environment names a copy: not ours to ship in the project
+PUBLISHED = os.environ.get("SPEEDSCOPE_SCHEMA")
+
+
+@pytest.mark.skipif(not PUBLISHED, reason="set SPEEDSCOPE_SCHEMA to speedscope's file-format-schema.json")
+@pytest.mark.parametrize("trace", [NAIVE, pytest.param(BERT, marks=needs_bert)], ids=["naive", "bert"])
+def test_speedscope_export_validates_against_the_published_schema(trace):
+    schema = json.loads(Path(str(PUBLISHED)).read_text(encoding="utf-8"))
+    run = CliRunner().invoke(main, ["stacks", str(trace), "--format", "speedscope", "--no-cache"])
+    assert run.exit_code == 0, run.output
+    doc = json.loads(run.output)
+    jsonschema.validate(doc, schema)
+    broken = {**doc, "profiles": [{k: v for k, v in doc["profiles"][0].items() if k != "weights"}]}
+    with pytest.raises(jsonschema.ValidationError):  # the schema can fail: a sampled profile needs weights
+        jsonschema.validate(broken, schema)

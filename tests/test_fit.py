@@ -20,7 +20,7 @@ from traceview.analyses.trace.summary import summary
 from traceview.analyses.variants.compare import compare
 from traceview.analyses.variants.diff import diff
 from traceview.render import render
-from traceview.render.fit import ELLIPSIS, middle, terminal_width
+from traceview.render.fit import ELLIPSIS, PIPED_WIDTH, middle, output_width, terminal_width
 
 FILES = corpus_files()
 needs_corpus = pytest.mark.skipif(not FILES, reason=SKIP_REASON)
@@ -98,11 +98,12 @@ def test_compare_fits_per_folder(traces):
         check(plain(compare(group)))
 
 
-def test_width_comes_from_columns_else_unlimited_when_piped(monkeypatch):
+def test_width_comes_from_columns_else_piped_width_when_piped(monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
-    assert terminal_width() == 100
+    assert terminal_width() == output_width() == 100
     monkeypatch.delenv("COLUMNS")
     assert terminal_width() is None  # pytest captures stdout: not a TTY
+    assert output_width() == PIPED_WIDTH  # tables piped fit 200 columns (issue 32), --wide none
 
 
 def test_middle_ellipsis_keeps_both_ends():

@@ -8,6 +8,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 import traceview as tv
 from traceview.devices import find_device
 
@@ -92,3 +94,14 @@ def test_every_cited_table_is_found_by_report_lookup_info_included():
         assert len(r[name]) >= 1, name
     info = r["info"]
     assert len(info) == 1 and info["a_label"].iloc[0] == r.info["a_label"]
+
+
+def test_report_of_one_trace_is_its_summary_and_tables_scroll_in_their_box(tmp_path):
+    pytest.importorskip("matplotlib")
+    page = tv.report([str(SAMPLES / "naive.json.gz")], output=tmp_path / "one.html")
+    assert "Summary of naive" in page
+    assert "Compare 1 traces" not in page and "nothing to compare it with" not in page
+    tables = page.count('<table class="report">')
+    assert tables > 0 and page.count('<div class="scroll"><table class="report">') == tables
+    two = tv.report([str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz")])
+    assert "Compare 2 traces" in two

@@ -13,6 +13,7 @@ from .measure.sources import has_stacks
 from .select.region import Selection
 from .trace.breakdown import breakdown
 from .trace.source_lines import source_stats
+from .trace.summary import summary
 from .trace.timeline import timeline
 from .variants.compare import compare
 from .variants.diff import diff
@@ -20,7 +21,7 @@ from .variants.diff import diff
 
 @dataclass
 class ReportSet:
-    compare: Report
+    compare: Report  # the comparison; of one trace, its summary (there is nothing to compare)
     glance: Report  # tensor-core share and attention backend per trace
     breakdown: Report
     diffs: list = field(default_factory=list)  # each trace vs the baseline
@@ -59,7 +60,8 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
             lines.append((label, None, str(exc)))
     sources = [_top_sources(t, sel) for t in traces if has_stacks(t)]
     parts = breakdown(traces, sels=[sel] * len(traces), labels=labels)
-    return ReportSet(cmp, glance, parts, diffs, lines, sources)
+    head = cmp if len(traces) > 1 else summary(traces[0], sel)
+    return ReportSet(head, glance, parts, diffs, lines, sources)
 
 
 def _top_sources(trace, sel) -> Report:

@@ -27,6 +27,7 @@ td.name{min-width:9em;max-width:38em;overflow-wrap:anywhere;font-family:ui-monos
 ul.findings li{margin:.25em 0}dl.info{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}
 dl.info dt{color:#555}dl.info dd{margin:0;overflow-wrap:anywhere}.note{color:#8a5a00}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
+div.scroll{overflow-x:auto;max-width:100%}
 """
 #: sorts a table by the clicked column; marks the page rendered for tests
 SCRIPT = """
@@ -71,7 +72,8 @@ def page(title: str, body: str) -> str:
 def table_html(df, caption: str = "") -> str:
     cols = [str(c) for c in df.columns]
     numeric = [df[c].dtype.kind in "iuf" for c in df.columns]
-    out = ['<table class="report">']
+    # a wide table scrolls inside its box instead of running off the page (issue 37)
+    out = ['<div class="scroll"><table class="report">']
     if caption:
         out.append(f"<caption hidden>{esc(caption)}</caption>")
     out.append("<thead><tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr></thead><tbody>")
@@ -81,7 +83,7 @@ def table_html(df, caption: str = "") -> str:
             cls = ' class="num"' if num else (' class="name"' if c in NAME_COLUMNS else "")
             cells.append(f"<td{cls}>{esc(v)}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "\n".join(out)
 
 

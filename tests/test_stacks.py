@@ -265,6 +265,7 @@ def test_a_cut_tree_is_no_flame_graph_and_a_wrong_name_is_refused(tmp_path):
     for args in (
         ["--depth", "2", "--format", "folded"],
         ["-o", str(tmp_path / "x.json"), "--format", "folded"],
+        ["-o", str(tmp_path / "x.folded"), "--format", "json"],
     ):
         run = CliRunner().invoke(main, ["stacks", str(NAIVE), *args, "--no-cache"])
         assert run.exit_code == 2, run.output

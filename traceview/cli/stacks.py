@@ -27,6 +27,9 @@ def _stacks_output(fmt, wide, path):
     file named ``*.folded`` / ``*.speedscope.json`` is an export; anything else is every command's
     ``--format`` (common._output)."""
     named = _export_named(path) if path is not None else None
+    if named is not None and fmt is not None and fmt != named:
+        why = f"{visible(path)} names a {named} file but --format is {fmt}"
+        raise click.BadParameter(why, param_hint="'-o' / '--output'")
     if fmt in EXPORTS or (fmt is None and named is not None):
         fmt = fmt or named
         if path is not None and named != fmt:

@@ -28,6 +28,8 @@ from ..select.region import Selection, region
 BY = ("frame", "module", "line")
 FORMS = ("tree", "table")
 _MODULE_SEP = "."
+#: a tree level: no-break spaces, which markdown and HTML keep where they drop leading spaces
+_INDENT = "\u00a0\u00a0"
 #: the part of an installed file's path before its package (``/env/lib/python3.10/site-packages/``)
 _SITE = re.compile(r"^.*/(?:site-packages|dist-packages|lib/python[\d.]+)/")
 
@@ -138,7 +140,7 @@ def _shown(tree, extra, depth, min_pct, form, by, cpu) -> tuple[pd.DataFrame, in
     w = "cpu" if cpu else "gpu"
     t = t.rename(columns={"weight_ns": f"{w}_ns", "self_weight_ns": f"self_{w}_ns"})
     if form == "tree":
-        t["frame"] = ["  " * d + f for d, f in zip(t["depth"].tolist(), t["frame"].tolist(), strict=True)]
+        t["frame"] = [_INDENT * d + f for d, f in zip(t["depth"].tolist(), t["frame"].tolist(), strict=True)]
         lead = ["frame"]
     else:
         sep = _MODULE_SEP if by == "module" else SEP

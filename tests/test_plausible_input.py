@@ -27,6 +27,7 @@ from corpus import CORPUS
 
 import traceview as tv
 from traceview.cli import main
+from traceview.launches import completeness
 from traceview.read import chunks, parallel, split_document
 
 GEMM = "ampere_sgemm_128x64_tn"
@@ -250,7 +251,9 @@ def test_corpus_traces_get_no_new_warnings(name):
     if not path.exists():
         pytest.skip(f"corpus not found at {CORPUS}")
     trace = tv.load(path, cache=False)
-    assert trace.warnings == []
+    # the completeness warning is about the capture, not its text (issue 32: negative_queue's 11%)
+    incomplete = completeness(trace)["warning"]
+    assert [w for w in trace.warnings if w != incomplete] == []
 
 
 # ---------------------------------------------------------------- ambiguous ids

@@ -232,15 +232,16 @@ def _put(tmp: Path, entry: Path) -> None:
         pass
     aside = entry.with_name(f"{entry.name}.tmp-old{secrets.token_hex(4)}")
     old: Path | None = aside
-    try:
-        os.replace(entry, aside)
-    except FileNotFoundError:  # another process moved it meanwhile
-        old = None
-    try:
-        os.replace(tmp, entry)  # fails when another writer's entry got there first: theirs stays
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    with temporary(aside):  # SIGTERM or SIGHUP from here on: the old entry goes too (a miss, not a leftover)
+        try:
+            os.replace(entry, aside)
+        except FileNotFoundError:  # another process moved it meanwhile
+            old = None
+        try:
+            os.replace(tmp, entry)  # fails when another writer's entry got there first: theirs stays
+        finally:
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def _discard(entry: Path) -> None:

@@ -78,12 +78,6 @@ def call_tree(
     )
 
 
-def full_tree(trace, sel: Selection | None = None, *, library=(), own=()) -> tuple[pd.DataFrame, str]:
-    """The whole call tree by frame (no limits) and which time weighs it: for the exports."""
-    lv = leaves(region(trace, sel))
-    return _tree("frame", lv, False, tuple(library), tuple(own), CallLines(None))[0], lv.weight
-
-
 def _tree(by, lv, fold, library, own, lines) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tree and, per node, the extra columns of its view."""
     if by == "frame":
@@ -146,8 +140,8 @@ def _shown(tree, extra, depth, min_pct, form, by, cpu) -> tuple[pd.DataFrame, in
         sep = _MODULE_SEP if by == "module" else SEP
         t["path"] = [p.replace(SEP, sep) for p in node_paths(tree, t["node"].to_numpy())]
         lead = ["node", "parent", "depth", "path", "frame"]
-    cols = [*lead, "pct", f"{w}_ns", f"self_{w}_ns", "kernels", "activities", "flops", "alloc_bytes"]
-    cols += [c for c in extra.columns]
+    figures = ["kernels", "activities", "flops", "alloc_bytes", "allocs"]
+    cols = [*lead, "pct", f"{w}_ns", f"self_{w}_ns", *figures, *extra.columns]
     return t[cols], int((~keep).sum())
 
 

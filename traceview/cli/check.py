@@ -60,7 +60,8 @@ class _Runs(click.Option):
     metavar="RUN...",
     help="Baseline run(s) the relative rules compare with: traces, a folder of them, or a quoted glob; "
     "every value up to the next option (put CANDIDATE first). Timing rules judge runs, not steps: give "
-    "3 or more baseline runs; with one they report the ratio but fail only beyond 6x.",
+    "several baseline runs (5 on a shared machine, 3 at the least); with one they report the ratio but "
+    "fail only beyond 6x.",
 )
 @click.option(
     "--checks",

@@ -5,7 +5,9 @@ Every GPU activity reaches a place through the links that exist: activity -> lau
 innermost CPU op around it -> that op's Python stack (``ops.stack``, traceview/sources.py).
 Each activity counts once, at its leaf: the stack's innermost frame (its self time); a frame's
 inclusive time is its own plus its callees'. What has no stack is kept, never dropped: an op
-without one under ``NO_STACK`` (by op name), an activity without an op under ``NO_OP``. So
+without one under ``NO_STACK`` (by op name). An activity launched outside every op (a CUDA
+graph's replay: ``cudaGraphLaunch`` runs in no op) gets the Python stack around its launch, its
+launch call as the leaf (marked ``REPLAY`` for a graph); one with neither goes under ``NO_OP``. So
 the root holds every selected activity, the same GPU time as ``summary``. A trace without GPU
 activities (a CPU-only run) is weighed by the ops' self CPU time instead, and says so.
 

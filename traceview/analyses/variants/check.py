@@ -135,6 +135,8 @@ def check(
     """Every rule of ``rules`` on ``candidate`` against ``baseline`` (None: no baseline); each a trace
     or a list of runs (traces or Sides)."""
     cands, bases = sides(candidate), sides(baseline)
+    _runs_of_one_rank(cands, "candidate")
+    _runs_of_one_rank(bases, "baseline")
     for side in cands + bases:  # the command's own selection must match: an error, not a skip
         side.region(sel or Selection())
     rows = [evaluate(rule, cands, bases, sel) for rule in rules]
@@ -146,6 +148,21 @@ def check(
         said = diff(bases[0].trace, cands[0].trace, sel, top=None).findings
         report.findings += [f"diff (A = baseline, B = candidate): {f}" for f in said]
     return report
+
+
+def _runs_of_one_rank(runs: list[Side], side: str) -> None:
+    """Several runs must be recordings of one process: traces of different ranks (``distributedInfo``)
+    are one distributed run, whose ranks are not repeated measurements (whole runs are not judged
+    yet), so they are refused rather than read as noise between runs."""
+    from ...run import rank_info
+
+    ranks = {info[0] for s in runs if (info := rank_info(s.trace.meta)) is not None}
+    if len(ranks) > 1:
+        shown = ", ".join(map(str, sorted(ranks)[:8])) + (", ..." if len(ranks) > 8 else "")
+        raise TraceviewError(
+            f"the {side} traces are ranks {shown} of a distributed run (distributedInfo): check compares "
+            "runs of one process; give one rank's trace from each run"
+        )
 
 
 def evaluate(rule: CheckRule, cands: list[Side], bases: list[Side], sel: Selection | None) -> dict:

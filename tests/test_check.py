@@ -624,6 +624,9 @@ def test_synthetic_gpu_runs_same_shifted_and_bimodal(tmp_path):
         and row["value"] / row["baseline"] > 1.4
         and "beyond the noise" in row["detail"]
     )
+    states = run_set(tmp_path, "s", [1000, 1010, 2500, 2520, 2490], rng)  # the machine's two states
+    row = timing_row(same, states)
+    assert "baseline: runs in two clusters (2 at ~0.9" in row["detail"] and "3 at ~2.4" in row["detail"]
     two = gpu_run(tmp_path / "two.json.gz", [1000, 1010, 3000, 1005, 3020, 3010, 1000])
     row = timing_row([two], base)
     assert (

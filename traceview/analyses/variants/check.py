@@ -236,7 +236,10 @@ def _judge_runs(rule: CheckRule, metric: CheckMetric, cands: list[Side], bases: 
         for i, steps in enumerate(runs)
         if (said := check_runs.cluster_words(f"{side} run {i + 1} ({named[i].trace.label})", steps))
     ]
-    words = f"{TIMED[rule.metric]}: {v.words}" + "".join(f"; {o}" for o in odd)
+    states = check_runs.cluster_words(
+        "baseline", [check_runs.run_value(r) for r in b], metric.unit, "runs", "between runs"
+    )
+    words = f"{TIMED[rule.metric]}: {v.words}" + "".join(f"; {o}" for o in [*odd, states] if o)
     return {"status": v.status, "value": v.value, "baseline": v.baseline, "bound": v.bound, "detail": words}
 
 

@@ -126,13 +126,16 @@ def _n(v: float, unit: str) -> str:
     return f"{num(v / 1e6)} ms" if unit == "ns" else num(v)
 
 
-def cluster_words(label: str, steps, unit: str = "ns") -> str:
-    """A sentence on a run whose steps sit in two clusters ("" when they do not)."""
+def cluster_words(
+    label: str, steps, unit: str = "ns", what: str = "steps", when: str = "within the run"
+) -> str:
+    """A sentence on a run whose steps (or on baseline runs whose numbers) sit in two clusters ("" when
+    they do not)."""
     found = clusters(steps)
     if found is None:
         return ""
     low, high, n_low, n_high = found
     return (
-        f"{label}: steps in two clusters ({n_low} at ~{_n(low, unit)}, {n_high} at ~{_n(high, unit)}, "
-        f"{high / low:.1f}x apart): the machine (or the code) changed speed within the run"
+        f"{label}: {what} in two clusters ({n_low} at ~{_n(low, unit)}, {n_high} at ~{_n(high, unit)}, "
+        f"{high / low:.1f}x apart): the machine (or the code) changed speed {when}"
     )

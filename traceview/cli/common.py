@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import os
@@ -309,7 +310,9 @@ def command_inputs(values: dict) -> list:
     if folders:  # the trace files a folder holds: an output among them would be read, then replaced
         from ..discover import candidates
 
-        files += [c.path for c in candidates(folders, recursive=True)]
+        for folder in folders:  # an empty or unreadable folder is left for the command to report
+            with contextlib.suppress(TraceviewError, OSError):
+                files += [c.path for c in candidates([folder], recursive=True)]
     return files
 
 

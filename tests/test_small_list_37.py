@@ -105,3 +105,21 @@ def test_report_of_one_trace_is_its_summary_and_tables_scroll_in_their_box(tmp_p
     assert tables > 0 and page.count('<div class="scroll"><table class="report">') == tables
     two = tv.report([str(SAMPLES / "naive.json.gz"), str(SAMPLES / "naive_inplace.json.gz")])
     assert "Compare 2 traces" in two
+
+
+def test_a_loaded_trace_with_other_load_options_is_refused_not_silently_kept(tmp_path):
+    """tv.compare([tv.load(P)], devices=F) used to rate the device without F; now the call refuses
+    in one line, and the same options (or none) go through."""
+    p = str(SAMPLES / "naive.json.gz")
+    table = tmp_path / "devices.toml"
+    table.write_text(TABLE.format(name="mine", bw=100), encoding="utf-8")
+    t = tv.load(p)
+    with pytest.raises(TypeError, match=r"was loaded with devices=None.*pass its path") as e:
+        tv.compare([t], devices=table)
+    assert "\n" not in str(e.value)
+    with pytest.raises(TypeError, match="salvage"):
+        tv.summary(t, salvage=True)
+    assert tv.summary(t).kind == "summary"  # no options given: the Trace as loaded
+    mine = tv.load(p, devices=table)
+    assert tv.compare([mine], devices=table).kind == "compare"  # the options it was loaded with
+    assert tv.compare([p], devices=table).kind == "compare"  # a path is loaded with them

@@ -59,7 +59,28 @@ def _parts(given: dict) -> tuple[Selection | None, LoadOptions]:
 
 
 def _trace(t: TraceLike, opts: LoadOptions) -> Trace:
-    return t if isinstance(t, Trace) else opts.load(os.fspath(t))
+    if isinstance(t, Trace):
+        return same_options(t, opts)
+    return opts.load(os.fspath(t))
+
+
+#: the load options that change what a loaded Trace holds; the others (limits, cache) only how it is read
+_HELD = ("rules", "devices", "salvage")
+
+
+def same_options(t: Trace, opts: LoadOptions) -> Trace:
+    """``t`` when the call's load options that change a trace (rules, devices, salvage) are the
+    defaults or those ``t`` was loaded with; else a one-line TypeError: a loaded Trace is not
+    loaded again, so another option would be silently dropped (issue 37)."""
+    default = LoadOptions()
+    for name in _HELD:
+        given, had = getattr(opts, name), t.loaded_with.get(name, getattr(default, name))
+        if given != getattr(default, name) and given != had:
+            raise TypeError(
+                f"{t.label} was loaded with {name}={had!r}, not {name}={given!r}: "
+                f"pass its path, or tv.load(path, {name}=...)"
+            )
+    return t
 
 
 def load_traces(
@@ -71,7 +92,7 @@ def load_traces(
     loaded, skipped = [], []
     for t in items:
         if isinstance(t, Trace):
-            loaded.append(t)
+            loaded.append(same_options(t, options))
             continue
         more, passed_over = load_all([t], options.load, recursive=recursive)
         loaded += more

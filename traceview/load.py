@@ -41,6 +41,8 @@ def load(
         load_devices(os.fspath(devices))  # a bad file fails now, in one line
     trace = _load(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules, cache=cache)
     trace.devices = os.fspath(devices) if devices is not None else None
+    given_rules = os.fspath(rules) if isinstance(rules, (str, os.PathLike)) else rules
+    trace.loaded_with = {"rules": given_rules, "devices": trace.devices, "salvage": salvage}
     return trace
 
 

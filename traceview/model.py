@@ -86,6 +86,9 @@ class Trace:
     #: tables worked out from this trace by the analyses (``op_work``, ...), kept with the trace they
     #: come from so that they live and die with it; not part of what the trace is
     derived: dict = field(default_factory=dict, repr=False, compare=False)
+    #: the load options that change what a trace holds (``rules``, ``devices``, ``salvage``), as
+    #: ``load`` was given them: an API call given this Trace with other ones refuses (issue 37)
+    loaded_with: dict = field(default_factory=dict, repr=False, compare=False)
     #: whether this load was served from the cache (``tv.load``'s ``cache``); not part of what the
     #: trace is, so two loads of one trace compare equal either way
     cached: bool = field(default=False, repr=False, compare=False)

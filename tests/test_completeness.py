@@ -142,7 +142,7 @@ def test_different_workloads_are_said_first_with_their_gemm_m():
 @needs
 def test_the_same_trace_is_the_same_work():
     d = tv.diff(tv.load(BERT), tv.load(BERT))
-    assert d.findings[0].startswith("same work (judged on shapes)"), d.findings[0]  # the verdict first
+    assert d.findings[0].startswith("same work (judged on the same file)"), d.findings[0]  # the verdict first
     assert d.findings[1].startswith("A and B are the same")
 
 

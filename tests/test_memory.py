@@ -245,7 +245,9 @@ def test_diff_and_compare_name_the_peak_difference_and_the_op_that_makes_it(tmp_
     assert (row["peak_a_bytes"], row["peak_b_bytes"], row["peak_diff_bytes"]) == (2**26, 2**27, 2**26)
     assert (row["made_by"], row["made_by_diff_bytes"]) == ("aten::clone", 2**26)
     said = "naive's cuda:0 peak is 64.0 MiB above inplace's: most of it in tensors made by aten::clone"
-    assert any(f.startswith(said) for f in d.findings)
+    # diff names its sides A and B, its title their legend (issue 32 item 8)
+    assert any(f.startswith(said.replace("naive's", "B's").replace("inplace's", "A's")) for f in d.findings)
+    assert d.title.startswith("Diff: A = inplace vs B = naive")
     c = tv.compare([inplace, naive])
     assert c["memory"]["vs_baseline_bytes"].tolist() == [0, 2**26]
     assert any(f.startswith(said) for f in c.findings)

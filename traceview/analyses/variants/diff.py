@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...report import Report
+from ...report import Finding, Report
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_table
 from ..measure.efficiency import efficiency_notes, efficiency_table
@@ -88,8 +88,8 @@ def diff(
         **tables,
     }
     if len(a.memory) or len(b.memory):  # whole traces: the peak is one moment, not per step
-        tables["memory"], words = memory.peak_difference(a, b, la, lb)
-        findings += words
+        tables["memory"], words = memory.peak_difference(a, b, "A", "B")
+        findings += [_cite_names(w) for w in words]
     if has_stacks(a) or has_stacks(b):  # the line each one-sided copy comes from, and its cost (issue 19)
         tables["copy_sources"], words = copy_sources(A, B, chains_a, chains_b)
         findings += words
@@ -117,6 +117,18 @@ def diff(
         info=info,
         notes=notes,
     )
+
+
+def _cite_names(f: str) -> Finding:
+    """A sentence that says A and B (the title is their legend; a label such as
+    ``log__bfeed93fe629_2566.1773933981558265129`` read badly in a sentence, issue 32 item 8)
+    cites info ``a_name``/``b_name``, not the labels."""
+    names = {"a_label": "a_name", "b_label": "b_name"}
+    evidence = [
+        {**e, "column": names[e["column"]]} if e["table"] == "info" and e["column"] in names else e
+        for e in getattr(f, "evidence", ())
+    ]
+    return Finding(str(f), evidence)
 
 
 def _kernel_diff(A: Region, B: Region) -> KernelDiff:
@@ -239,6 +251,8 @@ def _info(a, b, A: Region, B: Region, la: str, lb: str, kernels) -> dict:
         "b": b.path,
         "a_label": la,
         "b_label": lb,
+        "a_name": "A",  # how the sentences name the two sides; the title is their legend
+        "b_name": "B",
         "a_device": a.device_name,
         "b_device": b.device_name,
         "selection": A.selection.describe()

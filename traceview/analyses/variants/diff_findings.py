@@ -69,7 +69,11 @@ def _gpu_findings(A: Region, B: Region, kernels, work: str, labels: tuple[str, s
     f += _tile_findings(kernels.both, unit, same)
     f += _gemm_findings(kernels.ga, kernels.gb, same)
     f += _precision_findings(A, B)
-    f += efficiency_findings([("A", A), ("B", B)], "efficiency", keys=list(labels))  # rows by label
+    rates = efficiency_findings([("A", A), ("B", B)], "efficiency", keys=list(labels))  # rows by label
+    if not same:  # a rate on other work is no better or worse use of the GPU: said with it
+        rates = [Finding(f"{f}; the two sides run different work (or work not known to be the same)",
+                         getattr(f, "evidence", ())) for f in rates]  # fmt: skip
+    f += rates
     f += _launch_findings(A, B, unit)
     return f
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,6 +193,9 @@ def _kernel_configs(r: Region, k: pd.DataFrame) -> dict[str, Kernel]:
 def verdict(A: Region, B: Region) -> Verdict:
     sa, sb = side_facts(A), side_facts(B)
     checks, notes, unit = _checks(A, B, sa, sb), _notes(A, B, sa, sb), A.per_word
+    if _same_file(A, B):  # a trace against itself: whatever it recorded, the same work
+        why = ["A and B are the same trace file and selection"]
+        return Verdict(SAME, "the same file", why, checks, notes)
     # (evidence, words) of each difference any evidence shows
     different = [x for x in (_world(A, B), _precision(sa, sb), _phases(sa, sb)) if x]
     if sa.flops is not None and sb.flops is not None and (sa.flops or sb.flops):
@@ -242,10 +246,17 @@ def _m_text(ms: dict, n: int = 3) -> str:
     return words + (f" and {num(len(ms) - n)} more" if len(ms) > n else "")
 
 
+def _same_file(A: Region, B: Region) -> bool:
+    same = A.trace is B.trace or os.path.realpath(A.trace.path) == os.path.realpath(B.trace.path)
+    return same and A.selection == B.selection
+
+
 def _no_shapes(sa: Side, sb: Side) -> str:
     if sa.flops is None and sb.flops is None:
         return "neither trace recorded shapes"
-    return f"{'A' if sa.flops is None else 'B'} recorded no shapes"
+    if sa.flops is None or sb.flops is None:
+        return f"{'A' if sa.flops is None else 'B'} recorded no shapes"
+    return "no op with recorded shapes carries FLOPs on either side"
 
 
 def _world(A: Region, B: Region) -> tuple[str, str] | None:

@@ -20,13 +20,14 @@ import math
 import numpy as np
 import pandas as pd
 
-from ...launches import by_api, completeness, consequence, graph_replays, rules, warned, where
+# by_api and graph_replays: imported from here by summary, groups and efficiency (re-exported)
+from ...launches import by_api as by_api
+from ...launches import completeness, consequence, rules, warned, where
+from ...launches import graph_replays as graph_replays
 from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
 from .work import has_shapes, trace_work
-
-__all__ = ["GRAPH_REPLAY", "by_api", "completeness", "graph_replays", "rules"]  # with the rest below
 
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
 _BATCHED = ("aten::bmm", "aten::baddbmm")  # M is per matrix of the batch

@@ -13,6 +13,7 @@ from .measure.sources import has_stacks
 from .select.region import Selection
 from .trace.breakdown import breakdown
 from .trace.source_lines import source_stats
+from .trace.stacks import call_tree
 from .trace.summary import summary
 from .trace.timeline import timeline
 from .variants.compare import compare
@@ -28,6 +29,8 @@ class ReportSet:
     # (label, its timeline or None, why not)
     timelines: list[tuple[str, Report | None, str]] = field(default_factory=list)
     sources: list = field(default_factory=list)  # per trace with stacks: its top source lines
+    # per trace with stacks: (label, its whole call tree, table form), drawn as a flame graph
+    flames: list[tuple[str, Report]] = field(default_factory=list)
 
 
 #: how many source lines the report shows per trace (kernels --by source lists them all)
@@ -59,9 +62,12 @@ def report_set(traces, sel: Selection | None = None, baseline=None) -> ReportSet
         except TraceviewError as exc:
             lines.append((label, None, str(exc)))
     sources = [_top_sources(t, sel) for t in traces if has_stacks(t)]
+    flames = [
+        (lb, call_tree(t, sel, form="table")) for lb, t in zip(labels, traces, strict=True) if has_stacks(t)
+    ]
     parts = breakdown(traces, sels=[sel] * len(traces), labels=labels)
     head = cmp if len(traces) > 1 else summary(traces[0], sel)
-    return ReportSet(head, glance, parts, diffs, lines, sources)
+    return ReportSet(head, glance, parts, diffs, lines, sources, flames)
 
 
 def _top_sources(trace, sel) -> Report:

@@ -83,3 +83,71 @@ def _frame(name: str) -> dict:
     if not m:
         return {"name": name}
     return {"name": f"{m['func']} ({m['file']}:{m['line']})", "file": m["file"], "line": int(m["line"])}
+
+
+def flame_svg(report, width: int = 1100, row: int = 17, char_px: float = 6.6) -> str:
+    """A static icicle flame graph of a whole ``stacks`` table (form "table"): the root on top, each
+    node a box as wide as its inclusive time, children left to right largest first; the frame's
+    name in the box where it fits and in full in the box's ``<title>`` (a tooltip, no script, so
+    the HTML report's policy holds). Trace text is escaped as every HTML output escapes it."""
+    from .htmlreport import esc
+
+    t = report.tables.get("stacks")
+    weight = next((c for c in ("gpu_ns", "cpu_ns") if t is not None and c in t.columns), None)
+    if t is None or weight is None or "node" not in t.columns or len(t) != report.info.get("nodes"):
+        raise ValueError("a flame graph needs the whole stacks table (form='table', no depth or min_pct)")
+    total = float(t[weight].iloc[0]) or 1.0
+    x = _offsets(t, weight)
+    boxes = []
+    for node, depth, frame, w in zip(t["node"], t["depth"], t["frame"], t[weight], strict=True):
+        px = width * float(w) / total
+        if px < 0.5:  # narrower than a pixel: its time is in its parent's box
+            continue
+        left, top = width * x[node] / total, depth * row
+        label = (
+            str(frame)
+            if len(str(frame)) * char_px <= px - 4
+            else str(frame)[: max(int((px - 4) / char_px) - 1, 0)]
+        )
+        label = label + "…" if label and label != str(frame) else label
+        tip = f"{frame}: {_ns_words(int(w))} ({100.0 * float(w) / total:.1f}%)"
+        boxes.append(
+            f'<g><title>{esc(tip)}</title><rect x="{left:.1f}" y="{top}" width="{px:.1f}" height="{row - 1}" '
+            f'fill="{_colour(str(frame))}"/>'
+            + (f'<text x="{left + 2:.1f}" y="{top + row - 5}">{esc(label)}</text>' if label else "")
+            + "</g>"
+        )
+    height = (int(t["depth"].max()) + 1) * row
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" font-family="monospace" font-size="11">' + "".join(boxes) + "</svg>"
+    )
+
+
+def _offsets(t: pd.DataFrame, weight: str) -> dict:
+    """Each node's left edge in weight units: its parent's, plus the earlier siblings' widths
+    (siblings largest first). Rows come parents first, as the table lists them."""
+    x: dict = {}
+    used: dict = {}
+    order = t.sort_values(["depth", weight], ascending=[True, False], kind="stable")
+    for node, parent, w in zip(order["node"], order["parent"], order[weight], strict=True):
+        start = 0.0 if parent < 0 else x[parent] + used.get(parent, 0.0)
+        x[node] = start
+        if parent >= 0:
+            used[parent] = used.get(parent, 0.0) + float(w)
+    return x
+
+
+def _colour(frame: str) -> str:
+    """A warm colour fixed by the frame's file (the part before its line), so a file reads as one hue."""
+    import zlib
+
+    key = frame.split("(", 1)[0]
+    h = zlib.crc32(key.encode("utf-8", "replace"))
+    return f"hsl({h % 50},{60 + h % 25}%,{62 + (h >> 8) % 14}%)"
+
+
+def _ns_words(ns: int) -> str:
+    from ..units import human_ns
+
+    return human_ns(ns)

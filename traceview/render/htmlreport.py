@@ -119,6 +119,7 @@ def figure_html(svg: str, caption: str) -> str:
 def render_report_set(rs, title: str) -> str:
     """``traceview report``: the comparison, the diffs in words, figures, the top source lines of
     each trace with stacks, one timeline per trace."""
+    from .flame import flame_svg
     from .plot import breakdown_figure, svg_text, timeline_figure
 
     out = [f"<h1>{esc(title)}</h1>", report_html(rs.compare)]
@@ -137,6 +138,10 @@ def render_report_set(rs, title: str) -> str:
         )
     for src in rs.sources:  # the lines of the user's code that ran the most GPU time (traces with stacks)
         out.append(report_html(src, info=False))
+    for label, tree in rs.flames:  # where in the code the time goes, as a flame graph (issue 36)
+        out.append(f"<h2>{esc(label)}: the call stacks as a flame graph</h2>")
+        caption = f"a box per frame, as wide as its time ({tree.info['weight']}); hover a box for its figures"
+        out.append(figure_html(flame_svg(tree), caption))
     out.append("<h2>One step per trace</h2>")
     for label, tl, why in rs.timelines:
         if tl is None:

@@ -92,11 +92,16 @@ def test_whole_names_stay_in_json_csv_and_wide(diffs, monkeypatch):
     assert longest in render(d, "csv") or longest.replace('"', '""') in render(d, "csv")
 
 
+@pytest.fixture(scope="module")
+def reports(traces, diffs):
+    """summary and kernels of each trace, the diffs, and compare on three of the pairs."""
+    out = [tv.summary(t) for t in traces.values()] + [tv.kernels(t) for t in traces.values()]
+    return out + list(diffs.values()) + [tv.compare([traces[a], traces[b]]) for a, b in PAIRS[:3]]
+
+
 @pytest.mark.parametrize("rich", [False, True], ids=["plain", "rich"])
-def test_80_columns_fit_summary_kernels_diff_compare(traces, diffs, monkeypatch, rich):
+def test_80_columns_fit_summary_kernels_diff_compare(reports, monkeypatch, rich):
     monkeypatch.setenv("COLUMNS", "80")
-    reports = [tv.summary(t) for t in traces.values()] + [tv.kernels(t) for t in traces.values()]
-    reports += list(diffs.values()) + [tv.compare([traces[a], traces[b]]) for a, b in PAIRS[:3]]
     for r in reports:
         wide = too_wide(render(r, "table", rich=rich), 80)
         assert not wide, (r.title, wide[0])

@@ -669,11 +669,67 @@ def test_the_ci_recipe_records_runs_keeps_a_baseline_artifact_and_gates_with_jun
     assert "--baseline 'baseline/*/" in gate and "--junit" in gate
 
 
-@pytest.mark.skipif(len(RANK0) == 0, reason="corpus absent (param dlrm ranks)")
-def test_ranks_of_one_distributed_run_are_not_taken_for_runs():
-    """Two ranks of one run are not two measurements of one process: exit 2, one line, not a verdict
-    on noise that is really the difference between ranks."""
-    ranks = sorted((CORPUS / "param").glob("dlrm_kineto__worker[01]_*.json.gz"))
-    out = run("check", NAIVE, "--baseline", *ranks, "--no-cache")
-    assert out.exit_code == 2 and "ranks 0, 1 of a distributed run" in out.output, out.output
-    assert len(out.output.strip().splitlines()) == 1
+DLRM = sorted((CORPUS / "param").glob("dlrm_kineto__worker[0-7]_*.json.gz"))
+
+
+def whole_run(folder: Path, ranks: list[Path]) -> Path:
+    """A run folder holding the given rank traces (links: the corpus stays as it is)."""
+    folder.mkdir()
+    for r in ranks:
+        (folder / r.name).symlink_to(r)
+    return folder
+
+
+@pytest.mark.skipif(len(DLRM) < 8, reason="corpus absent (param dlrm ranks 0-7)")
+def test_whole_runs_are_judged_rank_by_rank_and_timing_on_the_ranks_sum(tmp_path):
+    """``check RUN/ --baseline RUN/ RUN/ RUN/``: the 8 ranks of one dlrm run are one run. Against
+    itself as 3 baseline runs it passes, and the timing rule judges the ranks' summed GPU kernel time
+    per step (recounted from summary, rank by rank)."""
+    run_dir = whole_run(tmp_path / "run", DLRM)
+    out = run("check", run_dir, "--baseline", run_dir, run_dir, run_dir, "--format", "json", "--no-cache")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["info"]["ranks"] == 8 and doc["info"]["baseline_runs"] == [str(run_dir)] * 3
+    row = {r["rule"]: r for r in doc["tables"]["rules"]}["gpu-time-per-step"]
+    summed = sum(tv.summary(r, cache=False).info["gpu_time_per_step_ns"] for r in DLRM)  # one step each
+    assert (
+        row["status"] == "pass" and row["value"] == pytest.approx(summed) and "spread 1.00x" in row["detail"]
+    )
+
+
+@pytest.mark.skipif(len(DLRM) < 8, reason="corpus absent (param dlrm ranks 0-7)")
+def test_a_structural_change_on_one_rank_fails_and_names_the_rank(tmp_path):
+    """The baseline's rank 3 without its memcpys: the candidate run's rank 3 brings them back."""
+    doc = json.loads(gzip.decompress(DLRM[3].read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_memcpy"]
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    (fixed / DLRM[3].name.replace(".gz", "")).write_text(json.dumps(doc), encoding="utf-8")
+    base = whole_run(tmp_path / "base", DLRM[:3] + DLRM[4:])
+    (base / (fixed / DLRM[3].name.replace(".gz", "")).name).symlink_to(
+        fixed / DLRM[3].name.replace(".gz", "")
+    )
+    out = run(
+        "check", whole_run(tmp_path / "cand", DLRM), "--baseline", base, "--format", "json", "--no-cache"
+    )
+    assert out.exit_code == 1, out.output
+    row = {r["rule"]: r for r in json.loads(out.stdout)["tables"]["rules"]}["no-new-memcpy"]
+    assert row["status"] == "fail" and row["detail"].startswith("rank 3: ") and "rank 0" not in row["detail"]
+
+
+@pytest.mark.skipif(len(DLRM) < 8, reason="corpus absent (param dlrm ranks 0-7)")
+def test_runs_whose_ranks_differ_are_refused_in_one_line(tmp_path):
+    """Ranks are compared rank by rank: a baseline of other ranks, ranks given unevenly, or a single
+    process against a distributed run is exit 2, one line (never ranks read as noise between runs)."""
+    full, half = whole_run(tmp_path / "full", DLRM), whole_run(tmp_path / "half", DLRM[:4])
+    for args, words in (
+        ((full, "--baseline", half), "holds 4 rank(s)"),
+        (
+            (full, "--baseline", full, *DLRM[:2]),
+            "unevenly (rank 0: 2 trace(s), rank 1: 2 trace(s), rank 2: 1",
+        ),
+        ((NAIVE, "--baseline", *DLRM[:2]), "holds 2 rank(s)"),
+    ):
+        out = run("check", *args, "--no-cache")
+        assert out.exit_code == 2 and words in out.output, out.output
+        assert len(out.output.strip().splitlines()) == 1

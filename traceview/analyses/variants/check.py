@@ -77,10 +77,35 @@ class Side:
             self.memo[key] = [self.value(metric, replace(sel, step=int(s))) for s in self.trace.steps["step"]]
         return self.memo[key]
 
-    def run_steps(self, metric: CheckMetric, sel: Selection) -> list:
-        """The run's steps for a timing rule: each step's value, or the run's one value without steps."""
-        steps = [v for v in self.step_values(metric, sel) if not _missing(v)]
-        return steps or [self.value(metric, sel)]
+    def step_map(self, metric: CheckMetric, sel: Selection) -> dict:
+        """{step number: the metric in that step}, steps without a value left out."""
+        values = self.step_values(metric, sel)
+        numbers = self.trace.steps["step"].tolist() if values else []
+        return {int(n): v for n, v in zip(numbers, values, strict=True) if not _missing(v)}
+
+
+#: a run: one Side per rank, in rank order (one Side for a single process)
+Run = list[Side]
+
+
+def run_steps(run: Run, metric: CheckMetric, sel: Selection) -> list:
+    """A run's steps for a timing rule: each step's value summed over the run's ranks (the registry
+    combines every timing metric over ranks by sum), the steps every rank has; without such steps the
+    run's one value (its ranks' sum)."""
+    maps = [side.step_map(metric, sel) for side in run]
+    common = sorted(set.intersection(*(set(m) for m in maps)))
+    return [sum(m[k] for m in maps) for k in common] or [sum(side.value(metric, sel) for side in run)]
+
+
+def run_label(run: Run) -> str:
+    first = run[0].trace.label
+    return first if len(run) == 1 else f"{first}, {len(run)} ranks"
+
+
+def run_path(run: Run) -> str:
+    """A run's trace path, or the folder its ranks' traces share."""
+    paths = [os.fspath(side.trace.path) for side in run]
+    return paths[0] if len(paths) == 1 else os.path.commonpath(paths)
 
 
 def sides(traces) -> list[Side]:
@@ -134,39 +159,94 @@ def check(
 ) -> Report:
     """Every rule of ``rules`` on ``candidate`` against ``baseline`` (None: no baseline); each a trace
     or a list of runs (traces or Sides)."""
-    cands, bases = sides(candidate), sides(baseline)
-    _runs_of_one_rank(cands, "candidate")
-    _runs_of_one_rank(bases, "baseline")
-    for side in cands + bases:  # the command's own selection must match: an error, not a skip
+    cands, bases = runs_of(sides(candidate), "candidate"), runs_of(sides(baseline), "baseline")
+    _same_ranks(cands, bases)
+    for side in [s for run in cands + bases for s in run]:  # the command's selection must match: an error
         side.region(sel or Selection())
     rows = [evaluate(rule, cands, bases, sel) for rule in rules]
     table = pd.DataFrame(rows, columns=COLUMNS)
     report = _report(cands, bases, table, sel, source)
-    if bases and report.info["failed"]:  # what changed, in diff's words (first runs)
+    if bases and report.info["failed"]:  # what changed, in diff's words (first runs, first ranks)
         from .diff import diff
 
-        said = diff(bases[0].trace, cands[0].trace, sel, top=None).findings
+        said = diff(bases[0][0].trace, cands[0][0].trace, sel, top=None).findings
         report.findings += [f"diff (A = baseline, B = candidate): {f}" for f in said]
     return report
 
 
-def _runs_of_one_rank(runs: list[Side], side: str) -> None:
-    """Several runs must be recordings of one process: traces of different ranks (``distributedInfo``)
-    are one distributed run, whose ranks are not repeated measurements (whole runs are not judged
-    yet), so they are refused rather than read as noise between runs."""
+def runs_of(traces: list[Side], side: str) -> list[Run]:
+    """The side's runs. Traces of one process (no ``distributedInfo`` rank, or all one rank) are one
+    run each. Traces of several ranks are whole runs of a distributed job (``RUN/``, or ``RUN1/ RUN2/
+    RUN3/``): the k-th trace of each rank, in the order given, make run k, its ranks in rank order;
+    each rank must appear as often as every other (ranks are not repeated measurements)."""
     from ...run import rank_info
 
-    ranks = {info[0] for s in runs if (info := rank_info(s.trace.meta)) is not None}
-    if len(ranks) > 1:
-        shown = ", ".join(map(str, sorted(ranks)[:8])) + (", ..." if len(ranks) > 8 else "")
+    ranks = [rank_info(t.trace.meta) for t in traces]
+    if len({r[0] for r in ranks if r is not None}) <= 1:
+        return [[t] for t in traces]
+    if any(r is None for r in ranks):
+        raise TraceviewError(f"the {side} traces mix ranks of a distributed run with traces without one")
+    by: dict[int, list[Side]] = {}
+    for t, r in zip(traces, ranks, strict=True):
+        by.setdefault(r[0], []).append(t)  # None refused above
+    counts = {rank: len(ts) for rank, ts in sorted(by.items())}
+    if len(set(counts.values())) > 1:
         raise TraceviewError(
-            f"the {side} traces are ranks {shown} of a distributed run (distributedInfo): check compares "
-            "runs of one process; give one rank's trace from each run"
+            f"the {side} traces hold the ranks of a distributed run unevenly ({_ranks_said(counts)}): "
+            "give whole runs (every rank once per run)"
         )
+    return [[by[rank][k] for rank in sorted(by)] for k in range(len(traces) // len(by))]
 
 
-def evaluate(rule: CheckRule, cands: list[Side], bases: list[Side], sel: Selection | None) -> dict:
-    """One row of the results table."""
+def _ranks_said(counts: dict[int, int]) -> str:
+    shown = ", ".join(f"rank {r}: {n} trace(s)" for r, n in list(counts.items())[:6])
+    return shown + (", ..." if len(counts) > 6 else "")
+
+
+def _same_ranks(cands: list[Run], bases: list[Run]) -> None:
+    """Every run of both sides has the first candidate run's ranks: rank r is compared with rank r."""
+    from ...run import rank_info
+
+    def ranks(run: Run) -> list:
+        return [info[0] if (info := rank_info(s.trace.meta)) is not None else None for s in run]
+
+    want = ranks(cands[0])
+    for run in cands[1:] + bases:
+        if len(run) != len(want) or (len(want) > 1 and ranks(run) != want):
+            raise TraceviewError(
+                f"{run_path(run)} holds {len(run)} rank(s) and {run_path(cands[0])} {len(want)}: "
+                "a run is compared rank by rank, so every run must hold the same ranks"
+            )
+
+
+def evaluate(rule: CheckRule, cands: list[Run], bases: list[Run], sel: Selection | None) -> dict:
+    """One row of the results table: a timing rule judged on every run, any other rule on the first
+    candidate run against the first baseline run, rank by rank."""
+    per_rank = [
+        _evaluate_rank(rule, cands, bases, sel, i) for i in range(1 if _on_runs(rule) else len(cands[0]))
+    ]
+    return per_rank[0] if len(per_rank) == 1 else _ranks_row(cands[0], per_rank)
+
+
+def _ranks_row(run: Run, rows: list[dict]) -> dict:
+    """One row for a rule judged rank by rank: the first failing rank's numbers (else rank 0's), a fail
+    when any rank fails, a pass when any passes; the detail names each failing (or skipped) rank."""
+    from ...run import rank_info
+
+    status = next((s for s in ("fail", "pass", "skipped") if any(r["status"] == s for r in rows)), "skipped")
+    first = next(r for r in rows if r["status"] == status)
+    said = [
+        f"rank {info[0] if (info := rank_info(side.trace.meta)) else i}: {r['detail']}"
+        for i, (side, r) in enumerate(zip(run, rows, strict=True))
+        if r["status"] == status and r["detail"]
+    ]
+    return first | {"status": status, "detail": "; ".join(said)}
+
+
+def _evaluate_rank(rule: CheckRule, runs: list[Run], base_runs: list[Run], sel, rank: int) -> dict:
+    """The row of one rule on one rank of the first runs (a timing rule: on every run, ranks summed)."""
+    cands = [run[rank] for run in runs]
+    bases = [run[rank] for run in base_runs]
     metric = check_metrics()[rule.metric]
     scope = scope_of(rule, sel)
     row = dict.fromkeys(COLUMNS, None) | {
@@ -184,9 +264,9 @@ def evaluate(rule: CheckRule, cands: list[Side], bases: list[Side], sel: Selecti
         return row | {"status": "skipped", "detail": f"scope: {e}"}
     if _missing(value) or (rule.baseline is not None and _missing(was)):
         return row | {"status": "skipped", "detail": "no value (nothing the metric measures)"}
-    if _on_runs(rule, metric):
+    if _on_runs(rule):
         try:
-            return row | _judge_runs(rule, metric, cands, bases, scope)
+            return row | _judge_runs(rule, metric, runs, base_runs, scope)
         except TraceviewError as e:  # a later run lacks what the rule's scope names
             return row | {"status": "skipped", "detail": f"scope: {e}"}
     bound = _bound(rule, metric, was)
@@ -215,7 +295,7 @@ def _bound(rule: CheckRule, metric: CheckMetric, was):
     return was * rule.baseline if metric.unit not in ("text", "set") else was
 
 
-def _on_runs(rule: CheckRule, metric: CheckMetric) -> bool:
+def _on_runs(rule: CheckRule) -> bool:
     """A relative timing rule: judged on runs (:mod:`.check_runs`), not on steps."""
     return (
         rule.baseline is not None
@@ -225,16 +305,16 @@ def _on_runs(rule: CheckRule, metric: CheckMetric) -> bool:
     )
 
 
-def _judge_runs(rule: CheckRule, metric: CheckMetric, cands: list[Side], bases: list[Side], scope) -> dict:
+def _judge_runs(rule: CheckRule, metric: CheckMetric, cands: list[Run], bases: list[Run], scope) -> dict:
     """A timing rule's status, numbers and sentence, from every run of both sides."""
-    c = [s.run_steps(metric, scope) for s in cands]
-    b = [s.run_steps(metric, scope) for s in bases]
+    c = [run_steps(run, metric, scope) for run in cands]
+    b = [run_steps(run, metric, scope) for run in bases]
     v = check_runs.judge(c, b, float(rule.baseline or 1.0), rule.op in ("<", "<="), metric.unit)
     odd = [
         said
         for side, runs, named in (("candidate", c, cands), ("baseline", b, bases))
         for i, steps in enumerate(runs)
-        if (said := check_runs.cluster_words(f"{side} run {i + 1} ({named[i].trace.label})", steps))
+        if (said := check_runs.cluster_words(f"{side} run {i + 1} ({run_label(named[i])})", steps))
     ]
     states = check_runs.cluster_words(
         "baseline", [check_runs.run_value(r) for r in b], metric.unit, "runs", "between runs"
@@ -277,14 +357,14 @@ def _shown(v):
     return v
 
 
-def _report(cands: list[Side], bases: list[Side], table: pd.DataFrame, sel, source: str) -> Report:
+def _report(cands: list[Run], bases: list[Run], table: pd.DataFrame, sel, source: str) -> Report:
     counts = table["status"].value_counts()
     passed, failed, skipped = (int(counts.get(s, 0)) for s in ("pass", "fail", "skipped"))
     verdict = "fail" if failed else "pass"
-    candidate, baseline = cands[0].trace, bases[0].trace if bases else None
     info = {
-        "candidate": candidate.path, "baseline": baseline.path if baseline is not None else None,
-        "candidate_runs": [s.trace.path for s in cands], "baseline_runs": [s.trace.path for s in bases],
+        "candidate": run_path(cands[0]), "baseline": run_path(bases[0]) if bases else None,
+        "candidate_runs": [run_path(r) for r in cands], "baseline_runs": [run_path(r) for r in bases],
+        "ranks": len(cands[0]),
         "rules_from": source, "selection": (sel or Selection()).describe(), "verdict": verdict,
         "rules": len(table), "passed": passed, "failed": failed, "skipped": skipped,
         "timing_method": check_runs.METHOD,
@@ -295,13 +375,13 @@ def _report(cands: list[Side], bases: list[Side], table: pd.DataFrame, sel, sour
         f"Check: {_runs(cands)}{against}: {verdict.upper()} ({num(passed)} pass, {num(failed)} fail, "
         f"{num(skipped)} skipped)"
     )
-    notes = [w for s in cands + bases for w in s.trace.warnings]
+    notes = [w for run in cands + bases for s in run for w in s.trace.warnings]
     return Report(kind="check", title=title, tables={"rules": table}, findings=_findings(table), info=info,
                   notes=notes)  # fmt: skip
 
 
-def _runs(runs: list[Side]) -> str:
-    first = runs[0].trace.label
+def _runs(runs: list[Run]) -> str:
+    first = run_label(runs[0])
     return first if len(runs) == 1 else f"{len(runs)} runs ({first}, ...)"
 
 

@@ -78,7 +78,8 @@ class _Runs(click.Option):
 @friendly
 @_input_errors_are_usage
 def check(candidate, baseline, checks, junit, out, sel, options):
-    """Check CANDIDATE (one run's trace, or several runs: traces, a folder, a quoted glob) against rules
+    """Check CANDIDATE (one run's trace, or several runs: traces, a folder, a quoted glob; the ranks of a
+    distributed run, together, are one whole run, compared rank by rank) against rules
     (each a metric, an operator and a bound, absolute or relative to --baseline): no new Memcpy or copy
     op, no GEMM leaving the tensor cores, attention backend unchanged (structural rules: first run
     against first run), and time per step (GPU kernel time on GPU traces, CPU op time on CPU-only ones)

@@ -86,7 +86,8 @@ def verdict(cand, bases, rules) -> bool:
     """True when every rule holds (check's verdict, without diff's findings on a failure)."""
     from traceview.analyses.variants.check import evaluate
 
-    return all(evaluate(rule, [cand], list(bases), None)["status"] != "fail" for rule in rules)
+    runs, base_runs = [[cand]], [[b] for b in bases]  # each run one process: one Side
+    return all(evaluate(rule, runs, base_runs, None)["status"] != "fail" for rule in rules)
 
 
 def share(cands, pools, rules) -> tuple[int, int]:
@@ -98,7 +99,7 @@ def share(cands, pools, rules) -> tuple[int, int]:
 def judge(root: Path) -> dict:
     import traceview as tv
     from traceview.analyses.select.region import Selection
-    from traceview.analyses.variants.check import Side, check
+    from traceview.analyses.variants.check import Side, check, run_steps
     from traceview.analyses.variants.check_metrics import check_metrics
     from traceview.analyses.variants.check_rules import read_rules
     from traceview.analyses.variants.check_runs import run_value
@@ -107,7 +108,7 @@ def judge(root: Path) -> dict:
     runs = {name: [Side(tv.load(p / "naive.json.gz", cache=False))
                    for p in sorted(root.glob(f"{name}[0-9]*"))] for name in SEQ}  # fmt: skip
     metric = check_metrics()["cpu_op_time_per_step_ns"]
-    fastest = {k: [run_value(s.run_steps(metric, Selection())) / 1e6 for s in v] for k, v in runs.items()}
+    fastest = {k: [run_value(run_steps([s], metric, Selection())) / 1e6 for s in v] for k, v in runs.items()}
     base, slow, big = runs["base"], runs["slow"], runs["big"]
     threes = [list(c) for c in itertools.combinations(base, 3)]
     fives = [list(c) for c in itertools.combinations(base, 5)]  # the CI recipe keeps 5

@@ -733,3 +733,29 @@ def test_runs_whose_ranks_differ_are_refused_in_one_line(tmp_path):
         out = run("check", *args, "--no-cache")
         assert out.exit_code == 2 and words in out.output, out.output
         assert len(out.output.strip().splitlines()) == 1
+
+
+def test_the_benchmark_judges_a_folder_of_runs(tmp_path):
+    """benchmarks/bench_check.py's judging on synthetic runs whose truth is known (the recording
+    needs torch and minutes): runs of one level pass, a 46x run fails every combination, the
+    structural pairs fail and pass as the issue asks."""
+    import sys
+
+    from synth import attention_trace
+
+    sys.path.insert(0, str(SAMPLES.parent / "benchmarks"))
+    import bench_check
+
+    rng = np.random.default_rng(3)
+    for name, levels in (("base", [1000, 1010, 1005, 1020]), ("slow", [1500]), ("big", [46000])):
+        for i, level in enumerate(levels):
+            (tmp_path / f"{name}{i:02d}").mkdir()
+            gpu_run(tmp_path / f"{name}{i:02d}" / "naive.json.gz", level * np.exp(rng.normal(0, 0.01, 5)))
+    for variant in ("naive_inplace", "sdpa_math"):
+        (tmp_path / variant).mkdir()
+        write(tmp_path / variant / f"{variant}.json.gz", attention_trace(variant))
+    out = bench_check.judge(tmp_path)
+    assert out["pairs_false_alarms"] == (0, 12) and out["three_to_one_false_alarms"] == (0, 4)
+    assert out["big_detected_three_to_one"] == (4, 4) and out["big_detected_one_to_one"] == (4, 4)
+    assert out["slow_detected_three_to_one"] == (4, 4)
+    assert "attention-backend-unchanged" in out["structural"]["naive vs sdpa_math"]

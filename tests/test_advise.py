@@ -86,6 +86,10 @@ def test_naive_copy_advice_matches_a_plain_recount():
     assert row["stake_ns_per_step"] == sum(_ns(c["dur"]) for c in clones) / len(spans)
     assert row["count_per_step"] == len(clones) / len(spans)
     assert row["bound"] == CPU and row["source"].startswith("collectors/attention.py:")
+    # the line to edit: masked_fill's line inside _naive, read here as plain text (issue 36)
+    text = (SAMPLES.parent / "collectors" / "attention.py").read_text(encoding="utf-8").splitlines()
+    line = int(row["source"].split(":")[1].split()[0])
+    assert ".masked_fill(" in text[line - 1] and row["line_from"] == "source"
     assert "aten::masked_fill_" in row["do"]
     assert r.findings[0].startswith("aten::masked_fill copies its input")
 

@@ -372,6 +372,7 @@ DIFF_TABLES = {
         "what",
         "where",
         "source",
+        "line_from",
         "count_per_step",
         "bytes_per_step",
         "stake_ns_per_step",

@@ -45,7 +45,7 @@ _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d+)\): (?P<func>.*)$", re.S)
 _FILE_FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d{1,9})\): (?P<func>.*)$", re.S)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # "<built-in method x of Tensor object at 0x7f..>": per object
 _INSTANCE = re.compile(r"_\d+$")
-_CALLEE = re.compile(r"^<built-in (?:method|function) (?P<name>\S+)")
+_CALLEE = re.compile(r"^<built-in (?:method|function) (?P<name>[^\s>]+)")  # "...function f>": f
 
 
 @functools.cache

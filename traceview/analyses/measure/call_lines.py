@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -114,3 +115,18 @@ def _calls(scope: ast.AST, callee: str):
             elif isinstance(f, ast.Attribute) and f.attr == callee:
                 yield f.end_lineno or f.lineno
         todo.extend(ast.iter_child_nodes(node))
+
+
+_SOURCE = re.compile(r"^(?P<file>.+):(?P<line>\d{1,9}) (?P<func>\S.*)$")
+
+
+def line_to_edit(source: str, call: str, lines: CallLines) -> tuple[str, str]:
+    """A ``source`` as op_sources writes it (``file:first_line function``) with its line moved to
+    the call of ``call`` inside that function where the file is present (:meth:`CallLines.resolve`),
+    and how the line was found (``FROM_SOURCE``/``FIRST_LINE``); ``(source, "")`` where the text is
+    not a source line."""
+    m = _SOURCE.match(source or "")
+    if not m:
+        return source, ""
+    line, how = lines.resolve(m["file"], int(m["line"]), m["func"], call or None)
+    return f"{m['file']}:{line} {m['func']}", how

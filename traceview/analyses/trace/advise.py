@@ -29,6 +29,7 @@ from ...errors import TraceviewError
 from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
+from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
 from ..select.region import Region, Selection, region
@@ -38,7 +39,7 @@ RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
 #: the ``bound`` of a row on a trace without GPU activity: the CPU time of the ops involved
 CPU = "CPU time"
 COLUMNS = [
-    "rule", "what", "where", "source", "count_per_step", "bytes_per_step",
+    "rule", "what", "where", "source", "line_from", "count_per_step", "bytes_per_step",
     "stake_ns_per_step", "bound", "pct_of_wall", "peak_bytes", "pct_of_peak", "do", "doc",
 ]  # fmt: skip
 
@@ -95,6 +96,9 @@ class Facts:
         self.exposed = exposed(r).totals() if self.gpu else {}
         #: the whole of what a share is taken of: GPU wall time, or the CPU wall time
         self.wall = int(self.exposed.get("wall_ns", 0)) if self.gpu else int(r.cpu_wall_ns)
+        #: the source files are read from the current folder (the line to edit, issue 36)
+        self.lines = CallLines()
+        self.line_from: dict[str, str] = {}  # a source text -> how its line was found
 
     @functools.cached_property
     def parent(self) -> np.ndarray:
@@ -135,8 +139,11 @@ class Facts:
         ok = np.flatnonzero(src != NO_SOURCE)
         if not len(ok):
             return ""
-        c = call[ok[0]]
-        return f"{src[ok[0]]}" + (f" (its call to {c})" if isinstance(c, str) and c else "")
+        c = call[ok[0]] if isinstance(call[ok[0]], str) else ""
+        line, self.line_from[src[ok[0]]] = line_to_edit(str(src[ok[0]]), c, self.lines)
+        text = line + (f" (its call to {c})" if c else "")
+        self.line_from[text] = self.line_from.pop(src[ok[0]])
+        return text
 
     def gpu_ns_under(self, positions: np.ndarray) -> int:
         """GPU time of the region's activities launched inside the subtrees of ``positions``."""
@@ -180,7 +187,8 @@ def row(f: Facts, rule: Rule, what: str, where: str, source: str, count: int, nb
         stake: int, bound: str) -> dict:  # fmt: skip
     per = f.r.regions
     return {
-        "rule": rule.id, "what": what, "where": where, "source": source,
+        "rule": rule.id, "what": what, "where": where,
+        "source": source, "line_from": f.line_from.get(source, ""),
         "count_per_step": count / per, "bytes_per_step": nbytes / per,
         "stake_ns_per_step": stake / per, "bound": bound,
         "pct_of_wall": 100.0 * stake / f.wall if f.wall else 0.0, "peak_bytes": np.nan, "pct_of_peak": np.nan,

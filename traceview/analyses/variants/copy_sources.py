@@ -16,11 +16,12 @@ import pandas as pd
 from ...domain import domain
 from ...link import ARROW
 from ...trees import nearest
+from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.sources import NO_SOURCE, has_stacks, op_sources
 from ..select.region import Region
 from ..wording.words import Cite
 
-COLUMNS = ["side", "chain", "source", "call", "alloc_bytes_per_step", "gpu_ns_per_step"]
+COLUMNS = ["side", "chain", "source", "line_from", "call", "alloc_bytes_per_step", "gpu_ns_per_step"]
 
 
 def copy_sources(A: Region, B: Region, chains_a: pd.DataFrame, chains_b: pd.DataFrame, n: int = 3):
@@ -41,6 +42,7 @@ def _rows(side: str, r: Region, chains: pd.DataFrame, n: int) -> list[tuple]:
     parent = r.trace.ops["parent"].to_numpy()
     chain = r.ops["chain"].astype(str).to_numpy()
     out, seen = [], set()
+    lines_in = CallLines()  # the line of the call, where the file is in the current folder (issue 36)
     for c in t["chain"]:
         mine = r.ops.index.to_numpy()[chain == c]  # the copy ops themselves: the chain's last op
         src, call = lines["source"].to_numpy()[mine[0]], lines["call"].to_numpy()[mine[0]]
@@ -48,7 +50,8 @@ def _rows(side: str, r: Region, chains: pd.DataFrame, n: int) -> list[tuple]:
             continue
         seen.add((src, call, c.split(ARROW)[0]))
         inside = nearest(parent, np.isin(np.arange(len(parent)), mine)) >= 0
-        out.append((side, c, src, call, _allocated(r, inside), _gpu_ns(r, inside)))
+        line, how = line_to_edit(str(src), call if isinstance(call, str) else "", lines_in)
+        out.append((side, c, line, how, call, _allocated(r, inside), _gpu_ns(r, inside)))
         if len(out) == n:
             break
     return out

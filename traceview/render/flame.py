@@ -16,6 +16,7 @@ import re
 import pandas as pd
 
 from .._version import __version__
+from .safe import esc
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"
 _FRAME = re.compile(r"^(?P<file>.+)\((?P<line>\d{1,9})\): (?P<func>.*)$", re.S)
@@ -90,8 +91,6 @@ def flame_svg(report, width: int = 1100, row: int = 17, char_px: float = 6.6) ->
     node a box as wide as its inclusive time, children left to right largest first; the frame's
     name in the box where it fits and in full in the box's ``<title>`` (a tooltip, no script, so
     the HTML report's policy holds). Trace text is escaped as every HTML output escapes it."""
-    from .htmlreport import esc
-
     t = report.tables.get("stacks")
     weight = next((c for c in ("gpu_ns", "cpu_ns") if t is not None and c in t.columns), None)
     if t is None or weight is None or "node" not in t.columns or len(t) != report.info.get("nodes"):

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import html
 
 from .cells import display_frame, heading, info_lines
-from .safe import visible
+from .safe import esc
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1200px;color:#222;
@@ -47,11 +46,6 @@ document.querySelectorAll("table.report th").forEach(function (th) {
 document.documentElement.dataset.rendered = "1";
 """
 NAME_COLUMNS = {"name", "kernel", "example", "launched_by", "chain", "op", "trace", "label", "key", "rule"}
-
-
-def esc(text) -> str:
-    """Every text the page shows goes through here: controls escaped, then HTML."""
-    return html.escape(visible(text), quote=True)
 
 
 def page(title: str, body: str) -> str:

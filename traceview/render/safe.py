@@ -16,6 +16,7 @@ genuine number such as ``-5`` stays as it is, and so does a lone ``-``.
 from __future__ import annotations
 
 import dataclasses
+import html
 import re
 
 import pandas as pd
@@ -109,3 +110,8 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
         for c in text_cols:
             out[c] = [defused(v) if isinstance(v, str) else v for v in out[c]]
     return out
+
+
+def esc(text) -> str:
+    """Every text an HTML page or SVG shows goes through here: controls escaped, then HTML."""
+    return html.escape(visible(text), quote=True)

@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "traceview"
 
 #: lowest first; a module's layer is the first prefix that matches its dotted name
 LAYERS = [
-    ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "schema", "devices"]),
+    ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "schema", "devices", "filenames"]),
     ("read", ["read"]),
     ("model", ["model"]),
     ("link", ["link", "sources", "trees", "launches"]),

@@ -154,7 +154,10 @@ def test_cli_compare_folder_formats_and_baseline(story_dir):
     rows = {row["label"]: row for row in doc["tables"]["compare"]}
     assert rows["sdpa_flash"]["ratio_gpu_time"] == 1.0
     assert rows["sdpa_efficient"]["ratio_gpu_time"] == pytest.approx(40 / 30)
-    assert set(doc["tables"]) - {"advice"} == {"completeness", "workload", "compare", "by_category"}
+    shown = set(doc["tables"]) - {"advice"}
+    assert shown == {"completeness", "verdict", "workload", "compare", "by_category"}
+    # the work of each trace against the baseline's (issue 32)
+    assert {r["trace"] for r in doc["tables"]["verdict"]} == set(rows) - {"sdpa_flash"}
     docs = (Path(__file__).resolve().parents[1] / "docs" / "json-schema.md").read_text()
     for col in doc["tables"]["compare"][0]:
         assert f"`{col}`" in docs, col

@@ -255,3 +255,14 @@ def test_verdict_is_in_the_json():
     ]
     assert doc["findings"][0]["text"].startswith("same work")
     assert {e["table"] for e in doc["findings"][0]["evidence"]} == {"verdict"}
+
+
+@needs
+def test_compare_says_each_traces_verdict_against_the_baseline():
+    r = tv.compare([tv.load(BERT), tv.load(FALCON), tv.load(BERT)])
+    v = r["verdict"].set_index("trace")
+    assert len(v) == 2 and set(v["verdict"]) == {"different work", "same work"}, v
+    said = [f for f in r.findings if "against the baseline" in f]
+    other = v.index[v["verdict"] == "different work"][0]  # Falcon's label, as compare made it
+    assert len(said) == 1 and said[0].startswith(f"{other} (B) against the baseline"), said
+    assert "different work (judged on shapes): B's ops ask 17.15x the FLOPs of A's" in said[0]

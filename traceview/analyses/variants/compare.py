@@ -17,7 +17,7 @@ from ...errors import TraceviewError
 from ...report import Finding, Report
 from ...run import one_job
 from ..measure import memory, metrics
-from ..measure.completeness import completeness_table, incomplete_findings, workload_finding, workload_table
+from ..measure.completeness import completeness_table, incomplete_findings, workload_table
 from ..measure.efficiency import (
     efficiency,
     efficiency_findings,
@@ -30,6 +30,7 @@ from ..measure.registry import metrics_of, shown_in
 from ..select.region import Region, Selection, region
 from ..trace.advise import advice_of
 from ..wording.words import Cite, listing, ratio
+from .workload import compare_verdicts
 
 
 def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
@@ -58,12 +59,14 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
         tables = {"compare": table, "by_op": _op_table(labels, sides)}
     # comparability first (issue 18): each file's completeness and each trace's work, before any ratio
     first = incomplete_findings(list(zip(labels, traces, strict=True)))
-    bl = (labels[base], labels[base], sides[base])
-    first += [w for i, s in enumerate(sides) if i != base
-              for w in [workload_finding(bl, (labels[i], labels[i], s))] if w]  # fmt: skip
+    # each trace's work against the baseline's: the verdict diff says first (issue 32)
+    verdicts, judged = compare_verdicts(labels, sides, base)
+    first += judged
     done = completeness_table(list(zip(labels, traces, strict=True)))
     if done[["kernel_launches", "gpu_activities"]].to_numpy().any():  # a CPU-only set has nothing to lose
         tables["completeness"] = done
+    if len(verdicts):
+        tables["verdict"] = verdicts
     tables["workload"] = workload_table(list(zip(labels, sides, strict=True)))
     findings = first + _findings(table, labels, base, gpu, sides)
     advice, said = advice_of(list(zip(labels, sides, strict=True)))  # what to do, after what was measured

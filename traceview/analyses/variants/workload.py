@@ -86,16 +86,37 @@ class Verdict:
             {"verdict": [self.kind], "evidence": [self.evidence], "why": ["; ".join(self.why + self.notes)]}
         )
 
-    def finding(self) -> Finding:
-        """The first sentence of a diff (after any incomplete-trace warning), citing table verdict:
-        ``same work (shapes): both ask ...``."""
-        c = Cite()
-        kind = c("verdict", {}, "verdict", self.kind, "text")
-        evidence = c("verdict", {}, "evidence", self.evidence, "text")
-        why = c("verdict", {}, "why", "; ".join(self.why + self.notes), "text")
+    def finding(self, row: dict | None = None, who: str = "") -> Finding:
+        """The first sentence of a diff (after any incomplete-trace warning), citing table verdict
+        (``row``: its key where the table has a row per trace, as compare's; ``who``: the words
+        naming the pair there): ``same work (judged on shapes): both ask ...``."""
+        c, key = Cite(), row or {}
+        kind = c("verdict", key, "verdict", self.kind, "text")
+        evidence = c("verdict", key, "evidence", self.evidence, "text")
+        why = c("verdict", key, "why", "; ".join(self.why + self.notes), "text")
         head = "" if self.kind != CANNOT_TELL else " whether A and B run the same work"
         tail = "" if self.same else "; the differences below describe the two workloads, not changes of code"
-        return c.finding(f"{kind}{head} (judged on {evidence}): {why}{tail}")
+        return c.finding(f"{who}{kind}{head} (judged on {evidence}): {why}{tail}")
+
+
+def compare_verdicts(labels: list[str], sides: list[Region], base: int) -> tuple[pd.DataFrame, list[Finding]]:
+    """compare's table ``verdict`` (a row per trace but the baseline: trace, baseline, verdict,
+    evidence, why) and a sentence for each trace whose work is not the same as the baseline's
+    (``A`` the baseline, ``B`` the trace, said in the sentence)."""
+    rows, said = [], []
+    for i, (label, side) in enumerate(zip(labels, sides, strict=True)):
+        if i == base:
+            continue
+        v = verdict(sides[base], side)
+        rows.append({"trace": label, "baseline": labels[base], **v.table().iloc[0].to_dict()})
+        if not v.same:
+            c = Cite()
+            names = f"{c('verdict', {'trace': label}, 'trace', label, 'text')} (B) against the baseline "
+            names += f"{c('verdict', {'trace': label}, 'baseline', labels[base], 'text')} (A): "
+            f = v.finding({"trace": label}, names)
+            said.append(Finding(str(f), [*c.evidence, *f.evidence]))
+    columns = ["trace", "baseline", "verdict", "evidence", "why"]
+    return pd.DataFrame(rows, columns=columns), said
 
 
 # ------------------------------------------------------------------ the facts of one side

@@ -266,3 +266,18 @@ def test_compare_says_each_traces_verdict_against_the_baseline():
     other = v.index[v["verdict"] == "different work"][0]  # Falcon's label, as compare made it
     assert len(said) == 1 and said[0].startswith(f"{other} (B) against the baseline"), said
     assert "different work (judged on shapes): B's ops ask 17.15x the FLOPs of A's" in said[0]
+
+
+@needs
+def test_a_file_past_the_read_cap_is_not_read_again_and_the_verdict_says_so(tmp_path, monkeypatch):
+    """Launch configurations are read by decoding the file a second time: past max_config_read_mib
+    (here 0, rules/workload.toml says 256) they are not, and 'cannot tell' says why."""
+    import msgspec
+
+    from traceview.analyses.variants import workload
+
+    capped = msgspec.structs.replace(workload.rules(), max_config_read_mib=0)
+    monkeypatch.setattr(workload, "rules", lambda: capped)
+    first = verdict(_edited(tmp_path, "a", _no_shapes), _edited(tmp_path, "b", _no_shapes, TUTORIAL_2))
+    assert first.startswith("cannot tell whether A and B run the same work"), first
+    assert "A: launch configurations not read from a file of 0 MiB (rules/workload.toml)" in first

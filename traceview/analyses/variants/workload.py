@@ -48,8 +48,10 @@ class WorkloadRules(msgspec.Struct, forbid_unknown_fields=True):
     decode_annotation: str
     prefill_annotation: str
     matrix_vector_kernel: str
+    matrix_vector_pct: float
     same_flops_rel: float
     min_common_time_pct: float
+    max_config_read_mib: int
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,14 +126,31 @@ def compare_verdicts(labels: list[str], sides: list[Region], base: int) -> tuple
 
 @dataclass
 class Side:
-    """What one side shows of its work (per step)."""
+    """What one side shows of its work (per step); its kernels' launch configurations are read from
+    the file only when asked (``kernels``: the verdict needs them only without shapes)."""
 
     flops: float | None  # torch's count per step; None without shapes
     precision: str | None  # of the FLOP-carrying ops (None without shapes)
     phase: str | None  # "decode" / "prefill" (annotations), "one-row GEMMs" (gemv kernels), None
     phase_how: str
     graph_pct: float  # share of GPU time in CUDA graph replays
-    kernels: dict  # exact kernel name -> Kernel
+    region: Region
+    k: pd.DataFrame  # the region's kernels
+    read: dict | None = None  # exact kernel name -> Kernel, once read
+
+    @property
+    def unread(self) -> str:
+        """Why the launch configurations are not read ("" when they are): a file too large."""
+        mib = int(self.region.trace.stats.get("json_bytes", 0) or 0) / 2**20
+        if mib <= rules().max_config_read_mib:
+            return ""
+        return f"launch configurations not read from a file of {num(round(mib))} MiB (rules/workload.toml)"
+
+    @property
+    def kernels(self) -> dict:
+        if self.read is None:
+            self.read = _kernel_configs(self.region, self.k.iloc[:0] if self.unread else self.k)
+        return self.read
 
 
 def side_facts(r: Region) -> Side:
@@ -141,7 +160,7 @@ def side_facts(r: Region) -> Side:
     dur = np.clip(r.activities["dur_ns"].to_numpy(), 0, None) if r.has_gpu else np.zeros(0)
     graph = graph_replays(r.activities) if r.has_gpu else np.zeros(0, bool)
     graph_pct = 100.0 * dur[graph].sum() / dur.sum() if dur.sum() else 0.0
-    return Side(flops, precision, phase, how, float(graph_pct), _kernel_configs(r, k))
+    return Side(flops, precision, phase, how, float(graph_pct), r, k)
 
 
 def _shape_work(r: Region) -> tuple[float | None, str | None]:
@@ -173,7 +192,7 @@ def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
         return None, ""
     mv = g["name"].astype(str).str.contains(ru.matrix_vector_kernel, regex=True).to_numpy()
     share = 100.0 * g["dur_ns"].to_numpy()[mv].sum() / max(g["dur_ns"].sum(), 1)
-    if share >= 50:
+    if share >= ru.matrix_vector_pct:
         return "one-row GEMMs", f"{pct(share)} of GEMM time in matrix-vector kernels (gemv: M = 1, decode)"
     return "many-row GEMMs", f"{pct(100 - share)} of GEMM time in matrix-matrix kernels"
 
@@ -213,7 +232,13 @@ def _kernel_configs(r: Region, k: pd.DataFrame) -> dict[str, Kernel]:
 
 def verdict(A: Region, B: Region) -> Verdict:
     sa, sb = side_facts(A), side_facts(B)
-    checks, notes, unit = _checks(A, B, sa, sb), _notes(A, B, sa, sb), A.per_word
+    v = _decide(A, B, sa, sb)
+    v.checks = _checks(A, B, sa, sb)  # after the decision: it shows what was read for it
+    return v
+
+
+def _decide(A: Region, B: Region, sa: Side, sb: Side) -> Verdict:
+    checks, notes, unit = pd.DataFrame(), _notes(A, B, sa, sb), A.per_word
     if _same_file(A, B):  # a trace against itself: whatever it recorded, the same work
         why = ["A and B are the same trace file and selection"]
         return Verdict(SAME, "the same file", why, checks, notes)
@@ -301,8 +326,8 @@ def _phases(sa: Side, sb: Side) -> tuple[str, str] | None:
     if not (pa and pb) or pa == pb:
         return None
     pair = {pa, pb}
-    if pair in ({"decode", "prefill"}, {"one-row GEMMs", "many-row GEMMs"}, {"decode", "many-row GEMMs"},
-                {"prefill", "one-row GEMMs"}):  # fmt: skip
+    # a decode step of a batch runs matrix-matrix GEMMs too: "decode" against "many-row" tells nothing
+    if pair in ({"decode", "prefill"}, {"one-row GEMMs", "many-row GEMMs"}, {"prefill", "one-row GEMMs"}):
         how = "annotations" if {pa, pb} <= {"decode", "prefill"} else "kernel names"
         return how, f"A: {pa} ({sa.phase_how}); B: {pb} ({sb.phase_how})"
     return None
@@ -313,6 +338,8 @@ def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, st
     ka, kb = sa.kernels, sb.kernels
     both = [n for n in ka if n in kb and ka[n].configs and kb[n].configs]
     why_none = _no_shapes(sa, sb)
+    if sa.unread or sb.unread:
+        return CANNOT_TELL, f"{why_none}; {'A' if sa.unread else 'B'}: {sa.unread or sb.unread}"
     if not ka or not kb:
         return CANNOT_TELL, f"{why_none} and {'A' if not ka else 'B'} runs no kernel"
     if not both:
@@ -403,7 +430,7 @@ def _checks(A: Region, B: Region, sa: Side, sb: Side) -> pd.DataFrame:
         ("precision of FLOP work", sa.precision or "-", sb.precision or "-"),
         ("phase", sa.phase or "-", sb.phase or "-"),
         ("GPU time in graph replays", pct(sa.graph_pct), pct(sb.graph_pct)),
-        ("kernels with a recorded grid", num(_with_grid(sa)), num(_with_grid(sb))),
+        ("kernels with a recorded grid", _with_grid(sa), _with_grid(sb)),
     ]
     return pd.DataFrame(
         {
@@ -419,5 +446,7 @@ def _opt(x: float | None) -> str:
     return "no shapes" if x is None else num(x)
 
 
-def _with_grid(s: Side) -> int:
-    return sum(1 for k in s.kernels.values() if k.configs)
+def _with_grid(s: Side) -> str:
+    if s.read is None:
+        return "not read (not needed)"
+    return num(sum(1 for k in s.read.values() if k.configs)) if not s.unread else "not read"

@@ -122,6 +122,6 @@ def test_untrusted_text_shows_as_written(tmp_path):
     assert EVIL in info["text"]
     r = CliRunner().invoke(main, ["summary", str(bad), "--format", "html"])
     page = tmp_path / "summary.html"
-    page.write_text(r.output)
+    page.write_text(r.stdout)  # the page only: stderr holds the warning (terminal text, not HTML)
     info = open_page(page, tmp_path)
     assert info["pwned"] == 0 and EVIL in info["text"]

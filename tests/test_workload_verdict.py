@@ -281,3 +281,35 @@ def test_a_file_past_the_read_cap_is_not_read_again_and_the_verdict_says_so(tmp_
     first = verdict(_edited(tmp_path, "a", _no_shapes), _edited(tmp_path, "b", _no_shapes, TUTORIAL_2))
     assert first.startswith("cannot tell whether A and B run the same work"), first
     assert "A: launch configurations not read from a file of 0 MiB (rules/workload.toml)" in first
+
+
+def _renamed(widen: int):
+    """Every kernel under another name (no kernel on both sides), the GEMMs' grids ``widen`` times wider."""
+
+    def edit(doc):
+        for e in _no_shapes(doc)["traceEvents"]:
+            if e.get("cat") == "kernel":
+                if re.search(r"xmma_gemm|s1688gemm", e["name"]):
+                    e["args"]["grid"][0] *= widen
+                e["name"] += "_b"
+        return doc
+
+    return edit
+
+
+@needs
+def test_no_shared_kernel_but_gemm_tiles_times_grids_four_times_larger_is_different_work(tmp_path):
+    first = verdict(_edited(tmp_path, "a", _no_shapes), _edited(tmp_path, "b", _renamed(4)))
+    assert first.startswith(
+        "different work (judged on launch configurations): neither trace recorded shapes and no kernel runs "
+        "on both sides, but B's GEMM kernels cover 4.00x the output of A's per step by tile × grid"
+    ), first
+
+
+@needs
+def test_no_shared_kernel_and_like_gemm_bounds_cannot_tell(tmp_path):
+    first = verdict(_edited(tmp_path, "a", _no_shapes), _edited(tmp_path, "b", _renamed(1)))
+    assert first.startswith(
+        "cannot tell whether A and B run the same work (judged on launch configurations): neither trace "
+        "recorded shapes and no kernel runs on both sides"
+    ), first

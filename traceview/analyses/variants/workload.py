@@ -52,6 +52,7 @@ class WorkloadRules(msgspec.Struct, forbid_unknown_fields=True):
     same_flops_rel: float
     min_common_time_pct: float
     max_config_read_mib: int
+    output_bound_ratio: float
 
 
 @functools.lru_cache(maxsize=1)
@@ -346,6 +347,9 @@ def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, st
         named = [n for n in ka if n in kb]
         tail = "no kernel runs on both sides" if not named else "no kernel on both sides has a recorded grid"
         gpu = "; they ran on different GPUs, which pick their own kernels" if other_gpu else ""
+        bounds = _bound_words(ka, kb, unit) if not other_gpu else None
+        if bounds:
+            return DIFFERENT, f"{why_none} and {tail}, but {bounds}"
         return CANNOT_TELL, f"{why_none} and {tail}{gpu}"
     moved = [n for n in both if set(ka[n].configs) != set(kb[n].configs)]
     if moved:
@@ -371,6 +375,44 @@ def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, st
     if min(share_a, share_b) < rules().min_common_time_pct:
         return CANNOT_TELL, f"{why_none}; only {said}"
     return SAME, f"{why_none}; {said}"
+
+
+_GEMM_TILE = re.compile(r"(?:(?<=tilesize)|(?<![A-Za-z0-9]))(\d+)x(\d+)(?![0-9])")
+
+
+def _output_bound(ks: dict[str, Kernel]) -> tuple[float, float] | None:
+    """(output elements per step the GEMM kernels' tiles cover: tile M x tile N x blocks of each
+    launch, summed; the share of GEMM time in kernels whose name gives a tile and whose grid is
+    recorded). A tile x grid bounds the launch's M x N from above (edge tiles are partly empty;
+    a split-K or batch grid dimension counts whole), so only a large ratio of two bounds tells."""
+    gemm = {n: k for n, k in ks.items() if k.category == "gemm"}
+    total = sum(k.time_ns for k in gemm.values())
+    covered, bound = 0.0, 0.0
+    for name, k in gemm.items():
+        m = _GEMM_TILE.search(name)
+        if m is None or not k.configs:
+            continue
+        covered += k.time_ns
+        area = int(m.group(1)) * int(m.group(2))
+        bound += sum(area * int(np.prod(g)) * n for (g, _), n in k.configs.items())
+    return (bound, 100.0 * covered / total) if total and bound else None
+
+
+def _bound_words(ka: dict[str, Kernel], kb: dict[str, Kernel], unit: str) -> str | None:
+    """Said when the GEMMs' output bounds differ past ``output_bound_ratio`` either way, each bound
+    over most of its side's GEMM time."""
+    ba, bb = _output_bound(ka), _output_bound(kb)
+    ru = rules()
+    if not ba or not bb or min(ba[1], bb[1]) < ru.min_common_time_pct:
+        return None
+    r = bb[0] / ba[0]
+    if 1 / ru.output_bound_ratio < r < ru.output_bound_ratio:
+        return None
+    return (
+        f"B's GEMM kernels cover {times(r)} the output of A's per {unit} by tile × grid ({num(bb[0])} vs "
+        f"{num(ba[0])} elements, an upper bound of M × N, over {pct(bb[1])} and {pct(ba[1])} of their "
+        "GEMM time)"
+    )
 
 
 def _grid_change(ka: dict[str, Kernel], kb: dict[str, Kernel], moved: list[str]) -> str:

@@ -313,3 +313,24 @@ def test_no_shared_kernel_and_like_gemm_bounds_cannot_tell(tmp_path):
         "cannot tell whether A and B run the same work (judged on launch configurations): neither trace "
         "recorded shapes and no kernel runs on both sides"
     ), first
+
+
+@needs
+def test_junk_launch_configurations_read_as_missing(tmp_path):
+    """Trace text is untrusted: grids and blocks that are no list of 1-3 positive ints, args that
+    are no object, a kernel named by a number: missing grids, never an error."""
+    junk = ["abc", [0, 1, 1], [-1], [1e30, 1, 1], [True, 1, 1], None, [1, 2, 3, 4], {"x": 1}]
+
+    def spoil(doc):
+        kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+        assert len(kernels) == len(junk)  # the real trace's 8 kernels
+        for e, j in zip(kernels, junk, strict=True):
+            e["args"]["grid"] = e["args"]["block"] = j
+        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": 7, "ts": 1, "dur": 1, "args": [1]})
+        return doc
+
+    first = verdict(_edited(tmp_path, "a", spoil, TOKENOMICS[0]), TOKENOMICS[1])
+    assert first.startswith(
+        "cannot tell whether A and B run the same work (judged on launch configurations): neither trace "
+        "recorded shapes and no kernel on both sides has a recorded grid"
+    ), first

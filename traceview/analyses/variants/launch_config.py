@@ -24,16 +24,10 @@ from ..measure.work import memo
 _MAX_DIM = 2**31  # CUDA's grid x limit; anything larger is junk
 
 
-class _Args(msgspec.Struct, gc=False):
-    grid: Any = None
-    block: Any = None
-    correlation: Any = None
-
-
 class _Event(msgspec.Struct, gc=False):
     cat: Any = None
     name: Any = None
-    args: _Args | None = None
+    args: Any = None  # any JSON: a junk value on one event must not lose every other event's grid
 
 
 def _dims(v) -> tuple[int, ...] | None:
@@ -62,9 +56,9 @@ def _read(trace) -> pd.DataFrame:
     except (TraceviewError, OSError, msgspec.DecodeError, msgspec.ValidationError):
         return empty
     rows = [
-        (e.name, e.args.correlation, _dims(e.args.grid), _dims(e.args.block))
+        (e.name, e.args.get("correlation"), _dims(e.args.get("grid")), _dims(e.args.get("block")))
         for e in events
-        if e.args is not None and isinstance(e.cat, str) and isinstance(e.name, str) and _kernel(e.cat)
+        if isinstance(e.args, dict) and isinstance(e.cat, str) and isinstance(e.name, str) and _kernel(e.cat)
     ]
     if not rows:
         return empty

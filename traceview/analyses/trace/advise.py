@@ -406,18 +406,20 @@ def _misaligned(dims, types, rule: Rule) -> bool:
 
 
 def memory_peak(f: Facts, rule: Rule) -> list[dict]:
-    """At each device's memory peak, the op whose tensors hold the largest share of it. Memory,
-    not time: the row's stake is 0 and its share is ``pct_of_peak`` (said from ``min_pct_of_peak``)."""
+    """At each device's memory peak, the op among ``rule.ops`` (ops with an in-place form, and
+    the copies out-of-place ops make) whose tensors hold the largest share of it: where an
+    in-place form would lower the peak. Memory, not time: the row's stake is 0 and its share is
+    ``pct_of_peak`` (said from ``min_pct_of_peak``)."""
     s = memory.series(f.trace)
     if not len(s):
         return []
     alive = memory.alive_at_peak(s)
-    alive = alive[alive["made_by"] != memory.BEFORE]
+    alive = alive[alive["made_by"].isin(rule.ops)]
     out = []
     for device, g in alive.groupby("device", sort=True):
-        top = g.iloc[0]
+        top = g.sort_values("bytes", ascending=False, kind="stable").iloc[0]
         peak = int(s["allocated"].to_numpy()[memory.peak_rows(s)[device]])
-        what = f"tensors made by {top['made_by']} hold the most of the {device} memory peak"
+        what = f"tensors made by {top['made_by']} hold {device} memory at its peak"
         r = row(f, rule, what, str(top["made_by"]), "", 0, 0, 0, "memory peak")
         r["peak_bytes"] = int(top["bytes"])
         r["pct_of_peak"] = 100.0 * int(top["bytes"]) / peak if peak else 0.0

@@ -334,3 +334,36 @@ def test_junk_launch_configurations_read_as_missing(tmp_path):
         "cannot tell whether A and B run the same work (judged on launch configurations): neither trace "
         "recorded shapes and no kernel on both sides has a recorded grid"
     ), first
+
+
+NEIGHBOURS = [  # corpus pairs of other work, or work not known the same
+    ("hta/trace_diff__control__control.json.gz", "hta/trace_diff__test__test.json.gz"),
+    ("tracelens/h100__gaunernst_bert-small-uncased__1016001.json.gz", "switchtransformers/trace.json.gz"),
+    (
+        "tracelens/b300__moe_01_many_experts_few_tokens.json.gz",
+        "tracelens/b300__moe_05_large_capacity.json.gz",
+    ),
+    (
+        "kineto/tb_plugin_samples__resnet50_autograd_api_num_workers_0__worker0.pt.trace.json.gz",
+        "param/et_replay__resnet_kineto.json.gz",
+    ),
+    (
+        "tracelens/b300__sglang_deepseek_r1__1782843274.7730265-TP-0-DECODE.trace.json.gz",
+        "tracelens/b200__eager_trace.json.gz",
+    ),
+]
+CAUSE = re.compile(r"\bmoved\b|regress|is gone in B|is new in B|changed from")
+
+
+@needs
+@pytest.mark.parametrize(
+    "pair", NEIGHBOURS, ids=lambda p: p[0].split("/")[-1][:20] + "-" + p[1].split("/")[-1][:20]
+)
+def test_on_other_work_no_sentence_names_a_cause(pair):
+    r = tv.diff(*(tv.load(CORPUS / p) for p in pair))
+    kind = r["verdict"]["verdict"].iloc[0]
+    assert kind != "same work", r.findings
+    after = r.findings[r.findings.index(next(f for f in r.findings if f.startswith(kind))) + 1 :]
+    assert not [f for f in after if CAUSE.search(f)], after
+    rates = [f for f in after if " reach " in f or f.startswith(("new in B", "worse in B"))]
+    assert all(f.endswith("(or work not known to be the same)") for f in rates), rates

@@ -33,7 +33,7 @@ from ..trace.advise import advice_diff
 from ..wording.names import distinct_labels, family_label, kernel_label, short_kernel_name
 from ..wording.words import ratio
 from .copy_sources import copy_sources
-from .diff_findings import diff_findings, exposed_findings, families_text, precision
+from .diff_findings import diff_findings, exposed_findings, families_text, on_other_work, precision
 from .host_launches import host_launch_table
 from .workload import verdict as workload_verdict
 
@@ -96,7 +96,7 @@ def diff(
     advice, words = advice_diff(A, B)  # what is new or worse in B, and what to do about it (issue 34)
     if len(advice):
         tables["advice"] = advice
-        findings += words
+        findings += words if judged.same else on_other_work(words)  # "worse" on other work: said so
     if kernels is not None:  # totals over the selected steps (exact ns), and per step beside them
         tables["exposed"], exposed_info = exposed_diff_table(A, B)
         info.update(exposed_info)

@@ -70,12 +70,16 @@ def _gpu_findings(A: Region, B: Region, kernels, work: str, labels: tuple[str, s
     f += _gemm_findings(kernels.ga, kernels.gb, same)
     f += _precision_findings(A, B)
     rates = efficiency_findings([("A", A), ("B", B)], "efficiency", keys=list(labels))  # rows by label
-    if not same:  # a rate on other work is no better or worse use of the GPU: said with it
-        rates = [Finding(f"{f}; the two sides run different work (or work not known to be the same)",
-                         getattr(f, "evidence", ())) for f in rates]  # fmt: skip
-    f += rates
+    f += rates if same else on_other_work(rates)  # a rate on other work is no better or worse use
     f += _launch_findings(A, B, unit)
     return f
+
+
+def on_other_work(findings: list[str]) -> list[str]:
+    """Sentences that compare A with B (rates, advice "new in B"/"worse in B") when the work is not
+    known to be the same: each says so, its figures and evidence unchanged."""
+    said = "; the two sides run different work (or work not known to be the same)"
+    return [Finding(f"{f}{said}", getattr(f, "evidence", ())) for f in findings]
 
 
 def _kernel_count_finding(A: Region, B: Region, unit: str) -> Finding:

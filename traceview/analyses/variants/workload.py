@@ -52,7 +52,6 @@ class WorkloadRules(msgspec.Struct, forbid_unknown_fields=True):
     same_flops_rel: float
     min_common_time_pct: float
     max_config_read_mib: int
-    output_bound_ratio: float
 
 
 @functools.lru_cache(maxsize=1)
@@ -225,7 +224,18 @@ def _kernel_configs(r: Region, k: pd.DataFrame) -> dict[str, Kernel]:
     for name, config, n in zip(*levels, strict=True):  # one per distinct (name, config): few
         configs.setdefault(str(name), {})[config] = float(n) / r.regions
     rows = zip(count.index.astype(str), count.to_numpy(), time_ns.to_numpy(), cat.to_numpy(), strict=True)
-    return {n: Kernel(c / r.regions, t / r.regions, str(k), configs.get(n, {})) for n, c, t, k in rows}
+    sms = _sm_count(r.trace.meta)
+    return {
+        n: Kernel(c / r.regions, t / r.regions, str(k), _persistent(configs.get(n, {}), sms))
+        for n, c, t, k in rows
+    }
+
+
+def _sm_count(meta: dict) -> int | None:
+    props = meta.get("deviceProperties") if isinstance(meta, dict) else None
+    first = props[0] if isinstance(props, list) and props and isinstance(props[0], dict) else {}
+    sms = first.get("numSms")
+    return sms if isinstance(sms, int) and not isinstance(sms, bool) and sms > 0 else None
 
 
 # ------------------------------------------------------------------ the verdict
@@ -380,39 +390,54 @@ def _grid_words(sa: Side, sb: Side, unit: str, other_gpu: bool) -> tuple[str, st
 _GEMM_TILE = re.compile(r"(?:(?<=tilesize)|(?<![A-Za-z0-9]))(\d+)x(\d+)(?![0-9])")
 
 
-def _output_bound(ks: dict[str, Kernel]) -> tuple[float, float] | None:
-    """(output elements per step the GEMM kernels' tiles cover: tile M x tile N x blocks of each
-    launch, summed; the share of GEMM time in kernels whose name gives a tile and whose grid is
-    recorded). A tile x grid bounds the launch's M x N from above (edge tiles are partly empty;
-    a split-K or batch grid dimension counts whole), so only a large ratio of two bounds tells."""
+def _output_bound(ks: dict[str, Kernel]) -> tuple[float, float, float] | None:
+    """(the fewest and the most output elements per step the GEMM kernels can have written, by each
+    launch's tile (M x N, from the name) and grid; the share of GEMM time in kernels whose name
+    gives a tile and whose grid is recorded). With the grid's x and y as the tiles along M and N
+    (either way round) a launch wrote more than tile x (x - 1) x (y - 1) elements (its last tiles
+    may be nearly empty) and at most tile x x x y x z (z: a batch, or a split of K that writes no
+    more): only bounds that do not overlap tell two workloads apart."""
     gemm = {n: k for n, k in ks.items() if k.category == "gemm"}
     total = sum(k.time_ns for k in gemm.values())
-    covered, bound = 0.0, 0.0
+    covered, low, high = 0.0, 0.0, 0.0
     for name, k in gemm.items():
         m = _GEMM_TILE.search(name)
         if m is None or not k.configs:
             continue
         covered += k.time_ns
         area = int(m.group(1)) * int(m.group(2))
-        bound += sum(area * int(np.prod(g)) * n for (g, _), n in k.configs.items())
-    return (bound, 100.0 * covered / total) if total and bound else None
+        for (g, _), n in k.configs.items():
+            x, y, z = (*g, 1, 1)[:3]
+            low += area * max(x - 1, 0) * max(y - 1, 0) * n
+            high += area * x * y * z * n
+    return (low, high, 100.0 * covered / total) if total and high else None
 
 
 def _bound_words(ka: dict[str, Kernel], kb: dict[str, Kernel], unit: str) -> str | None:
-    """Said when the GEMMs' output bounds differ past ``output_bound_ratio`` either way, each bound
-    over most of its side's GEMM time."""
+    """Said when one side's GEMMs wrote more output than the other's could have, each bound over
+    most of its side's GEMM time (``min_common_time_pct``)."""
     ba, bb = _output_bound(ka), _output_bound(kb)
-    ru = rules()
-    if not ba or not bb or min(ba[1], bb[1]) < ru.min_common_time_pct:
+    if not ba or not bb or min(ba[2], bb[2]) < rules().min_common_time_pct:
         return None
-    r = bb[0] / ba[0]
-    if 1 / ru.output_bound_ratio < r < ru.output_bound_ratio:
+    if bb[0] > ba[1]:
+        more, fewer, (lo, _, share), (_, hi, other) = "B", "A", bb, ba
+    elif ba[0] > bb[1]:
+        more, fewer, (lo, _, share), (_, hi, other) = "A", "B", ba, bb
+    else:
         return None
     return (
-        f"B's GEMM kernels cover {times(r)} the output of A's per {unit} by tile × grid ({num(bb[0])} vs "
-        f"{num(ba[0])} elements, an upper bound of M × N, over {pct(bb[1])} and {pct(ba[1])} of their "
-        "GEMM time)"
+        f"by tile × grid {more}'s GEMM kernels wrote more than {num(lo)} output elements per {unit}, "
+        f"{fewer}'s at most {num(hi)} ({pct(share)} and {pct(other)} of their GEMM time)"
     )
+
+
+def _persistent(configs: dict, sms: int | None) -> dict:
+    """The configurations whose grid is not the GPU's SM count (or a small multiple of it): a
+    persistent kernel launches one block per SM, whatever the problem's size, so its grid tells
+    nothing (the tutorial's H100 GEMMs: 132 blocks, as 132 and as 66x2)."""
+    if not sms:
+        return configs
+    return {c: n for c, n in configs.items() if not any(int(np.prod(c[0])) == k * sms for k in (1, 2, 3, 4))}
 
 
 def _grid_change(ka: dict[str, Kernel], kb: dict[str, Kernel], moved: list[str]) -> str:

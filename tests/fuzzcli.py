@@ -861,6 +861,14 @@ def _wait(pid: int, seconds: float, sig=None):
     return None, usage
 
 
+def _read(path: Path) -> bytes:
+    """A case's stdout or stderr; empty when a signal ended it before it made the file (a signal 0 s in)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
 def _wait_until(pid: int, until: float):
     """(True, status, rusage) when ``pid`` ended before the monotonic time ``until``, else
     (False, 0, None)."""
@@ -888,8 +896,8 @@ def run_forked(argv: list, cwd: Path, env: dict, box: Path, seconds: float, sig=
     code = None if status is None else (os.waitstatus_to_exitcode(status))
     return Result(
         code,
-        out.read_bytes(),
-        err.read_bytes(),
+        _read(out),
+        _read(err),
         took,
         usage.ru_maxrss * 1024,
         cpu=usage.ru_utime + usage.ru_stime,
@@ -918,8 +926,8 @@ class ForkServer:
                     raise
         return Result(
             reply["code"],
-            (box / "stdout").read_bytes(),
-            (box / "stderr").read_bytes(),
+            _read(box / "stdout"),
+            _read(box / "stderr"),
             reply["seconds"],
             reply["maxrss"],
             cpu=reply["cpu"],

@@ -17,7 +17,21 @@ PKG = Path(__file__).resolve().parents[1] / "traceview"
 
 #: lowest first; a module's layer is the first prefix that matches its dotted name
 LAYERS = [
-    ("base", ["errors", "atomic", "numbers", "limits", "units", "_version", "domain", "schema", "devices", "filenames"]),
+    (
+        "base",
+        [
+            "errors",
+            "atomic",
+            "numbers",
+            "limits",
+            "units",
+            "_version",
+            "domain",
+            "schema",
+            "devices",
+            "filenames",
+        ],
+    ),
     ("read", ["read"]),
     ("model", ["model"]),
     ("link", ["link", "sources", "trees", "launches"]),

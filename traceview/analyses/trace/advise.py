@@ -543,8 +543,10 @@ def advice_of(sides: list[tuple[str, Region]]) -> tuple[pd.DataFrame, list[str]]
 def advice_diff(A: Region, B: Region, worse: float = 1.1) -> tuple[pd.DataFrame, list[str]]:
     """B's advice that is new (no row of the same rule and ``where`` in A) or worse (its time at
     stake more than ``worse`` times A's): table ``advice`` (B's rows, ``a_stake_ns_per_step`` and
-    ``change``) and one sentence each, for diff."""
-    a, b = advice_table(A)[0], advice_table(B)[0]
+    ``change``) and one sentence each, for diff. Time at stake only: the memory-peak rows are left
+    to diff's own peak sentence, which says whether B's peak grew (a peak held by other tensors
+    in B is no new advice when the peak is lower)."""
+    a, b = (t[t["bound"] != "memory peak"] for t in (advice_table(A)[0], advice_table(B)[0]))
     key = ["rule", "where"]
     m = b.merge(a[[*key, "stake_ns_per_step"]].rename(columns={"stake_ns_per_step": "a_stake_ns_per_step"}),
                 on=key, how="left")  # fmt: skip

@@ -79,6 +79,7 @@ def compare(traces, baseline=None, sel: Selection | None = None) -> Report:
     notes = [w for t in traces for w in t.warnings] + [n for s in sides for n in s.notes]
     notes += [n for t in traces for n in efficiency_notes(t)] if gpu else []
     notes += [h for h in [one_job(traces)] if h]  # rank traces compared as variants: say --run exists
+    notes = [n for n in notes if n not in set(map(str, findings))]  # a warning said as a finding once
     per = sides[0].per_word if len({s.per_word for s in sides}) == 1 else "step"
     info = {
         "traces": len(traces),

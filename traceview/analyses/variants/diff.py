@@ -109,6 +109,7 @@ def diff(
     if kernels is not None:  # rates, not per-step numbers
         tables["efficiency"] = efficiency_table([(la, A), (lb, B)])
         notes += efficiency_notes(a) + efficiency_notes(b)
+    notes = [n for n in notes if n not in set(map(str, findings))]  # a warning said as a finding once
     return Report(
         kind="diff",
         title=f"Diff: A = {la} vs B = {lb} (per {A.per_word})",

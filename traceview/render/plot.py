@@ -339,7 +339,7 @@ def timeline_figure(report):
     t = report["timeline"]
     gpu = report.info["basis"] == "gpu"
     scale, unit = _time_unit(float(report.info["span_ns"]))
-    lanes = sorted(t["lane"].unique().tolist())
+    lanes = sorted(t["lane"].unique().tolist(), key=str)  # an unnamed lane is NaN: never str < float
     depth = int(t["level"].max()) + 1 if len(t) else 1
     row = {lane: i * (depth + 1) for i, lane in enumerate(lanes)}
     groups = t.groupby("group")["dur_ns"].sum().sort_values(ascending=False).index.tolist()

@@ -340,3 +340,25 @@ def test_annotate_output_is_valid_utf8_json(tmp_path):
             "bad\\xff\\xfename"
         ]
         assert len(back["traceEvents"]) >= len(doc["traceEvents"])
+
+
+def test_the_api_refuses_to_write_onto_its_inputs_too(tmp_path):
+    """tv.report(output=...) and tv.check(junit=...) guard their inputs as the commands do: a link
+    to the trace, the trace itself, the checks file; the input left as it was."""
+    import shutil
+
+    import traceview as tv
+    from traceview.atomic import InputTargetError
+
+    trace = tmp_path / "t.json.gz"
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "sample_traces" / "naive.json.gz", trace)
+    before = trace.read_bytes()
+    link, hard = tmp_path / "link.html", tmp_path / "hard.xml"  # the endings each output asks for
+    link.symlink_to(trace)
+    os.link(trace, hard)
+    pytest.importorskip("matplotlib")
+    with pytest.raises(InputTargetError, match="is the input"):
+        tv.report([str(trace)], output=link)
+    with pytest.raises(InputTargetError, match="is the input"):
+        tv.check(str(trace), baseline=str(trace), junit=hard)
+    assert trace.read_bytes() == before and link.is_symlink() and hard.read_bytes() == before

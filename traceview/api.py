@@ -572,6 +572,7 @@ def report(
     if output is not None:
         from .atomic import write_text
 
+        _not_onto_inputs(output, loaded)
         write_text(output, text)  # a full disk or Ctrl-C leaves no truncated report
     return text
 
@@ -736,8 +737,17 @@ def check(
     if junit is not None:
         from .render.junit import write_junit
 
+        _not_onto_inputs(junit, [*cand, *(base or [])], checks)
         write_junit(result, junit)
     return result
+
+
+def _not_onto_inputs(target: PathLike, traces: Sequence[Trace], *files: PathLike | None) -> None:
+    """The API's writes refuse their inputs as the CLI's do (issue 38): InputTargetError (one line,
+    a TraceviewError) when ``target`` is the same file as a trace read or a rules file given."""
+    from .atomic import refuse_inputs
+
+    refuse_inputs([target], [t.path for t in traces] + [os.fspath(f) for f in files if f is not None])
 
 
 def check_junit_path(path: PathLike) -> None:

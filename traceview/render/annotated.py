@@ -18,6 +18,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import gzip
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -380,14 +381,8 @@ def _is_utf8(data) -> bool:
     return True
 
 
-def _json_bytes(exc: UnicodeError) -> tuple[str, int]:
-    """Bytes that are not UTF-8, as the JSON text of ``\\xNN`` (a backslash, then x and the hex)."""
-    if not isinstance(exc, UnicodeDecodeError):
-        raise exc
-    return "".join(f"\\\\x{b:02x}" for b in exc.object[exc.start : exc.end]), exc.end
-
-
-codecs.register_error("traceview.json_bytes", _json_bytes)
+#: a byte that is not UTF-8, as ``surrogateescape`` decodes it (U+DC80..U+DCFF: the byte + 0xDC00)
+_STRAY = re.compile("[\udc80-\udcff]")
 
 
 def _valid_text(piece):
@@ -397,7 +392,9 @@ def _valid_text(piece):
     document valid JSON and valid UTF-8 for every other reader."""
     if _is_utf8(piece):
         return piece
-    return codecs.utf_8_decode(piece, "traceview.json_bytes", True)[0].encode("utf-8")
+    text = bytes(piece).decode("utf-8", "surrogateescape")
+    # the JSON text of a backslash, then x and the hex: a string reading \xNN
+    return _STRAY.sub(lambda m: f"\\\\x{ord(m.group()) - 0xDC00:02x}", text).encode("utf-8")
 
 
 class _Sink:

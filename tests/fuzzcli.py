@@ -786,6 +786,8 @@ def _child(argv: list, cwd: Path, env: dict, out: Path, err: Path, limit: int) -
             signal.signal(default, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         code = _run_main(argv)
+    except KeyboardInterrupt:  # SIGINT before traceview ran (a case sent it 0 s in): as an interpreter
+        code = 128 + signal.SIGINT  # interrupted while starting ends, not the harness's own failure (70)
     finally:
         os._exit(code)
 

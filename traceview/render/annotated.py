@@ -271,13 +271,13 @@ def _rewritten(chunk: bytes, plan: _Plan, path: str):
 def _annotated_item(raw, values) -> bytes | None:
     """The event's text with the traceview.* keys in its args, ``source`` only where known (None: args
     is not an object, so there is nowhere to put them). Other values are copied as written."""
-    event = _OBJECT.decode(raw)
+    event = _decoded(raw)
     args_raw = event.get("args")
     args: dict[str, object]  # the values as written, then ours (text) beside them
     if args_raw is None or bytes(args_raw) == b"null":
         args = {}
     elif bytes(args_raw)[:1] == b"{":
-        args = dict(_OBJECT.decode(args_raw))
+        args = dict(_decoded(args_raw))
     else:
         return None
     for key, value in zip(
@@ -286,6 +286,16 @@ def _annotated_item(raw, values) -> bytes | None:
         if key != "source" or value is not None:  # a line of the user's code, only where one is known
             args[PREFIX + key] = value
     return _ENCODE.encode({**event, "args": args})
+
+
+def _decoded(raw) -> dict:
+    """An object's members as raw values; a key holding bytes that are not UTF-8 (the loader kept
+    the event: its fields read) is read with them written as ``\\xNN`` (``_valid_text``), as the
+    output writes them, instead of failing (a fuzz case: exit 3)."""
+    try:
+        return _OBJECT.decode(raw)
+    except msgspec.DecodeError:
+        return _OBJECT.decode(_valid_text(bytes(raw)))
 
 
 def _note_times(plan: _Plan, row: int, event) -> None:

@@ -58,12 +58,17 @@ def _filled(cat: pd.Categorical, empty: str) -> np.ndarray:
     return np.asarray(pd.Series(cat, dtype=object).fillna(empty), dtype=object)
 
 
-def activity_sources(trace, activities: pd.DataFrame, by_op: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU activity, its launching op's ``source`` and ``call`` (``by_op``: :func:`op_sources`)."""
+def launching_ops(trace, activities: pd.DataFrame) -> np.ndarray:
+    """Per activity, the row in ``trace.ops`` of the op it was launched in, -1 where none."""
     pos = np.full(len(trace.events), -1, dtype=np.int64)
     pos[trace.ops["event"].to_numpy()] = np.arange(len(trace.ops))
     ev = activities["op_event"].to_numpy()
-    op = np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+    return np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+
+
+def activity_sources(trace, activities: pd.DataFrame, by_op: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU activity, its launching op's ``source`` and ``call`` (``by_op``: :func:`op_sources`)."""
+    op = launching_ops(trace, activities)
     at = np.clip(op, 0, None)
     return pd.DataFrame(
         {

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ...sources import SEP, stacks_at
+from .sources import launching_ops
 from .work import trace_work
 
 ROOT = "(all)"
@@ -57,7 +58,7 @@ def leaves(r) -> Leaves:
     no_op = len(texts)
     texts = [*texts, NO_OP]
     k = r.activities
-    op = _launching_ops(trace, k)
+    op = launching_ops(trace, k)
     act_key = np.where(op >= 0, key[np.clip(op, 0, None)], no_op) if len(key) else np.full(len(k), no_op)
     texts += _outside_ops(trace, k, op, act_key, len(texts))
     n = len(texts)
@@ -125,14 +126,6 @@ def _outside_ops(trace, k: pd.DataFrame, op: np.ndarray, act_key: np.ndarray, n:
     found = codes[inverse.reshape(-1)]
     act_key[at] = np.where(found >= 0, n + found, act_key[at])
     return [str(t) for t in texts]
-
-
-def _launching_ops(trace, activities: pd.DataFrame) -> np.ndarray:
-    """Per activity, the row in ``trace.ops`` of the op it was launched in, -1 where none."""
-    pos = np.full(len(trace.events), -1, dtype=np.int64)
-    pos[trace.ops["event"].to_numpy()] = np.arange(len(trace.ops))
-    ev = activities["op_event"].to_numpy()
-    return np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
 
 
 def _allocations(trace, rows: np.ndarray, key: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

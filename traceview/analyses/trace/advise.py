@@ -31,7 +31,7 @@ from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.exposed import exposed
-from ..measure.sources import NO_SOURCE, has_stacks, op_sources
+from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite
 
@@ -115,11 +115,7 @@ class Facts:
     @functools.cached_property
     def activity_op(self) -> np.ndarray:
         """Each region activity's launching op, as a position in ``trace.ops`` (-1: none)."""
-        ops = self.trace.ops
-        pos = np.full(len(self.trace.events), -1, dtype=np.int64)
-        pos[ops["event"].to_numpy()] = np.arange(len(ops))
-        ev = self.r.activities["op_event"].to_numpy()
-        return np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+        return launching_ops(self.trace, self.r.activities)
 
     def within(self, roots: np.ndarray) -> np.ndarray:
         """Which ops lie in the subtree of one of ``roots`` (positions), the roots included."""

@@ -17,7 +17,7 @@ from ...domain import domain
 from ...link import ARROW
 from ...trees import nearest
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.sources import NO_SOURCE, has_stacks, op_sources
+from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region
 from ..wording.words import Cite
 
@@ -72,10 +72,7 @@ def _gpu_ns(r: Region, inside: np.ndarray) -> float:
     k = r.activities
     if not len(k):
         return 0.0
-    pos = np.full(len(r.trace.events), -1, dtype=np.int64)
-    pos[r.trace.ops["event"].to_numpy()] = np.arange(len(r.trace.ops))
-    ev = k["op_event"].to_numpy()
-    op = np.where(ev >= 0, pos[np.clip(ev, 0, None)], -1)
+    op = launching_ops(r.trace, k)
     hit = (op >= 0) & inside[np.clip(op, 0, None)]
     return float(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum()) / r.regions
 

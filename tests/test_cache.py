@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -635,7 +636,7 @@ def _assert_rebuilt(trace, uncached, noted=True):
     assert len(notes) == int(noted), again.warnings
     if noted:
         assert notes[0].startswith(f"{trace}: ") and notes[0].endswith("; rebuilt from the trace")
-        again.warnings = [w for w in again.warnings if NOTE not in w]
+        again = dataclasses.replace(again, warnings=[w for w in again.warnings if NOTE not in w])
     assert_same(uncached, again)
     clean = tv.load(trace)  # the entry was rebuilt: a plain hit, no note
     assert_same(uncached, clean)

@@ -48,7 +48,7 @@ LAYERS = [
     ("analyses.runs", ["analyses.runs"]),
     ("analyses", ["analyses"]),
     ("render", ["render"]),
-    ("api", ["api", "scale"]),
+    ("api", ["api", "scale", "commands"]),
     ("cli", ["cli", "_entry", "__init__", "__main__"]),
 ]
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from traceview import trees
-from traceview.link import _order, link, link_memory
-from traceview.model import build_events, gpu_activity_table, step_table
+from traceview.link import _order, link
+from traceview.model import build_events
 from traceview.read import read
 
 needs_ctree = pytest.mark.skipif(not trees.BUILT, reason="the compiled tree walks are not built")
@@ -139,13 +139,10 @@ def test_corpus_traces_link_the_same_either_way(path, monkeypatch):
     if path is None:
         pytest.skip(f"corpus not found at {CORPUS}")
     built = build_events(read(str(path)).columns, {})
-    steps = step_table(built.events)
 
     def linked():
-        kernels, ops, _, _ = link(
-            built.events, built.flows, steps, gpu_activity_table(built.events), built.op_args
-        )
-        return kernels, ops, link_memory(built.memory, ops, steps)
+        out = link(built)
+        return out.activities, out.ops, out.memory
 
     got, want = both(monkeypatch, linked)
     for a, b in zip(got, want, strict=True):

@@ -1,6 +1,6 @@
 """All linking: GPU activity <-> runtime launch <-> CPU op <-> op tree <-> step, vectorised.
 
-``link(...)`` is the one entry point ``load`` calls; everything that ties one event
+``link(built)`` is the one entry point ``load`` calls; everything that ties one event
 to another lives in this module. Three joins, each with a fallback, because
 traces differ in what they carry:
 
@@ -29,11 +29,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from .model import CPU_NEST_ROLES, arg_texts_at, per_category, step_numbers
+from .model import CPU_NEST_ROLES, Built, arg_texts_at, per_category, step_numbers
 from .trees import (
     count_ancestors,
     marked_walks,
@@ -305,23 +306,27 @@ def elision(left_out: int) -> str:
     return f"… {left_out} op{'' if left_out == 1 else 's'} …"
 
 
-def link(
-    events: pd.DataFrame,
-    flows: Callable[[], pd.DataFrame],
-    steps: pd.DataFrame,
-    activities: pd.DataFrame,
-    op_args: dict,
-) -> tuple[pd.DataFrame, pd.DataFrame, dict, list]:
-    """Link the GPU activities and build the op table (``flows``: see ``launches``).
+class Linked(NamedTuple):
+    """What ``link`` makes of the model's tables."""
 
-    Returns the activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
-    ``op_event`` and ``launch_name``; the op table; the linked shares; and notes on what
-    could not be linked because an id named several events.
-    """
+    #: the GPU activities with ``op``, ``top_op``, ``annotation``, ``step``, ``launch``,
+    #: ``op_event`` and ``launch_name``
+    activities: pd.DataFrame
+    ops: pd.DataFrame  # the op table (ops_table)
+    memory: pd.DataFrame  # the [memory] events with their ``op`` and ``step`` (link_memory)
+    shares: dict  # ``linked_to_op``, ``linked_to_launch``: the shares of activities linked
+    notes: list  # what could not be linked because an id named several events
+
+
+def link(built: Built) -> Linked:
+    """Everything tied together, in one call (``load``'s link stage): the GPU activities to their
+    launch, op and step, the op table, and the memory events to their op and step. ``built`` is
+    read, not changed."""
+    events, steps = built.events, built.steps
     above = ancestors(nest(events), events)
-    launch, by_corr = launches(activities, events, flows)
-    activities, by_ext = link_activities(activities, launch, events, above, steps)
-    ops = ops_table(events, above, steps, activities, op_args)
+    launch, by_corr = launches(built.activities, events, built.flows)
+    activities, by_ext = link_activities(built.activities.copy(deep=False), launch, events, above, steps)
+    ops = ops_table(events, above, steps, activities, built.op_args)
     n = len(activities)
     shares = {
         "linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
@@ -340,7 +345,7 @@ def link(
             f"{by_ext} GPU activit{'y' if by_ext == 1 else 'ies'} left without an op: each one's "
             "External id names several CPU ops"
         )
-    return activities, ops, shares, notes
+    return Linked(activities, ops, link_memory(built.memory, ops, steps), shares, notes)
 
 
 # ------------------------------------------------------------------ GPU activity -> op, step

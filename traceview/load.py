@@ -1,14 +1,17 @@
-"""``load(path) -> Trace``: read -> model -> link -> classify -> cache, and nothing else."""
+"""``load(path) -> Trace``: decode (read) -> events (model) -> link -> annotate (sources, classify) -> Trace,
+each stage once, with the cache in front; and nothing else."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from .classify import annotate
+from .devices import load_devices
 from .errors import NotATraceError, TraceReadError
 from .launches import completeness
-from .link import link, link_memory
-from .model import Trace, build_events, gpu_activity_table, step_table
+from .link import Linked, link
+from .model import Trace, build_events
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
 from .sources import op_stacks, user_frames
@@ -33,23 +36,25 @@ def load(
     ``cache`` (True, False, or a folder) controls the columnar cache, where available.
     ``devices`` (a TOML file like ``traceview/rules/devices.toml``) adds or replaces GPUs in the
     peak table the efficiency columns use; it is checked here, before the trace is read.
+    The Trace holds ``rules``, ``devices`` and ``salvage`` as given (its ``loaded_with``).
     """
     path = os.fspath(path)
     if devices is not None:
-        from .devices import load_devices
+        devices = os.fspath(devices)
+        load_devices(devices)  # a bad file fails now, in one line
+    held = {
+        "rules": os.fspath(rules) if isinstance(rules, (str, os.PathLike)) else rules,
+        "devices": devices,
+        "salvage": salvage,
+    }
+    return _load(path, held, max_bytes=max_bytes, max_ratio=max_ratio, cache=cache)
 
-        load_devices(os.fspath(devices))  # a bad file fails now, in one line
-    trace = _load(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules, cache=cache)
-    trace.devices = os.fspath(devices) if devices is not None else None
-    given_rules = os.fspath(rules) if isinstance(rules, (str, os.PathLike)) else rules
-    trace.loaded_with = {"rules": given_rules, "devices": trace.devices, "salvage": salvage}
-    return trace
 
-
-def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) -> Trace:
+def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
+    """The cached Trace, else a new one; ``held``: the options the Trace is built with."""
     from . import cache as cache_mod
 
-    cached = cache is not False and not salvage and rules is None
+    cached = cache is not False and not held["salvage"] and held["rules"] is None
     # The entry is keyed on the file as it was before reading it, and stored only if it is still
     # that file after: a trace replaced or rewritten meanwhile is never cached under either identity.
     seen = cache_mod.identity(path) if cached else None
@@ -58,10 +63,10 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
         hit = cache_mod.lookup(path, cache, seen, notes=notes)
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
-            hit.cached = True
-            return hit
+            # the entry holds what the trace is; this load's options and notes make this Trace
+            return replace(hit, warnings=hit.warnings + notes, cached=True, **held)
     try:
-        trace = _load_uncached(path, salvage=salvage, max_bytes=max_bytes, max_ratio=max_ratio, rules=rules)
+        trace = _load_uncached(path, held, max_bytes=max_bytes, max_ratio=max_ratio)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError
         from .limits import available_memory
 
@@ -76,51 +81,50 @@ def _load(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules, cache) 
                 f"{path}: the file changed while it was read, so this result may mix its old and "
                 "new contents; not cached (load it again once nothing is writing it)"
             )
-    trace.warnings.extend(notes)  # after the store: these notes are about this load, never cached
-    return trace
+    # after the store: these notes are about this load, never cached
+    return replace(trace, warnings=trace.warnings + notes) if notes else trace
 
 
-def _load_uncached(path: str, *, salvage: bool, max_bytes: int, max_ratio, rules) -> Trace:
-    raw = read(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=salvage)
+def _load_uncached(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace:
+    """decode -> events (model) -> link -> annotate (sources, classify) -> Trace, each stage once."""
+    raw = read(path, max_bytes=max_bytes, max_ratio=max_ratio, salvage=held["salvage"])
     if not raw.n_events:  # an all-zero summary would read as a measurement; there is nothing to analyse
         raise NotATraceError(path, "no trace events (an empty capture): nothing to analyse")
     built = build_events(raw.columns, raw.meta)
     raw.columns = {}  # the events frame holds what it needs: the raw columns go before linking (peak memory)
-    warnings = (
-        list(raw.warnings) + _phase_warnings(path, built.counts) + [f"{path}: {n}" for n in built.notes]
-    )
-    steps = step_table(built.events)
-    activities, ops, shares, link_notes = link(
-        built.events, built.flows, steps, gpu_activity_table(built.events), built.op_args
-    )
-    warnings += [f"{path}: {n}" for n in link_notes]
-    ops["stack"], stack_notes = op_stacks(built.events, ops, ops.pop("call_stack").array)
-    warnings += [f"{path}: {n}" for n in stack_notes]
-    ops["source"], ops["call"] = user_frames(ops["stack"])
-    memory = link_memory(built.memory, ops, steps)
-    activities = annotate(activities, rules=rules)
-    stats = {
-        "n_events": raw.n_events,
-        "json_bytes": raw.json_bytes,
-        "decoder": raw.decoder,
-        "phases": built.counts,
-        **shares,
-    }
+    linked = link(built)
+    activities, ops, stack_notes = _annotate(linked, built.events, held["rules"])
+    notes = [*built.notes, *linked.notes, *stack_notes]
     trace = Trace(
         path=path,
         events=built.events,
         kernels=activities,
         ops=ops,
-        steps=steps,
+        steps=built.steps,
         meta=raw.meta,
-        warnings=warnings,
-        stats=stats,
-        memory=memory,
+        warnings=[*raw.warnings, *_phase_warnings(path, built.counts), *(f"{path}: {n}" for n in notes)],
+        stats={
+            "n_events": raw.n_events,
+            "json_bytes": raw.json_bytes,
+            "decoder": raw.decoder,
+            "phases": built.counts,
+            **linked.shares,
+        },
+        memory=linked.memory,
+        **held,
     )
     # first: a file that lost GPU work under-reports every figure, whatever is asked of it (issue 32)
     incomplete = completeness(trace)["warning"]
-    trace.warnings[:0] = [incomplete] * bool(incomplete)
-    return trace
+    return replace(trace, warnings=[incomplete, *trace.warnings]) if incomplete else trace
+
+
+def _annotate(linked: Linked, events, rules) -> tuple:
+    """The annotate stage: each op's Python stack and the user's line in it (``sources``), each GPU
+    activity's category (``classify``); and notes on the stacks."""
+    ops = linked.ops
+    ops["stack"], notes = op_stacks(events, ops, ops.pop("call_stack").array)
+    ops["source"], ops["call"] = user_frames(ops["stack"])
+    return annotate(linked.activities, rules=rules), ops, notes
 
 
 def _check_size(trace: Trace, max_bytes: int, max_ratio) -> None:

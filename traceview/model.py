@@ -62,9 +62,11 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19+ digits would overflow 
 _STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Trace:
-    """One loaded trace: typed, linked, classified DataFrames plus metadata."""
+    """One loaded trace: typed, linked, classified DataFrames plus metadata, and the load options
+    it was built with. Frozen: a trace with other options is another Trace
+    (``dataclasses.replace``), never this one changed."""
 
     path: str
     events: pd.DataFrame
@@ -80,15 +82,15 @@ class Trace:
     #: the ``[memory]`` events (``profile_memory=True``), one row per allocation (bytes > 0) or
     #: free (bytes < 0), in time order; empty when the trace recorded none
     memory: pd.DataFrame = field(default_factory=lambda: memory_table({}))
-    devices: str | None = (
-        None  # the user's device table (TOML) beside the built-in one; see traceview.devices
-    )
+    #: the load options the trace was built with (issue 37: fields, set once, never after):
+    #: ``devices``, the user's device table (TOML) beside the built-in one (see traceview.devices);
+    #: ``rules``, the kernel rules given (a path or a RuleSet; None: the built-in ones); ``salvage``
+    devices: str | None = None
+    rules: object = field(default=None, repr=False, compare=False)
+    salvage: bool = field(default=False, repr=False, compare=False)
     #: tables worked out from this trace by the analyses (``op_work``, ...), kept with the trace they
     #: come from so that they live and die with it; not part of what the trace is
     derived: dict = field(default_factory=dict, repr=False, compare=False)
-    #: the load options that change what a trace holds (``rules``, ``devices``, ``salvage``), as
-    #: ``load`` was given them: an API call given this Trace with other ones refuses (issue 37)
-    loaded_with: dict = field(default_factory=dict, repr=False, compare=False)
     #: whether this load was served from the cache (``tv.load``'s ``cache``); not part of what the
     #: trace is, so two loads of one trace compare equal either way
     cached: bool = field(default=False, repr=False, compare=False)
@@ -98,6 +100,12 @@ class Trace:
         for name in LIST_ARGS:
             if name in self.ops.columns and isinstance(self.ops[name].dtype, pd.CategoricalDtype):
                 self.ops[name] = parsed_lists(self.ops[name])
+
+    @property
+    def loaded_with(self) -> dict:
+        """The load options that change what a trace holds (``rules``, ``devices``, ``salvage``), as
+        ``load`` was given them: an API call given this Trace with other ones refuses (issue 37)."""
+        return {"rules": self.rules, "devices": self.devices, "salvage": self.salvage}
 
     @property
     def info(self) -> dict:
@@ -195,10 +203,14 @@ class Built(NamedTuple):
     counts: dict  # events per phase, as read
     notes: list  # what was unusable, counted
     memory: pd.DataFrame  # the [memory] events: memory_table
+    steps: pd.DataFrame  # the ProfilerStep#N spans: step_table
+    activities: pd.DataFrame  # the GPU activity rows, not linked yet: gpu_activity_table
 
 
 def build_events(cols: dict, meta: dict) -> Built:
-    """The duration-event table, the flow table, the raw op arg texts, per-phase counts and notes."""
+    """Everything the model makes of the raw columns, in one call (``load``'s events stage): the
+    duration-event table, the flow table, the raw op arg texts, per-phase counts and notes, the
+    memory events, the steps and the GPU activities."""
     base = _base_ns(meta)
     events = _duration_events(cols, _shift(cols["ts_ns"], base))
     texts = {name: cols.get("arg_" + name) for name in OP_ARGS}
@@ -212,7 +224,9 @@ def build_events(cols: dict, meta: dict) -> Built:
     flows = functools.partial(flow_table, cols["flows"], base)
     notes += phase_notes(cols["counts"]) + _no_cat_notes(events)
     memory = memory_table(cols.get("memory") or {}, base, notes)
-    return Built(events, flows, texts, cols["counts"], notes, memory)
+    return Built(
+        events, flows, texts, cols["counts"], notes, memory, step_table(events), gpu_activity_table(events)
+    )
 
 
 def _take(texts, rows: np.ndarray):

@@ -5,21 +5,28 @@
 DataFrame, ``print(report)`` shows what the CLI shows, and a notebook renders it as HTML.
 ``tv.annotate`` writes an annotated trace, ``tv.report`` the HTML report.
 
-Every function that reads traces takes the same keywords, visible in its signature:
+Every function that reads traces takes the same keywords, declared once (:class:`Options`) and
+shown in each signature (``help(tv.diff)``):
 
 - the selection: ``step``, ``annotation``, ``device``, ``stream``, ``kind`` (or a ready
-  ``sel=Selection(...)``; not both);
+  ``sel=Selection(...)``; not both), those its command applies (``traceview.commands``);
 - the load options: ``rules``, ``devices``, ``salvage``, ``max_bytes``, ``max_ratio``, ``cache``
-  (see :func:`traceview.load`; or a ready ``options=LoadOptions(...)``; not both).
+  (see :func:`traceview.load`; or a ready ``options=LoadOptions(...)``; not both);
+- ``on_warning``: called with each line the load has to say (``"warning: ..."``, as the CLI
+  prints them on stderr); None: they stay in ``trace.warnings``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from .analyses.select.region import KINDS, Selection
+from .commands import COMMANDS, LOAD, SELECT, refusal
 from .discover import load_all
 from .filenames import as_text
 from .model import Trace
@@ -28,6 +35,8 @@ from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from .report import Report
 
 if TYPE_CHECKING:  # the names the signatures below use (help() shows them as written)
+    from typing_extensions import Unpack
+
     from .classify import RuleSet
     from .run import Run
 
@@ -38,30 +47,165 @@ if TYPE_CHECKING:  # the names the signatures below use (help() shows them as wr
     CacheSetting = bool | PathLike | None  # on, off, or the cache folder (None: the default)
     Baseline = int | str | PathLike | None  # index, label or path; None: the first
 
-__all__ = ["KINDS", "LoadOptions", "Report", "Selection"]  # re-exported: the CLI imports no analyses
+__all__ = [
+    "KINDS",
+    "LoadOptions",
+    "Options",
+    "Report",
+    "Selection",
+]  # re-exported: the CLI imports no analyses
 
-_SELECT = ("step", "annotation", "device", "stream", "kind")
-_LOAD = ("rules", "devices", "salvage", "max_bytes", "max_ratio", "cache")
+Warn = Callable[[str], None]
+
+#: a path given where a run is wanted must be a folder (``compare --run`` and ``tv.compare_runs`` alike)
+NOT_A_RUN = "not a folder; a run is a folder of rank traces (in Python also a list of them, or a Run)"
 
 
-def _parts(given: dict) -> tuple[Selection | None, LoadOptions]:
-    """The selection and the load options of a function's keywords (its ``locals()``): ``sel=``
-    or the selection keywords, ``options=`` or the load keywords; both of a pair is an error."""
-    parts = {k: given[k] for k in _SELECT if given.get(k) is not None}
-    sel = given.get("sel")
+class LoadKeywords(TypedDict, total=False):
+    """How traces are read: :class:`LoadOptions`' fields as keywords, or ``options`` (not both)."""
+
+    rules: RuleFile
+    devices: PathLike | None
+    salvage: bool
+    max_bytes: int
+    max_ratio: float | None
+    cache: CacheSetting
+    options: LoadOptions | None
+    on_warning: Warn | None
+
+
+class Options(LoadKeywords, total=False):
+    """The keywords every function that reads traces takes (PEP 692: ``**kw: Unpack[Options]``):
+    the selection, as :class:`Selection`'s fields or ``sel`` (not both), and the load keywords."""
+
+    step: int | None
+    annotation: str | None
+    device: int | None
+    stream: int | None
+    kind: str | None
+    sel: Selection | None
+
+
+#: the keywords whose default is not None
+_DEFAULTS: dict[str, Any] = {"salvage": False, "max_bytes": DEFAULT_MAX_BYTES, "max_ratio": DEFAULT_MAX_RATIO}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _keywords(select: tuple[str, ...]) -> list[inspect.Parameter]:
+    """The declared keywords (``Options``) a command takes, as help() and ``inspect`` show them."""
+    names = [*select, "sel"] if select else []
+    names += [*LOAD, "options", "on_warning"]
+    notes = Options.__annotations__
+    return [
+        inspect.Parameter(
+            n,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=_DEFAULTS.get(n),
+            annotation=getattr(notes[n], "__forward_arg__", notes[n]),
+        )
+        for n in names
+    ]
+
+
+def _command(f: F) -> F:
+    """The function of the command of its name (``traceview.commands.COMMANDS``): its signature
+    shows its own parameters and the keywords of ``Options`` it takes (not ``**kw``); a keyword
+    it does not take is a TypeError, as Python's own, and an option its spec refuses in this form
+    (with the arguments' ``facts``) one line naming it."""
+    spec = COMMANDS[f.__name__]
+    own = [p for p in inspect.signature(f).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    sig = inspect.Signature(
+        [*own, *_keywords(spec.select)], return_annotation=inspect.signature(f).return_annotation
+    )
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        if spec.refuse:
+            named = {n for rule in spec.refuse for n in rule.names}
+            given = {n for n, v in bound.arguments.items() if n in named and v != sig.parameters[n].default}
+            sel = bound.arguments.get("sel")
+            given |= {n for n in SELECT if sel is not None and getattr(sel, n) is not None}
+            bound.apply_defaults()
+            broken = spec.refused({**bound.arguments, **_facts(f.__name__, bound.arguments)}, given)
+            if broken is not None:
+                raise TypeError(f"{f.__name__}: {refusal(*broken, cli=False)}")
+        return f(*args, **kwargs)
+
+    wrapper.__signature__ = sig  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+def _facts(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """What a command's refusals ask of its arguments beside their values: diff of two folders
+    is diff of two runs (``runs``)."""
+    from .run import Run
+
+    if name == "diff":
+        return {"runs": all(_is_folder(args[k]) for k in ("a", "b"))}
+    if name in ("summary", "compare"):  # a Run given is a run
+        return {"run": args["run"] or isinstance(args.get("trace", args.get("traces")), Run)}
+    return {}
+
+
+def _is_folder(x: object) -> bool:
+    return isinstance(x, (str, os.PathLike)) and os.path.isdir(x)
+
+
+@dataclass(frozen=True)
+class Loader:
+    """The one way traces are loaded (the CLI's and the API's): the load options, and where the
+    load's warnings go (``on_warning``: each line, ``"warning: ..."``; None: kept on the trace)."""
+
+    options: LoadOptions
+    warn: Warn | None = None
+
+    def _said(self, t: Trace) -> Trace:
+        self.say([f"warning: {w}" for w in t.warnings])
+        return t
+
+    def say(self, lines: list[str]) -> None:
+        if self.warn is not None:
+            for line in lines:
+                self.warn(line)
+
+    def one(self, t: TraceLike) -> Trace:
+        """A path loaded with the options, or a Trace loaded with the same ones (else TypeError)."""
+        if isinstance(t, Trace):
+            return same_options(t, self.options)
+        return self._said(self.options.load(os.fspath(t)))
+
+    def many(self, items: Traces, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:
+        """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in
+        place; and the folder files passed over as not profiler traces (each said, as a warning)."""
+        items = [items] if isinstance(items, (str, os.PathLike, Trace)) else list(items)
+        loaded, skipped = [], []
+        for t in items:
+            if isinstance(t, Trace):
+                loaded.append(same_options(t, self.options))
+                continue
+            more, passed_over = load_all([t], lambda p: self._said(self.options.load(p)), recursive=recursive)
+            loaded += more
+            skipped += passed_over
+            self.say([f"warning: skipped {s}" for s in passed_over])
+        return loaded, skipped
+
+
+def _parts(given: Options | LoadKeywords) -> tuple[Selection | None, Loader]:
+    """The selection and the loader of a function's keywords: ``sel=`` or the selection keywords,
+    ``options=`` or the load keywords; both of a pair is an error."""
+    kw: dict[str, Any] = dict(given)
+    parts = {k: kw[k] for k in SELECT if kw.get(k) is not None}
+    sel = kw.get("sel")
     if sel is not None and parts:
         raise TypeError(f"give sel= or {'=, '.join(parts)}=, not both")
-    loads = LoadOptions(**{k: given[k] for k in _LOAD if k in given})
-    opts = given.get("options")
+    loads = LoadOptions(**{k: kw[k] for k in LOAD if k in kw})
+    opts = kw.get("options")
     if opts is not None and loads != LoadOptions():
         raise TypeError("give options= or the load keywords (rules=, devices=, ...), not both")
-    return (sel if sel is not None else Selection(**parts) if parts else None), (opts or loads).checked()
-
-
-def _trace(t: TraceLike, opts: LoadOptions) -> Trace:
-    if isinstance(t, Trace):
-        return same_options(t, opts)
-    return opts.load(os.fspath(t))
+    s = sel if sel is not None else Selection(**parts) if parts else None
+    return s, Loader((opts or loads).checked(), kw.get("on_warning"))
 
 
 #: the load options that change what a loaded Trace holds; the others (limits, cache) only how it is read
@@ -84,24 +228,16 @@ def same_options(t: Trace, opts: LoadOptions) -> Trace:
 
 
 def load_traces(
-    items: Traces, options: LoadOptions, *, recursive: bool = False
+    items: Traces, options: LoadOptions, *, recursive: bool = False, on_warning: Warn | None = None
 ) -> tuple[list[Trace], list[str]]:
     """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in place;
     and the folder files passed over as not profiler traces."""
-    items = [items] if isinstance(items, (str, os.PathLike, Trace)) else list(items)
-    loaded, skipped = [], []
-    for t in items:
-        if isinstance(t, Trace):
-            loaded.append(same_options(t, options))
-            continue
-        more, passed_over = load_all([t], options.load, recursive=recursive)
-        loaded += more
-        skipped += passed_over
-    return loaded, skipped
+    return Loader(options, on_warning).many(items, recursive=recursive)
 
 
+@_command
 def summary(
-    trace: TraceLike,
+    trace: Traces | Run,
     *,
     top: int = 10,
     run: bool = False,
@@ -109,48 +245,38 @@ def summary(
     skip_bad: bool = False,
     workers: int | None = None,
     scheduler: str | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
-) -> Report:
+    **kw: Unpack[Options],
+) -> Report | list[Report]:
     """Device, GPU time, counts per step, time per kind and category, the ``top`` kernels.
 
-    ``run=True`` (or a ``Run``): the paths are the rank traces of one job, see :func:`summary_run`
-    (``top`` does not apply there; ``workers``/``scheduler`` only there).
+    One trace (a file or a Trace): its Report. Several (a list, or a folder of traces): a list of
+    Reports, one per trace, as ``traceview summary`` prints them (``on_warning`` hears the note
+    when they are the ranks of one job). ``run=True`` (or a ``Run``): the paths are the rank
+    traces of one job, see :func:`summary_run` (``top`` does not apply there;
+    ``workers``/``scheduler`` only there).
     """
     from .analyses.trace.summary import summary as _summary
-    from .run import Run
+    from .run import Run, one_job
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     if run or isinstance(trace, Run):
-        if top != 10:
-            raise TypeError("top= lists a trace's kernels; a run's summary has none (run=True)")
         return summary_run(
             trace,
             skip_bad=skip_bad,
             recursive=recursive,
-            sel=s,
-            options=opts,
             workers=workers,
             scheduler=scheduler,
+            sel=s,
+            options=load.options,
+            on_warning=load.warn,
         )
-    _on_dask_needs_runs(workers, scheduler)
-    return _summary(_trace(trace, opts), s, top=top)
-
-
-def _on_dask_needs_runs(workers: int | None, scheduler: str | None) -> None:
-    if workers is not None or scheduler is not None:
-        raise TypeError("workers= and scheduler= spread a run's rank files over Dask: give run=True or runs")
+    if isinstance(trace, Trace) or (isinstance(trace, (str, os.PathLike)) and not os.path.isdir(trace)):
+        return _summary(load.one(trace), s, top=top)
+    loaded, _ = load.many(trace, recursive=recursive)
+    hint = one_job(loaded)  # rank traces summarised one by one: say that run=True exists
+    if hint:
+        load.say([f"note: {hint}"])
+    return [_summary(t, s, top=top) for t in loaded]
 
 
 def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) -> Run:
@@ -173,6 +299,7 @@ def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool,
     return [of_run(x, s, work=work) if isinstance(x, Run) else next(done) for x in items]
 
 
+@_command
 def summary_run(
     paths: Traces | Run,
     *,
@@ -180,30 +307,18 @@ def summary_run(
     recursive: bool = False,
     workers: int | None = None,
     scheduler: str | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """One job's rank traces (a folder, paths or a ``Run``): the shared metrics of each rank (table
     ``ranks``, one row per rank) and the run's ``overall`` row; GPU time by category over the run.
     ``workers``/``scheduler``: on Dask, as :func:`ranks`."""
     from .analyses.runs.run_summary import run_summary
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     folder = paths if isinstance(paths, (str, os.PathLike)) else None
     label = as_text(os.path.basename(os.path.normpath(folder))) if folder is not None else None
-    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    return run_summary(_results([paths], s, opts, work=False, **kw)[0], label=label)
+    dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    return run_summary(_results([paths], s, load.options, work=False, **dask)[0], label=label)
 
 
 def run_labels(items: Sequence[Traces | Run]) -> list[str]:
@@ -220,6 +335,7 @@ def run_labels(items: Sequence[Traces | Run]) -> list[str]:
     return [f"{n} ({i})" if names.count(n) > 1 else n for i, n in enumerate(names)]  # one run given twice
 
 
+@_command
 def compare_runs(
     runs: Sequence[Traces | Run],
     *,
@@ -228,19 +344,7 @@ def compare_runs(
     recursive: bool = False,
     workers: int | None = None,
     scheduler: str | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """Runs side by side (each a folder of rank traces or a ``Run``): table ``compare`` one row per run
     (shared metrics and distributed totals over the ranks all runs have), table ``ranks`` one row per
@@ -248,17 +352,23 @@ def compare_runs(
     ``workers``/``scheduler``: on Dask, as :func:`ranks` (one cluster for every run)."""
     from .analyses.runs.run_compare import run_compare
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     items = list(runs)
+    for x in items:  # a file is no run: ``compare --run`` says the same (issue 37)
+        if isinstance(x, (str, os.PathLike)) and not os.path.isdir(x):
+            from .errors import TraceviewError
+
+            raise TraceviewError(f"{as_text(x)}: {NOT_A_RUN}")
     labels = run_labels(items)
     paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
         baseline = paths.index(os.path.abspath(baseline))
-    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    done = _results(items, s, opts, work=True, **kw)
+    dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    done = _results(items, s, load.options, work=True, **dask)
     return run_compare(list(zip(labels, done, strict=True)), baseline=baseline)
 
 
+@_command
 def kernels(
     trace: TraceLike,
     *,
@@ -266,19 +376,7 @@ def kernels(
     unclassified: bool = False,
     by: str = "name",
     library: tuple[str, ...] = (),
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
     ``ops=True`` adds table ``ops`` (per op name and shapes: work and efficiency, ``kernels --ops``);
@@ -288,49 +386,32 @@ def kernels(
     ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
     from .analyses.trace.kernels import kernel_stats, unclassified_report
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     if by not in ("name", "source"):
         raise TypeError(f"by= is 'name' or 'source', not {by!r}")
     if by == "source":
-        if ops or unclassified:
-            raise TypeError("by='source' is its own table: give it without ops= or unclassified=")
         from .analyses.trace.source_lines import source_stats
 
-        return source_stats(_trace(trace, opts), s, tuple(library))
-    if library:
-        raise TypeError("library= applies to by='source' only")
+        return source_stats(load.one(trace), s, tuple(library))
     if unclassified:
-        if ops:
-            raise TypeError("ops= and unclassified= are two different tables: give one")
-        return unclassified_report(_trace(trace, opts), s)
-    return kernel_stats(_trace(trace, opts), s, ops=ops)
+        return unclassified_report(load.one(trace), s)
+    return kernel_stats(load.one(trace), s, ops=ops)
 
 
+@_command
 def roofline(
     trace: TraceLike,
-    *,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """One step's kernels with work (``step``, else the region's first): FLOPs, bytes, intensity,
     achieved TFLOP/s and GB/s, and the device's peaks; ``kernels --plot`` draws it."""
     from .analyses.measure.efficiency import roofline as _roofline
 
-    s, opts = _parts(locals())
-    return _roofline(_trace(trace, opts), s)
+    s, load = _parts(kw)
+    return _roofline(load.one(trace), s)
 
 
+@_command
 def diff(
     a: TraceLike,
     b: TraceLike,
@@ -339,19 +420,7 @@ def diff(
     top: int | None = 20,
     workers: int | None = None,
     scheduler: str | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """What changed from ``a`` to ``b`` (paths or Traces), per step.
 
@@ -362,19 +431,16 @@ def diff(
     """
     from .analyses.variants.diff import diff as _diff
 
-    s, opts = _parts(locals())
-    paths = [x for x in (a, b) if isinstance(x, (str, os.PathLike)) and os.path.isdir(x)]
-    if len(paths) == 2:
-        if s is not None or annotation_b is not None or top != 20:
-            raise TypeError(
-                "two folders are two runs, compared whole: a selection, annotation_b or top does not apply"
-            )
-        return diff_runs(*paths, options=opts, workers=workers, scheduler=scheduler)
-    _on_dask_needs_runs(workers, scheduler)
-    return _diff(_trace(a, opts), _trace(b, opts), s, sel_b=_sel_b(s, annotation_b), top=top or None)
+    s, load = _parts(kw)
+    if not isinstance(a, Trace) and not isinstance(b, Trace) and _is_folder(a) and _is_folder(b):
+        # two runs: what does not apply to them was refused (COMMANDS["diff"])
+        return diff_runs(
+            a, b, options=load.options, on_warning=load.warn, workers=workers, scheduler=scheduler
+        )
+    return _diff(load.one(a), load.one(b), s, sel_b=sel_b(s, annotation_b), top=top or None)
 
 
-def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
+def sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
     """B's selection: A's with B's annotation, when B's is named differently."""
     if annotation_b is None:
         return None
@@ -382,6 +448,7 @@ def _sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
     return Selection(base.step, annotation_b, base.device, base.stream, base.kind)
 
 
+@_command
 def compare(
     traces: Traces,
     *,
@@ -391,19 +458,7 @@ def compare(
     skip_bad: bool = False,
     workers: int | None = None,
     scheduler: str | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """One row per trace (paths, folders of traces, or Traces), ratios to ``baseline``.
 
@@ -413,7 +468,7 @@ def compare(
     """
     from .analyses.variants.compare import compare as _compare
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     if run:
         runs = [traces] if isinstance(traces, (str, os.PathLike, Trace)) else list(traces)
         return compare_runs(
@@ -421,13 +476,13 @@ def compare(
             baseline=baseline,
             skip_bad=skip_bad,
             recursive=recursive,
-            sel=s,
-            options=opts,
             workers=workers,
             scheduler=scheduler,
+            sel=s,
+            options=load.options,
+            on_warning=load.warn,
         )
-    _on_dask_needs_runs(workers, scheduler)
-    loaded, skipped = load_traces(traces, opts, recursive=recursive)
+    loaded, skipped = load.many(traces, recursive=recursive)
     report = _compare(loaded, baseline=baseline, sel=s)
     report.notes += [f"skipped (not a profiler trace): {p}" for p in skipped]
     return report
@@ -443,49 +498,26 @@ def breakdown(
     return _breakdown([traces] if isinstance(traces, Trace) else list(traces), sels=sels, labels=labels)
 
 
+@_command
 def timeline(
     trace: TraceLike,
-    *,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """One step (``step``; default the first) on a time axis: its activities with start, duration,
     lane (stream, or thread for CPU-only traces) and category; ``traceview timeline`` draws it
     (``traceview.render.plot.plot_timeline(report, path)``)."""
     from .analyses.trace.timeline import timeline as _timeline
 
-    s, opts = _parts(locals())
-    return _timeline(_trace(trace, opts), s)
+    s, load = _parts(kw)
+    return _timeline(load.one(trace), s)
 
 
+@_command
 def memory(
     trace: TraceLike,
     *,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
     timeline: bool = False,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """Allocations from the trace's ``[memory]`` events (``profile_memory=True``), per device: the
     peak and the op at it (``devices``), what is alive at the peak by allocating op
@@ -495,21 +527,15 @@ def memory(
     Memory events belong to no annotation, stream or kind: those selections are refused."""
     from .analyses.trace.memory import memory as _memory
 
-    s, opts = _parts(locals())
-    return _memory(_trace(trace, opts), s, timeline=timeline)
+    s, load = _parts(kw)
+    return _memory(load.one(trace), s, timeline=timeline)
 
 
+@_command
 def annotate(
     trace: TraceLike,
     output: PathLike,
-    *,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[LoadKeywords],
 ) -> dict:
     """Write ``trace`` (a path) to ``output`` (.json or .json.gz) with each GPU activity's category,
     tensor-core use, attention backend and launching op chain in its args, plus counter tracks of GPU
@@ -518,10 +544,11 @@ def annotate(
     from .analyses.trace.annotate import gpu_annotations
     from .render.annotated import check_output, write_annotated
 
-    _, opts = _parts(locals())
+    _, load = _parts(kw)
+    opts = load.options
     path = trace.path if isinstance(trace, Trace) else os.fspath(trace)
     check_output(path, output)  # before the (slow) load: a wrong output is known now
-    t = _trace(trace, opts)  # the text is re-read under the load's caps
+    t = load.one(trace)  # the text is re-read under the load's caps
     return write_annotated(
         t,
         gpu_annotations(t),
@@ -532,25 +559,14 @@ def annotate(
     )
 
 
+@_command
 def report(
     traces: Traces,
     *,
     output: PathLike | None = None,
     baseline: Baseline = None,
     recursive: bool = False,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> str:
     """The HTML report of traces (paths, folders or Traces) as one self-contained page: findings in
     words, the compare table, GPU time by category, tensor-core share, attention backend and one step's
@@ -560,11 +576,11 @@ def report(
     from .render.htmlreport import render_report_set
     from .render.plot import pyplot
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     if output is not None:
         check_report_path(output)
     pyplot()  # fail before the (slow) loading when matplotlib is missing
-    loaded, _ = load_traces(traces, opts, recursive=recursive)
+    loaded, _ = load.many(traces, recursive=recursive)
     text = render_report_set(
         report_set(loaded, s, baseline),
         f"traceview report: {len(loaded)} trace{'s' if len(loaded) != 1 else ''}",
@@ -590,49 +606,26 @@ def check_report_path(output: PathLike) -> None:
         raise TraceviewError(f"{path}: folder {path.parent} does not exist")
 
 
+@_command
 def exposed(
     trace: TraceLike,
-    *,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """Each step's wall time split into exposed time per cause (computation by category,
     communication, memcpy/memset, GPU idle by what the host was doing), summing exactly to the
     wall time; ``diff`` shows the same split for A and B (table ``exposed``)."""
     from .analyses.measure.exposed import exposed_report
 
-    s, opts = _parts(locals())
-    return exposed_report(_trace(trace, opts), s)
+    s, load = _parts(kw)
+    return exposed_report(load.one(trace), s)
 
 
+@_command
 def advise(
     trace: TraceLike,
     *,
     min_pct: float | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """What to do about a trace (rules in ``rules/advice.toml``), ranked by the time at stake per
     step: an upper bound from the exposed-time split, never more than its cause exposes (table
@@ -640,10 +633,11 @@ def advise(
     ``min_pct``: say advice with at least this share of the wall time at stake (None: each rule's own)."""
     from .analyses.trace.advise import advise as _advise
 
-    s, opts = _parts(locals())
-    return _advise(_trace(trace, opts), s, min_pct)
+    s, load = _parts(kw)
+    return _advise(load.one(trace), s, min_pct)
 
 
+@_command
 def stacks(
     trace: TraceLike,
     *,
@@ -655,19 +649,7 @@ def stacks(
     library: tuple[str, ...] = (),
     own: tuple[str, ...] = (),
     source_root: PathLike | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """GPU time per place in the code (``traceview stacks``, table ``stacks``): ``by="frame"`` the
     call tree of Python and nn.Module frames, ``"module"`` the nn.Module tree (``fold_layers``: every
@@ -679,9 +661,9 @@ def stacks(
     of each call (default: the current folder; files are parsed, never run)."""
     from .analyses.trace.stacks import call_tree
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     return call_tree(
-        _trace(trace, opts),
+        load.one(trace),
         s,
         by=by,
         fold_layers=fold_layers,
@@ -694,25 +676,14 @@ def stacks(
     )
 
 
+@_command
 def check(
     candidate: TraceLike | Sequence[TraceLike],
     *,
     baseline: TraceLike | Sequence[TraceLike] | None = None,
     checks: PathLike | None = None,
     junit: PathLike | None = None,
-    step: int | None = None,
-    annotation: str | None = None,
-    device: int | None = None,
-    stream: int | None = None,
-    kind: str | None = None,
-    sel: Selection | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[Options],
 ) -> Report:
     """A performance gate: every rule of ``checks`` (a TOML rules file; None: the built-in rules,
     traceview/rules/check_default.toml) on ``candidate``, relative rules against ``baseline``. Each
@@ -726,12 +697,12 @@ def check(
     from .analyses.variants.check import expand_runs
     from .analyses.variants.check_rules import DEFAULT, read_rules
 
-    s, opts = _parts(locals())
+    s, load = _parts(kw)
     ruleset = read_rules(checks)
     if junit is not None:
         check_junit_path(junit)
-    cand = load_traces(expand_runs(candidate), opts)[0]
-    base = load_traces(expand_runs(baseline), opts)[0] if baseline is not None else None
+    cand = load.many(expand_runs(candidate))[0]
+    base = load.many(expand_runs(baseline))[0] if baseline is not None else None
     source = os.fspath(checks) if checks is not None else f"built-in ({DEFAULT.name})"
     result = _check(cand, base, ruleset, s, source=source)
     if junit is not None:
@@ -777,6 +748,7 @@ def assert_check(
     return result
 
 
+@_command
 def hta(
     trace: TraceLike,
     *,
@@ -784,48 +756,38 @@ def hta(
     rank: int | None = None,
     drop_last_step: bool = False,
     ns_rounding: bool = True,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[LoadKeywords],
 ) -> Report:
     """Holistic Trace Analysis's ``analysis`` (temporal, idle, kernels, launch) of a trace, its
     COMPUTATION split by traceview's categories. ``rank``: the rank to file it under (default the
     trace's distributedInfo.rank, else 0). Needs HTA: pip install 'traceview[hta]'."""
     from .interop.hta import import_hta, to_hta
 
-    _, opts = _parts(locals())
+    _, load = _parts(kw)
     import_hta()  # fail fast, before loading, with the install hint
     from .analyses.trace.hta_views import hta_report
 
-    t = _trace(trace, opts)
+    t = load.one(trace)
     ta = to_hta(t, rank=rank, include_last_step=not drop_last_step, ns_rounding=ns_rounding)
     return hta_report(t, ta, analysis)
 
 
+@_command
 def load_run(
     paths: Traces | Run,
     *,
     skip_bad: bool = False,
     recursive: bool = False,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[LoadKeywords],
 ) -> Run:
     """The rank traces of one distributed job (a folder, or paths) as a ``Run``: rank and world size
     from each trace's ``distributedInfo``; two traces of one rank are refused, missing ranks reported.
     ``run.frame("kernels")`` stacks every rank's frame with a ``rank`` column."""
-    _, opts = _parts(locals())
-    return _run(paths, skip_bad, recursive, opts)
+    _, load = _parts(kw)
+    return _run(paths, skip_bad, recursive, load.options)
 
 
+@_command
 def ranks(
     paths: Traces | Run,
     *,
@@ -834,13 +796,7 @@ def ranks(
     skip_bad: bool = False,
     recursive: bool = False,
     progress: Callable[..., Any] | None = None,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[LoadKeywords],
 ) -> Report:
     """The distributed analyses of a run, one row per rank (``traceview ranks``): GPU time breakdown,
     comm/comp overlap, idle per stream and its cause, stragglers per step and per collective.
@@ -850,11 +806,12 @@ def ranks(
     """
     from .scale import ranks_of
 
-    _, opts = _parts(locals())
-    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    return ranks_of(_results([paths], None, opts, work=True, progress=progress, **kw)[0])
+    _, load = _parts(kw)
+    dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
+    return ranks_of(_results([paths], None, load.options, work=True, progress=progress, **dask)[0])
 
 
+@_command
 def diff_runs(
     a: PathLike | Report,
     b: PathLike | Report,
@@ -862,21 +819,17 @@ def diff_runs(
     workers: int | None = None,
     scheduler: str | None = None,
     skip_bad: bool = False,
-    rules: RuleFile = None,
-    devices: PathLike | None = None,
-    salvage: bool = False,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    max_ratio: float | None = DEFAULT_MAX_RATIO,
-    cache: CacheSetting = None,
-    options: LoadOptions | None = None,
+    **kw: Unpack[LoadKeywords],
 ) -> Report:
     """Two runs (folders of rank traces, or ``ranks`` Reports), rank by rank and overall."""
     from .analyses.runs.run_diff import run_diff
     from .scale import ranks_of
 
-    _, opts = _parts(locals())
+    _, load = _parts(kw)
     runs = [r for r in (a, b) if not isinstance(r, Report)]
-    kw = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad}
-    done = iter(_results(runs, None, opts, work=True, **kw) if runs else [])  # both runs in one gather
+    dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad}
+    done = iter(
+        _results(runs, None, load.options, work=True, **dask) if runs else []
+    )  # both runs in one gather
     ra, rb = (r if isinstance(r, Report) else ranks_of(next(done)) for r in (a, b))
     return run_diff(ra, rb)

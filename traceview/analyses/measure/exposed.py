@@ -39,6 +39,7 @@ from ...report import Report
 from ...units import human_ns
 from ..select.region import Region, Selection, _matching_activities, annotation_spans, region
 from . import intervals as iv
+from .derived import is_text, of_region, texts
 from .gpu_breakdown import gpu_class
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "exposed.toml"
@@ -85,12 +86,20 @@ class Exposed:
 
 
 def exposed(r: Region) -> Exposed:
-    """The split of every window of region ``r``."""
+    """The split of every window of region ``r`` (worked out once per trace and selection)."""
+    e, note = of_region(r, "exposed", _exposed)
+    if note:  # said on every call, as a region's notes are its own
+        r.notes.append(note)
+    return e
+
+
+def _exposed(r: Region) -> tuple[Exposed, str]:
     trace, sel = r.trace, r.selection
     acts = _matching_activities(trace, Selection(device=sel.device, stream=sel.stream, kind=sel.kind))
     devices = int(acts["device"].nunique()) if len(acts) else 0  # NA is no device
+    note = ""
     if devices > 1:  # said, not hidden: the split is then of the devices' union
-        r.notes.append(
+        note = (
             f"{trace.label}: exposed time counts the GPU activities of {devices} devices as one GPU "
             "(an instant is busy when any runs); --device N splits one"
         )
@@ -101,14 +110,17 @@ def exposed(r: Region) -> Exposed:
         layers.append((UNSELECTED, iv.spans(rest)))
     layers += host_layers(trace.events)
     causes = [c for c, _ in layers] + [OTHER]
-    rows = []
-    for step, lo, hi in windows(r, acts):
-        split = split_window(layers, lo, hi)
-        comm, comp = (iv.clip(s, lo, hi) for s in hidden_pair)
-        rows.append([step, lo, hi - lo, *split, iv.overlap(comm, comp)])
     cols = ["step", "start_ns", "wall_ns", *causes, HIDDEN]
-    steps = pd.DataFrame(rows, columns=cols).astype(np.int64) if rows else _empty(cols)
-    return Exposed(steps, causes)
+    wins = windows(r, acts)
+    if not wins:
+        return Exposed(_empty(cols), causes), note
+    step, lo, hi = (np.array(x, dtype=np.int64) for x in zip(*wins, strict=True))
+    split = split_windows(layers, lo, hi)
+    comm, comp = hidden_pair
+    hidden = iv.lengths_within(comm, lo, hi) + iv.lengths_within(comp, lo, hi)
+    hidden -= iv.lengths_within(iv.join(comm, comp), lo, hi)
+    steps = pd.DataFrame(dict(zip(cols, [step, lo, hi - lo, *split, hidden], strict=True)))
+    return Exposed(steps, causes), note
 
 
 def cause_column(cause: str) -> str:
@@ -169,35 +181,39 @@ def _empty(cols) -> pd.DataFrame:
 def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
     """(cause, spans) of the GPU causes in priority order; and (communication, computation)."""
     cls = gpu_class(acts)
-    cat = acts["category"].astype(str).to_numpy()
-    kind = acts["kind"].astype(str).to_numpy()
+    codes, values = texts(acts["category"])
+    computing = cls == "computation"
     order = rules().compute_order
-    present = set(cat[cls == "computation"])
+    present = set(values[np.unique(codes[computing])])
     cats = [c for c in order if c in present] + sorted(present - set(order))
-    layers = [(f"compute: {c}", iv.spans(acts[(cls == "computation") & (cat == c)])) for c in cats]
+    at = {v: i for i, v in enumerate(values[:-1])}
+    layers = [(f"compute: {c}", iv.spans(acts[computing & (codes == at.get(c, -1))])) for c in cats]
     comm = iv.spans(acts[cls == "communication"])
     layers.append((COMM, comm))
-    layers += [(name, iv.spans(acts[kind == k])) for name, k in ((MEMCPY, "memcpy"), (MEMSET, "memset"))]
-    return layers, (comm, iv.spans(acts[cls == "computation"]))
+    for name, k in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
+        layers.append((name, iv.spans(acts[is_text(acts["kind"], k)])))
+    return layers, (comm, iv.spans(acts[computing]))
 
 
 def host_layers(events: pd.DataFrame) -> list:
     """(cause, spans) of the host causes, in priority order, from the CPU ops and runtime calls."""
     host = events[events["role"].isin(HOST_ROLES).to_numpy()]
-    names = host["name"].astype(str)
+    codes, values = texts(host["name"])
     h = rules().host
-    sync = names.str.contains(h.sync, regex=True).to_numpy()
-    loader = names.str.contains(h.data_loader, regex=True).to_numpy()
+    named = pd.Series(values[:-1], dtype=object)  # each distinct name tried once
+    sync = np.append(named.str.contains(h.sync, regex=True).to_numpy(dtype=bool), False)[codes]
+    loader = np.append(named.str.contains(h.data_loader, regex=True).to_numpy(dtype=bool), False)[codes]
     return [(SYNC, iv.spans(host[sync])), (LOADER, iv.spans(host[loader])), (LAUNCH, iv.spans(host))]
 
 
-def split_window(layers: list, lo: int, hi: int) -> list:
-    """ns of each layer in [lo, hi) not covered by an earlier layer, then the rest (uncovered)."""
+def split_windows(layers: list, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
+    """Per layer, the ns of each window [lo, hi) it covers that no earlier layer covers, then the
+    rest (uncovered): the union of the layers so far, measured inside every window at once."""
     covered = (np.empty(0, np.int64), np.empty(0, np.int64))
-    before, out = 0, []
+    before, out = np.zeros(len(lo), dtype=np.int64), []
     for _, s in layers:
-        covered = iv.merged(iv.join(covered, iv.clip(s, lo, hi)))
-        now = int((covered[1] - covered[0]).sum())
+        covered = iv.merged(iv.join(covered, s))
+        now = iv.lengths_within(covered, lo, hi)
         out.append(now - before)
         before = now
     out.append((hi - lo) - before)

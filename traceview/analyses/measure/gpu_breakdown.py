@@ -27,17 +27,16 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
+from .derived import is_text
 
 CLASSES = ("computation", "communication", "memory")
 
 
 def gpu_class(acts: pd.DataFrame) -> np.ndarray:
     """Each activity's class: computation, communication or memory."""
-    kind = acts["kind"].astype(str).to_numpy()
-    comm = (acts["category"].astype(str) == "communication").to_numpy()
-    return np.where(
-        np.isin(kind, ("memcpy", "memset")), "memory", np.where(comm, "communication", "computation")
-    )
+    memory = acts["kind"].isin(("memcpy", "memset")).to_numpy(dtype=bool)
+    comm = is_text(acts["category"], "communication")
+    return np.where(memory, "memory", np.where(comm, "communication", "computation"))
 
 
 def gpu_states(acts: pd.DataFrame) -> dict:

@@ -55,6 +55,22 @@ def clip(s: Spans, lo: int, hi: int) -> Spans:
     return starts, np.maximum(ends, starts)
 
 
+def lengths_within(s: Spans, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of the union of ``s`` inside each window [lo[i], hi[i]), in ns: one cumulative sum
+    and two binary searches instead of clipping every interval once per window."""
+    starts, ends = merged(s)
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    if not len(starts) or not len(lo):
+        return np.zeros(len(lo), dtype=np.int64)
+    run = np.concatenate(([0], np.cumsum(ends - starts)))
+    first = np.searchsorted(ends, lo, side="right")  # the first interval ending after lo
+    stop = np.searchsorted(starts, hi, side="left")  # past the last interval starting before hi
+    some = stop > first
+    f, last = np.clip(first, 0, len(starts) - 1), np.clip(stop - 1, 0, len(starts) - 1)
+    cut = np.maximum(lo - starts[f], 0) + np.maximum(ends[last] - hi, 0)
+    return np.where(some, run[np.maximum(stop, first)] - run[first] - cut, 0)
+
+
 def extent(s: Spans) -> int:
     """From the first start to the last end (0 without intervals)."""
     return int(s[1].max() - s[0].min()) if len(s[0]) else 0

@@ -24,12 +24,14 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from ...model import list_codes
+from .derived import of_trace
 
 try:
     import tomllib
@@ -55,10 +57,8 @@ def has_shapes(ops: pd.DataFrame) -> bool:
 
 
 def memo(trace, what: str, make):
-    """``make(trace)`` once per loaded trace: kept in ``trace.derived``, so it goes with the trace."""
-    if what not in trace.derived:
-        trace.derived[what] = make(trace)
-    return trace.derived[what]
+    """``make(trace)`` once per loaded trace (:func:`.derived.of_trace`), so it goes with the trace."""
+    return of_trace(trace, what, make)
 
 
 def trace_work(trace) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
         return out
     coded = [_codes(ops[c]) for c in _ARG_COLUMNS]
     codes = np.stack([c for c, _ in coded], axis=1)
-    keys, inverse = np.unique(codes, axis=0, return_inverse=True)
+    keys, inverse = _distinct_rows(codes, [len(u) for _, u in coded])
     cats = [u for _, u in coded]
     known = rules()["ops"]
     rows = [
@@ -93,11 +93,11 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS[:-1])
     inverse = inverse.reshape(-1)
     out["formula"] = table["formula"].to_numpy(dtype=object)[inverse]
-    out["flops"] = pd.array(table["flops"].to_numpy(dtype=object)[inverse], dtype="Int64")
-    out["torch_flops"] = pd.array(table["torch_flops"].to_numpy(dtype=object)[inverse], dtype="Int64")
-    out["bytes_moved"] = pd.array(table["bytes_moved"].to_numpy(dtype=object)[inverse], dtype="Int64")
+    # typed once per distinct key, then taken per op (a take of Int64, not a cast of objects)
+    for c in ("flops", "torch_flops", "bytes_moved"):
+        out[c] = pd.array(table[c].to_numpy(dtype=object), dtype="Int64").take(inverse)
     out["precision"] = table["precision"].to_numpy(dtype=object)[inverse]
-    out["causal"] = pd.array(table["causal"].to_numpy(dtype=object)[inverse], dtype="boolean")
+    out["causal"] = pd.array(table["causal"].to_numpy(dtype=object), dtype="boolean").take(inverse)
     out["counted"] = counted(
         ops["parent"].to_numpy(), out["flops"].notna().to_numpy(), out["bytes_moved"].notna().to_numpy()
     )
@@ -107,7 +107,22 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
 _NONE = (None, None, None, None, None, None)
 
 
-def _codes(col: pd.Series) -> tuple[np.ndarray, object]:
+def _distinct_rows(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``codes`` (one column per arg, -1 missing) and each row's position
+    among them: the columns are read as the digits of one int64 (``sizes`` + 1 each), hashed,
+    not sorted as rows; ``np.unique(axis=0)`` where the digits would not fit in one."""
+    if math.prod(n + 1 for n in sizes) >= 2**62:
+        return np.unique(codes, axis=0, return_inverse=True)
+    key = np.zeros(len(codes), dtype=np.int64)
+    for col, n in zip(codes.T, sizes, strict=True):
+        key = key * (n + 1) + (col + 1)
+    inverse, distinct = pd.factorize(key)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(key) - 1, -1, -1)  # the last write per key is its first row
+    return codes[first], inverse
+
+
+def _codes(col: pd.Series) -> tuple[np.ndarray, Any]:
     """Codes (-1: missing) and distinct values of an arg column: a categorical of text, or
     ``input_dims``' lists (rows sharing one list share a code, see ``model.list_codes``)."""
     if isinstance(col.dtype, pd.CategoricalDtype):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -26,10 +27,12 @@ import pandas as pd
 from ... import schema
 from ...devices import trace_device
 from ...errors import TraceviewError
+from ...model import list_codes
 from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
+from ..measure.derived import texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region, Selection, region
@@ -38,6 +41,7 @@ from ..wording.words import Cite
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
 #: the ``bound`` of a row on a trace without GPU activity: the CPU time of the ops involved
 CPU = "CPU time"
+_DIGIT = re.compile(r"\d")
 COLUMNS = [
     "rule", "what", "where", "source", "line_from", "count_per_step", "bytes_per_step",
     "stake_ns_per_step", "bound", "pct_of_wall", "peak_bytes", "pct_of_peak", "do", "doc",
@@ -106,7 +110,8 @@ class Facts:
 
     @functools.cached_property
     def names(self) -> np.ndarray:
-        return self.trace.ops["name"].astype(str).to_numpy()
+        codes, values = texts(self.trace.ops["name"])
+        return values[codes]
 
     @functools.cached_property
     def sources(self) -> pd.DataFrame | None:
@@ -381,10 +386,18 @@ def gemm_alignment(f: Facts, rule: Rule) -> list[dict]:
     """Half-precision GEMM ops with a dimension that is not a multiple of ``rule.multiple``."""
     hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
     ops = f.trace.ops
-    bad = [i for i in hits if _misaligned(ops["input_dims"].iat[i], ops["input_types"].iat[i], rule)]
-    if not bad:
+    dims, types = ops["input_dims"].to_numpy(dtype=object), ops["input_types"]
+    # each distinct (dims, types) is tried once: rows sharing one parsed list share a code
+    dim_codes = list_codes(dims[hits])[0] + 1
+    type_codes = texts(types)[0][hits]
+    key = dim_codes * (int(type_codes.max(initial=0)) + 1) + type_codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    tried = np.array(
+        [_misaligned(dims[hits[i]], types.iat[hits[i]], rule) for i in first.tolist()], dtype=bool
+    )
+    mine = hits[tried[inverse.reshape(-1)]] if len(hits) else hits
+    if not len(mine):
         return []
-    mine = np.array(bad)
     if f.gpu:
         stake, bound = min(f.gpu_ns_under(mine), f.cause("compute: gemm")), "compute: gemm"
     else:
@@ -493,8 +506,9 @@ def _has_memory(r: Region, rule: Rule) -> bool:
 
 
 def _has_shapes(trace) -> bool:
-    dims = trace.ops["input_dims"]
-    return bool(len(dims)) and bool(dims.astype(str).str.contains(r"\d", regex=True).any())
+    dims = trace.ops["input_dims"].to_numpy(dtype=object)
+    # each distinct list once (``list_codes``), as the text ``astype(str)`` gives it
+    return any(_DIGIT.search(str(v)) for v in list_codes(dims)[1] if isinstance(v, (list, str)))
 
 
 def findings(table: pd.DataFrame, per: str) -> list[str]:

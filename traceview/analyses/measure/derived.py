@@ -1,0 +1,67 @@
+"""Tables worked out once per loaded trace and selection, held for that Trace object.
+
+diff, summary, compare and advise each start from the same per-trace tables (the exposed
+split, the op work, the per-kernel groups); computed once and held by the Trace object they
+come from, they live and die with it (held on the trace, never keyed by its path), and a
+second analysis of one loaded trace (or the second use inside one diff) reads them back.
+A derived table is never changed by its readers: each is handed out as it was made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # for the annotations only
+    from ..select.region import Region
+
+
+def tables_of(trace) -> dict:
+    """The derived tables of this loaded trace (what has been worked out so far): its ``derived``
+    field, so that they live and die with it. A Trace made from another with other data must
+    start with an empty one (``dataclasses.replace(t, ..., derived={})``)."""
+    return trace.derived
+
+
+def of_trace(trace, what: str, make: Callable[[Any], Any]) -> Any:
+    """``make(trace)`` once per loaded trace."""
+    held = tables_of(trace)
+    if what not in held:
+        held[what] = make(trace)
+    return held[what]
+
+
+def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> Any:
+    """``make(r)`` once per trace and selection: a region is a function of the two, so any Region
+    of the same trace and selection reads the same table."""
+    held, key = tables_of(r.trace), (what, r.selection)
+    if key not in held:
+        held[key] = make(r)
+    return held[key]
+
+
+# ------------------------------------------------------------------ text columns by their codes
+
+
+def texts(col) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, values)`` of a text column with ``values[codes]`` equal, row by row, to
+    ``col.astype(str)`` (a missing value is the last of ``values``, NaN): compare and group on
+    the codes, look up the few distinct texts, never turn every row into a Python string."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy().astype(np.int64)
+        cats = col.cat.categories.to_numpy(dtype=object)
+    else:
+        codes, uniq = pd.factorize(col.to_numpy(dtype=object), use_na_sentinel=True)
+        cats = np.asarray(uniq, dtype=object)
+    values = np.empty(len(cats) + 1, dtype=object)
+    values[:-1] = [v if isinstance(v, str) else str(v) for v in cats]
+    values[-1] = np.nan
+    return np.where(codes < 0, len(cats), codes), values
+
+
+def is_text(col, value: str) -> np.ndarray:
+    """Rows whose text is ``value`` (a missing value never is)."""
+    return (col == value).to_numpy(dtype=bool, na_value=False)

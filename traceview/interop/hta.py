@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,33 +201,41 @@ def _hta_path(path: str, workdir, made: list) -> str:
     return str(link)
 
 
+#: HTA's switch for its rounding: an environment variable HTA 0.5 reads on every parse, and HTA
+#: 0.6+ once, into ``HTAEnvOptions``
+NS_ROUNDING_ENV = "HTA_DISABLE_NS_ROUNDING"
+#: HTA 0.6+ keeps the switch in one object for the whole process: parses that set it take turns
+_SWITCH = threading.Lock()
+
+
 @contextlib.contextmanager
 def _ns_rounding(enabled: bool):
     """HTA's rounding of fractional-µs timestamps on or off while parsing, restored after.
 
-    0.5.0 reads the environment variable HTA_DISABLE_NS_ROUNDING on every parse; 0.6.x
-    reads it once into ``HTAEnvOptions`` and offers ``set_disable_ns_rounding``.
+    No environment variable is set (``os.environ`` is shared by every thread, and setting it is
+    not thread-safe): HTA 0.6+ takes the switch through ``HTAEnvOptions.set_disable_ns_rounding``,
+    held under a lock for the parse. HTA 0.5 reads only the environment variable, as the process
+    started with it; asking for the other setting there is a one-line error saying how.
     """
-    if enabled:
-        yield
-        return
     import hta.configs.env_options as env_options
 
-    opts = env_options.HTAEnvOptions.instance() if hasattr(env_options, "HTAEnvOptions") else None
-    old_env = os.environ.get("HTA_DISABLE_NS_ROUNDING")
-    old_opt = opts.disable_ns_rounding() if opts is not None else None
-    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
-    if opts is not None:
-        opts.set_disable_ns_rounding(True)
-    try:
-        yield
-    finally:
-        if old_env is None:
-            os.environ.pop("HTA_DISABLE_NS_ROUNDING", None)
-        else:
-            os.environ["HTA_DISABLE_NS_ROUNDING"] = old_env
-        if opts is not None:
-            opts.set_disable_ns_rounding(old_opt)
+    options = getattr(env_options, "HTAEnvOptions", None)
+    if options is None:
+        if enabled == (os.environ.get(NS_ROUNDING_ENV) != "1"):
+            yield
+            return
+        raise TraceviewError(
+            f"HTA's ns rounding {'on' if enabled else 'off'} needs HTA 0.6 or later under {hta_version()}, "
+            f"or {NS_ROUNDING_ENV}={'0' if enabled else '1'} set before traceview starts"
+        )
+    with _SWITCH:
+        opts = options.instance()
+        before = opts.disable_ns_rounding()
+        opts.set_disable_ns_rounding(not enabled)
+        try:
+            yield
+        finally:
+            opts.set_disable_ns_rounding(before)
 
 
 @dataclass(frozen=True)

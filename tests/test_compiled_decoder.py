@@ -89,9 +89,10 @@ def test_small_chunks_on_threads(name, monkeypatch, tmp_path):
 def _serial_only(monkeypatch) -> None:
     """Plain files read whole, as where the direct path declines (tests/test_direct_read.py):
     the paths below are its fallback."""
-    import traceview.read
+    from traceview.read import strategies
 
-    monkeypatch.setattr(traceview.read, "read_direct", lambda *args: None)
+    without = tuple(s for s in strategies.STRATEGIES if s is not strategies.from_file)
+    monkeypatch.setattr(strategies, "STRATEGIES", without)
 
 
 def _count_calls(monkeypatch, module, name: str) -> list:

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from test_compiled_decoder import EVENT, FUZZ, PLAIN, SPACE, STRINGS, VALUES, needs_build
 
 import traceview as tv
-import traceview.read
 from traceview.read import chunks, compiled, direct, read
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,7 +43,7 @@ def _taken(monkeypatch) -> list:
             calls.append(got is not None)
             return got
 
-        monkeypatch.setattr(traceview.read, name, spied)
+        monkeypatch.setattr(direct, name, spied)
     return calls
 
 
@@ -227,7 +226,7 @@ def test_the_text_is_never_held_whole(monkeypatch, tmp_path):
     with decoders.decoder(compiled.COMPILED):
         direct_peak = peak()
         assert calls == [True]
-        monkeypatch.setattr(traceview.read, "read_direct", lambda *args: None)
+        monkeypatch.setattr(direct, "read_direct", lambda *args: None)
         monkeypatch.setattr(compiled, "region_of", lambda *args: None)
         held = peak()
     # 1.37x the text against 2.2x (these events are short: their columns weigh more than the text)

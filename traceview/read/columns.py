@@ -255,19 +255,34 @@ def drain(arrays: list, empty_dtype) -> np.ndarray:
     return out
 
 
-def event_columns(events_raw, path: str, *, checked: bool = False) -> EventColumns:
-    """The serial decoder: chunk by chunk in this process. A fast cut that fell inside
-    an event (or bad JSON) starts over on the ``checked`` path, which reports the problem."""
+class RefusedChunk(Exception):
+    """msgspec refused a chunk of a fast cut (at ``},{``): the JSON is bad, or the cut fell
+    inside a string. No other fast cut can do better: the checked decoder runs next, and says
+    what is wrong where something is."""
+
+
+def fast_cut_columns(events_raw, path: str) -> EventColumns:
+    """The serial decoder: the fast cut's chunks, one by one in this process. Raises
+    ``RefusedChunk`` for a chunk msgspec refuses, or the error itself where that chunk is the
+    whole text (the checked decoder would find the same)."""
     builder = ColumnBuilder()
-    chunks = checked_event_chunks(events_raw, path) if checked else event_chunks(events_raw)
-    for chunk in chunks:
+    for chunk in event_chunks(events_raw):
         try:
             part = decode_chunk(chunk, path)
         except TraceReadError:
-            if checked or len(chunk) == len(events_raw):
+            if len(chunk) == len(events_raw):
                 raise
-            return event_columns(events_raw, path, checked=True)
+            raise RefusedChunk from None
         builder.add(part)
+    return builder.finish()
+
+
+def checked_columns(events_raw, path: str) -> EventColumns:
+    """The serial decoder on chunks cut only between events found by a full parse, which
+    also checks the JSON: a problem is a ``TraceReadError`` saying what it is."""
+    builder = ColumnBuilder()
+    for chunk in checked_event_chunks(events_raw, path):
+        builder.add(decode_chunk(chunk, path))
     return builder.finish()
 
 

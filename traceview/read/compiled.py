@@ -33,6 +33,7 @@ from .columns import (
     ChunkPart,
     ColumnBuilder,
     EventColumns,
+    RefusedChunk,
     decode_chunk,
     on_threads,
 )
@@ -48,7 +49,6 @@ except ImportError:  # not built: the msgspec decoder runs
 
 ENV = "TRACEVIEW_DECODER"
 COMPILED, PYTHON = "compiled", "python"
-RECHECK = object()  # msgspec found a chunk that is not valid JSON: re-run on the checked path
 MAX_THREADS = 8
 _WS = np.frombuffer(b" \t\r\n", dtype=np.uint8)  # JSON's whitespace
 _WS_BLOCK = 1 << 20
@@ -97,9 +97,9 @@ def region_of(path: str, data, events_raw, stamp: tuple | None) -> Region | None
     return Region(path, at, len(events_raw), stamp)
 
 
-def event_columns(held: list, path: str, region: Region | None = None):
-    """The columns of the events text ``held[0]``: ``EventColumns`` (its ``decoder`` says how
-    many chunks msgspec took), or ``RECHECK`` when a chunk is not valid JSON, with the text in
+def event_columns(held: list, path: str, region: Region | None = None) -> EventColumns:
+    """The columns of the events text ``held[0]`` (their ``decoder`` says how many chunks
+    msgspec took). Raises ``RefusedChunk`` where msgspec refused a chunk, with the text in
     ``held[0]``. Once every chunk is scanned ``held`` is emptied, so that the text can be freed
     before the chunks' columns are joined.
 
@@ -114,8 +114,8 @@ def event_columns(held: list, path: str, region: Region | None = None):
     else:
         held.clear()
         parts = _scan_region(region, bounds, threads, held)
-    if parts is RECHECK:
-        return RECHECK
+    if parts is None:
+        raise RefusedChunk
     held.clear()
     return merge(parts)
 
@@ -126,8 +126,9 @@ def _bounds(events_raw) -> list:
 
 
 def _scan_region(region: Region, bounds: list, threads: int, held: list):
-    """``_scan_chunks`` with each chunk read from the file; on RECHECK the whole events text is
-    read again into ``held``. Raises TraceReadError if the file is not as it was when read."""
+    """``_scan_chunks`` with each chunk read from the file; where msgspec refused a chunk the
+    whole events text is read again into ``held``. Raises TraceReadError if the file is not as
+    it was when read."""
     with open(region.path, "rb", buffering=0) as fh:
         fd = fh.fileno()
         _same_file(region, fd)
@@ -141,7 +142,7 @@ def _scan_region(region: Region, bounds: list, threads: int, held: list):
             return buf, (0, hi - lo, head, tail)
 
         parts = _scan_chunks(text, bounds, threads, region.path)
-        if parts is RECHECK:  # in a loop: one read stops short of 2 GiB on Linux
+        if parts is None:  # in a loop: one read stops short of 2 GiB on Linux
             whole = bytearray(region.length)
             read_into(fd, memoryview(whole), region.offset, region.path)
             held.append(whole)
@@ -169,14 +170,14 @@ def _same_file(region: Region, fd: int) -> None:
 
 
 def _scan_chunks(text, bounds: list, threads: int, path: str):
-    """Every chunk's (part, by the scanner?), in order; RECHECK if msgspec refused one.
+    """Every chunk's (part, by the scanner?), in order; None if msgspec refused one.
     ``text(bound)``: the text a chunk lies in, and the chunk's bound in it."""
 
     def one(bound):
         return _chunk(*text(bound), path)
 
     parts = on_threads(one, bounds, threads)
-    return RECHECK if any(part is None for part, _ in parts) else parts
+    return None if any(part is None for part, _ in parts) else parts
 
 
 def merge(parts: list) -> EventColumns:
@@ -258,12 +259,13 @@ def part_of(got: tuple) -> ChunkPart:
     }
     arrays.update({"arg_" + name: _ints(pair) for name, pair in zip(INT_ARGS, x_ints, strict=True)})
     part = ChunkPart(n_events, 0, dict(zip(phases, _i64(counts).tolist(), strict=True)), x, flows, arrays)
+    m_ts = _i64(m_ts)
     if len(m_ts):  # as the msgspec path: no [memory] event, no memory columns
         base += len(FLOW_FIELDS)
         part.memory_codes = {
             key: _codes(c, tables[base + k]) for k, (key, c) in enumerate(zip(_M_KEYS, m_codes, strict=True))
         }
-        memory: dict[str, np.ndarray | IntColumn] = {"ts_ns": _i64(m_ts)}
+        memory: dict[str, np.ndarray | IntColumn] = {"ts_ns": m_ts}
         memory.update({"arg_" + name: _ints(pair) for name, pair in zip(MEMORY_ARGS, m_ints, strict=True)})
         part.memory_arrays = memory
     return part

@@ -9,9 +9,9 @@ appends the parts in chunk order with a ``ColumnBuilder``, exactly as the serial
 decoder does, so the result is identical.
 
 ``TRACEVIEW_WORKERS=1`` turns this off; ``TRACEVIEW_WORKERS=N`` asks for N workers.
-A chunk that does not decode makes the caller start over on the serial, checked
-path (``RECHECK``), as the serial path does; any failure of the pool itself (no
-fork, a worker killed) gives ``None`` and the caller runs the serial path.
+A chunk that does not decode raises ``RefusedChunk``, as on the serial path (the checked
+decoder runs next); any failure of the pool itself (no fork, a worker killed) gives
+``None``: declined, the serial path runs.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ import numpy as np
 from ..errors import TraceReadError
 from .chunks import chunk_bounds, cut
 from .codes import Codes
-from .columns import ChunkPart, ColumnBuilder, decode_chunk
+from .columns import ChunkPart, ColumnBuilder, EventColumns, RefusedChunk, decode_chunk
 
 MIN_BYTES = 64 * 2**20  # below this the pool's start-up and transfers cost more than they save
 MAX_WORKERS = 8
-RECHECK = object()  # a chunk did not decode: re-run everything on the checked path
 
 _TEXT = None  # in a worker: the events text, inherited from the parent at fork (never copied)
 _PATH = ""
@@ -76,18 +75,20 @@ def _can_fork() -> bool:
         return False
 
 
-def event_columns(events_raw, path: str):
-    """The serial decoder's result computed by worker processes: ``EventColumns``;
-    ``None`` when that does not pay or the pool fails, ``RECHECK`` when some chunk is
-    not valid JSON."""
+def event_columns(events_raw, path: str) -> EventColumns | None:
+    """The serial decoder's result computed by worker processes; ``None`` when that does not
+    pay or the pool fails. Raises ``RefusedChunk`` where a chunk is not valid JSON."""
     n = workers(len(events_raw))
     bounds = chunk_bounds(events_raw) if n >= 2 else []
     if len(bounds) < 2:
         return None
     try:
-        return _run_pool(events_raw, path, bounds, min(n, len(bounds)))
+        got = _run_pool(events_raw, path, bounds, min(n, len(bounds)))
     except Exception:  # the pool could not start or a worker died: the serial path will do
         return None
+    if got is None:
+        raise RefusedChunk
+    return got
 
 
 def _run_pool(events_raw, path: str, bounds: list, n: int):
@@ -103,9 +104,9 @@ def _run_pool(events_raw, path: str, bounds: list, n: int):
         initargs=(events_raw, path),
     ) as pool:
         for part in pool.map(decode_bound, bounds):
-            if part is None:
+            if part is None:  # a chunk msgspec refused
                 pool.shutdown(wait=True, cancel_futures=True)
-                return RECHECK
+                return None
             builder.add(part)
             del part  # free each part once merged: they arrive faster than they are used
     return builder.finish()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,12 @@ class Finding(str):
     """A sentence of a diff or compare together with its ``evidence``: for every figure it states,
     the table, row (its key columns) and column the figure was read from and how it reads
     (:func:`traceview.analyses.wording.words.reads`), so a script can re-derive each number.
-    A ``str`` so that every renderer and caller still reads it as the sentence it is."""
+    A ``str`` so that every renderer and caller still reads it as the sentence it is.
+
+    The str methods and operators that make one new text of it (``strip``, ``replace``, ``+``,
+    ``%``, a slice, ...) return a Finding with the same evidence: the sentence escaped, trimmed or
+    extended still states those figures. What leaves the class on purpose gives plain text:
+    ``str(f)``, an f-string, ``join``, and functions outside ``str`` (``re.sub``)."""
 
     evidence: tuple = ()
 
@@ -48,6 +53,51 @@ class Finding(str):
         f = super().__new__(cls, text)
         f.evidence = tuple(evidence)
         return f
+
+    def __radd__(self, other: str) -> Finding:
+        return Finding(str(other) + str(self), self.evidence)
+
+
+def _keeps_evidence(name: str) -> Callable[..., Any]:
+    method = getattr(str, name)
+
+    def kept(self: Finding, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        return Finding(out, self.evidence) if isinstance(out, str) else out
+
+    kept.__name__, kept.__doc__ = name, method.__doc__
+    return kept
+
+
+#: the str methods that return one text made from the finding's own
+_ONE_TEXT = (
+    "__add__",
+    "__mul__",
+    "__rmul__",
+    "__mod__",
+    "__getitem__",
+    "capitalize",
+    "casefold",
+    "center",
+    "expandtabs",
+    "format",
+    "ljust",
+    "lower",
+    "lstrip",
+    "removeprefix",
+    "removesuffix",
+    "replace",
+    "rjust",
+    "rstrip",
+    "strip",
+    "swapcase",
+    "title",
+    "translate",
+    "upper",
+    "zfill",
+)
+for _name in _ONE_TEXT:
+    setattr(Finding, _name, _keeps_evidence(_name))
 
 
 #: the kinds whose JSON findings are objects (``text`` and ``evidence``), not bare strings

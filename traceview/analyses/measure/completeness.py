@@ -24,9 +24,11 @@ import pandas as pd
 from ...launches import by_api as by_api
 from ...launches import completeness, consequence, rules, warned, where
 from ...launches import graph_replays as graph_replays
+from ...model import list_codes
 from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
+from .derived import of_region, texts
 from .work import has_shapes, trace_work
 
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
@@ -50,6 +52,10 @@ def workload(r: Region) -> dict:
     """Per step: ``flops`` and ``bytes`` of the region's counted ops (None without shapes),
     ``shapes`` (the set of (op, Input Dims) of those that carry FLOPs), ``gemm_m`` (M -> op count) and
     ``gemm_m_by_op`` ((op, M) -> op count)."""
+    return dict(of_region(r, "workload", _workload))  # its own dict; the values are not changed
+
+
+def _workload(r: Region) -> dict:
     t = r.trace
     if not len(r.ops) or not has_shapes(t.ops):
         return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
@@ -59,14 +65,23 @@ def workload(r: Region) -> dict:
     # the shapes of the ops that carry FLOPs (matrix products, convolutions, attention): an
     # elementwise op made in-place or fused is a change of code, not of the work asked for
     fl = (w["flops"].fillna(0) > 0).to_numpy()
-    shapes = set(zip(ops["name"].astype(str)[fl], ops["input_dims"][fl].map(_text), strict=True))
     return {
         "flops": int(w["flops"].fillna(0).sum()) / r.regions,
         "bytes": int(w["bytes_moved"].fillna(0).sum()) / r.regions,
-        "shapes": shapes,
+        "shapes": _shapes(ops[fl]),
         "gemm_m_by_op": (by_op := _gemm_m(ops)),
         "gemm_m": _m_of(by_op, {n for n, _ in by_op}),
     }
+
+
+def _shapes(ops: pd.DataFrame) -> set:
+    """The set of (op name, Input Dims as JSON text), each distinct pair written once."""
+    names, name_text = texts(ops["name"])
+    dims, distinct = list_codes(ops["input_dims"].to_numpy(dtype=object))
+    dims_text = [_text(d) for d in distinct] + ["None"]  # code -1: no list
+    pairs = pd.DataFrame({"n": names, "d": np.where(dims < 0, len(distinct), dims)}).drop_duplicates()
+    pairs_ = zip(pairs["n"].tolist(), pairs["d"].tolist(), strict=True)
+    return {(name_text[n], dims_text[d]) for n, d in pairs_}
 
 
 def _text(dims) -> str:
@@ -76,7 +91,7 @@ def _text(dims) -> str:
 def _gemm_m(ops: pd.DataFrame) -> dict:
     """(op name, M) -> how many matrix-product ops had it (M: rows of the left operand)."""
     at = rules().gemm_m
-    pick = ops[ops["name"].astype(str).isin(at)]
+    pick = ops[ops["name"].isin(list(at)).to_numpy(dtype=bool)]
     out: dict = {}
     for name, dims in zip(pick["name"].astype(str), pick["input_dims"], strict=True):  # a few ops
         i = at[name]

@@ -40,6 +40,7 @@ from ...model import list_codes
 from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
+from .derived import is_text, of_region, texts
 from .work import counted_owner, has_shapes, memo, trace_work
 from .work import rules as work_rules
 
@@ -87,7 +88,7 @@ def _kernel_work(trace) -> pd.DataFrame:
     helper = helpers(k)
     share = _shares(
         owner,
-        k["category"].astype(str).isin(COMPUTE).to_numpy(),
+        k["category"].isin(COMPUTE).to_numpy(dtype=bool),
         helper,
         k["dur_ns"].clip(lower=1).to_numpy().astype(float),
         ~np.isnan(flops[:-1]),
@@ -107,9 +108,9 @@ def _kernel_work(trace) -> pd.DataFrame:
 def helpers(k: pd.DataFrame) -> np.ndarray:
     """Which activities are helper kernels (rules/work.toml ``[helpers]``: by rule id or category)."""
     h = work_rules()["helpers"]
-    out = k["category"].astype(str).isin(h["categories"]).to_numpy()
+    out = k["category"].isin(h["categories"]).to_numpy(dtype=bool)
     if "rule" in k.columns:
-        out = out | k["rule"].astype(str).isin(h["rules"]).to_numpy()
+        out = out | k["rule"].isin(h["rules"]).to_numpy(dtype=bool)
     return out
 
 
@@ -135,8 +136,13 @@ def _shares(
 
 def kernel_efficiency(trace, activities: pd.DataFrame | None = None) -> pd.DataFrame:
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
-    Region's; default all), indexed like it. Empty where the trace has no shapes."""
-    k = trace.kernels if activities is None else activities
+    Region's; default all), indexed like it. Empty where the trace has no shapes. Every column is
+    a function of its own row, so the whole trace's table is worked out once and cut."""
+    every = memo(trace, "kernel_efficiency", lambda t: _kernel_efficiency(t, t.kernels))
+    return every if activities is None else every.loc[activities.index]
+
+
+def _kernel_efficiency(trace, k: pd.DataFrame) -> pd.DataFrame:
     kw = kernel_work(trace).loc[k.index]
     dur = k["dur_ns"].clip(lower=0).to_numpy().astype(float)
     dur = np.where(dur > 0, dur, np.nan)
@@ -191,7 +197,8 @@ def _paths(k: pd.DataFrame, kw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         precision = np.where(pd.isna(precision), own, precision)
         precision = np.where(own == "tf32", "fp32", precision)  # TF32 is the tensor path of fp32 inputs
     precision = np.where(pd.isna(precision), None, precision)
-    category = k["category"].astype(str).to_numpy()
+    codes, values = texts(k["category"])
+    category = values[codes]
     tc = k["tensor_core"] if "tensor_core" in k.columns else pd.Series(pd.NA, index=k.index, dtype="boolean")
     on_tc, known = tc.fillna(False).to_numpy(dtype=bool), tc.notna().to_numpy()
     compute = np.isin(category, COMPUTE) & ~np.isnan(kw["flops"].to_numpy())
@@ -362,10 +369,14 @@ def _compact_dims(dims: pd.Series) -> np.ndarray:
 def _category_rate(r: Region, category: str) -> tuple[float, float]:
     """(achieved TFLOP/s, percent of peak) of one category's kernels with FLOPs: the peak is
     time-weighted over those whose peak is known, and the percent ``rated`` (one time base)."""
+    return of_region(r, ("category_rate", category), lambda r: _rate(r, category))
+
+
+def _rate(r: Region, category: str) -> tuple[float, float]:
     a = r.activities
     if not len(a) or not has_shapes(r.trace.ops):
         return float("nan"), float("nan")
-    a = a[(a["category"].astype(str) == category).to_numpy()]
+    a = a[is_text(a["category"], category)]
     eff = kernel_efficiency(r.trace, a)
     has = eff["flops"].notna().to_numpy()
     dur = a["dur_ns"].clip(lower=0).to_numpy()[has].astype(float)
@@ -532,7 +543,12 @@ PEAK_WORDS = {"tensor": "tensor-core", "vector": "CUDA-core"}
 def category_efficiency(r: Region, category: str) -> dict:
     """One category's FLOP kernels in a region: achieved TFLOP/s and percent of peak (one definition:
     ``_category_rate``), the path and precision that take most of their time, the peak there, and
-    whether the attention counted is causal (rated on half of torch's count)."""
+    whether the attention counted is causal (rated on half of torch's count). Worked out once per
+    trace, selection and category; each call gets its own dict (sides are told apart by identity)."""
+    return dict(of_region(r, ("category_efficiency", category), lambda r: _category_efficiency(r, category)))
+
+
+def _category_efficiency(r: Region, category: str) -> dict:
     tflops, pct = _category_rate(r, category)
     out: dict[str, Any] = {
         "tflops": tflops,
@@ -545,7 +561,7 @@ def category_efficiency(r: Region, category: str) -> dict:
     a = r.activities
     if np.isnan(tflops):
         return out
-    a = a[(a["category"].astype(str) == category).to_numpy()]
+    a = a[is_text(a["category"], category)]
     eff = kernel_efficiency(r.trace, a)
     has = eff["flops"].notna().to_numpy()
     by = pd.DataFrame(

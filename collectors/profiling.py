@@ -72,7 +72,7 @@ def profile_variant(
     fd, tmp_json = tempfile.mkstemp(prefix=f".{name}.", suffix=".json", dir=out_dir)
     os.close(fd)
     try:
-        prof, step_wall_s, peak = _run_schedule(
+        prof, step_wall_s, faults, peak = _run_schedule(
             step, name=name, metadata=metadata, device=device, wait=wait, warmup=warmup, steps=steps
         )
         metadata_via, n_annotations = _export_trace(prof, tmp_json, metadata, name)
@@ -90,6 +90,7 @@ def profile_variant(
         "wait": wait,
         "step_wall_s": step_wall_s,
         "mean_step_wall_s": sum(step_wall_s) / len(step_wall_s),
+        "minor_faults_per_step": faults,
         "annotations_in_trace": n_annotations,
         "metadata_via": metadata_via,
         **_op_counts(prof),
@@ -100,7 +101,8 @@ def profile_variant(
 def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
     """Run ``wait + warmup + steps`` iterations under the profiler.
 
-    Returns the (finished) profiler, the wall time of each recorded step and the live peak.
+    Returns the (finished) profiler, the wall time and the minor page faults of each recorded step
+    (None where the platform has no ``resource``), and the live peak.
     """
     import torch
     from torch.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
@@ -111,6 +113,7 @@ def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
     meta_json = json.dumps(metadata)
     first_active = wait + warmup
     step_wall_s: list[float] = []
+    faults: list[int] | None = [] if _minor_faults() is not None else None
     metadata_added = False
     prof = profile(
         activities=activities,
@@ -128,20 +131,37 @@ def _run_schedule(step, *, name, metadata, device, wait, warmup, steps):
                 metadata_added = True
             if i == first_active and device == "cuda":
                 torch.cuda.reset_peak_memory_stats()  # the peak of the recorded steps only
-            t0 = time.perf_counter()
+            f0, t0 = _minor_faults(), time.perf_counter()
             with torch.no_grad(), record_function(name):
                 step()
             synchronize(device)
-            t1 = time.perf_counter()
+            t1, f1 = time.perf_counter(), _minor_faults()
             if i >= first_active:
                 step_wall_s.append(t1 - t0)
+                if faults is not None and f0 is not None and f1 is not None:
+                    faults.append(f1 - f0)
             prof.step()
     if device == "cuda":
         peak = {"peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
                 "peak_source": "torch.cuda.max_memory_allocated() over the recorded steps"}  # fmt: skip
     else:
         peak = {"peak_allocated_bytes": None, "peak_source": f"none: torch keeps no peak for {device}"}
-    return prof, step_wall_s, peak
+    return prof, step_wall_s, faults, peak
+
+
+def _minor_faults() -> int | None:
+    """The process's minor page faults so far (None without ``resource``, e.g. on Windows).
+
+    Why count them: on the CPU, glibc malloc under the profiler lands some processes in a state where
+    every step's large tensors come from fresh heap memory (the profiler's own small allocations
+    split the freed blocks): ~2,000 faults per step and 2.5x the time, for the whole run; other
+    processes of the same code fault 0 times (benchmarks/README.md, issue 33).
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not on Unix
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def _op_memory(prof, device: str) -> dict[str, dict[str, int]]:

@@ -178,6 +178,23 @@ def _validate(spec, variants, sizes, dtype, device, warmup, steps, seed) -> tupl
     return settings, names
 
 
+def fault_note(faults: list[int] | None, device: str) -> str:
+    """A line when the recorded CPU steps page-faulted (median > 0), else "": such a run's CPU times
+    include taking fresh memory every step, a state that varies between processes of the same code
+    (profiling.py's _minor_faults says why)."""
+    if device != "cpu" or not faults:
+        return ""
+    median = sorted(faults)[len(faults) // 2]
+    if median <= 0:
+        return ""
+    return (
+        f"median {median:,} minor page faults per step (fresh memory taken during the step): CPU "
+        "times of such runs depend on the allocator's state and differ between runs of the same code "
+        "(up to 2.5x measured); for stable timings preload jemalloc (LD_PRELOAD=libjemalloc.so.2, "
+        "docs/ci-check.yml)"
+    )
+
+
 class _Run:
     """One collection in progress: its manifest, folder and progress sink."""
 
@@ -244,6 +261,9 @@ class _Run:
             f"{entry['mean_step_wall_s'] * 1e3:.3f} ms/step, "
             f"{sum(entry['trace_op_counts'].values()) // s.steps} ops/step, max abs err {err:.2g}"
         )
+        faulting = fault_note(entry.get("minor_faults_per_step"), s.device)
+        if faulting:
+            self.say(f"{spec.tag} note    {name:<{spec.name_width}} {faulting}")
 
     def _trace_metadata(self, variant: Variant, err: float) -> dict[str, Any]:
         s = self.settings

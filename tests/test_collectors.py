@@ -175,9 +175,34 @@ def test_manifest_on_disk_matches_files(run):
         assert entry["steps"] == STEPS
         assert len(entry["step_wall_s"]) == STEPS
         assert entry["mean_step_wall_s"] > 0
+        faults = entry["minor_faults_per_step"]
+        assert len(faults) == STEPS and all(isinstance(f, int) and f >= 0 for f in faults)
         assert entry["annotations_in_trace"] == STEPS
         assert entry["metadata_via"] == "add_metadata_json"
         assert entry["max_abs_err"] <= 1e-4
+
+
+def test_page_faults_of_a_step_are_counted_and_named(tmp_path):
+    """A step that takes 16 MiB of fresh memory each time (mmapped, touched, freed) faults ~4,096
+    times per step, and the collector's note says so; the note is silent on GPU runs and at 0."""
+    from collectors.profiling import profile_variant
+    from collectors.run import fault_note
+
+    def fresh() -> None:
+        import mmap
+
+        with mmap.mmap(-1, 16 << 20) as buf:  # new pages every call, each faulted in on first touch
+            for at in range(0, len(buf), 4096):
+                buf[at] = 1
+
+    entry = profile_variant(fresh, name="fresh", out_path=str(tmp_path / "fresh.json.gz"),
+                            metadata={}, device="cpu", warmup=1, steps=3)  # fmt: skip
+    faults = entry["minor_faults_per_step"]
+    assert len(faults) == 3 and min(faults) >= 4000, faults
+    note = fault_note(faults, "cpu")
+    assert f"median {sorted(faults)[1]:,} minor page faults per step" in note and "jemalloc" in note
+    assert fault_note(faults, "cuda") == "" and fault_note(None, "cpu") == ""
+    assert fault_note([0, 0, 7], "cpu") == ""  # the median step took no fresh memory
 
 
 def test_manifest_records_torch_flop_counter(run):

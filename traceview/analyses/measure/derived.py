@@ -35,12 +35,14 @@ def of_trace(trace, what: str, make: Callable[[Any], Any]) -> Any:
 
 
 def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> Any:
-    """``make(r)`` once per trace and selection: a region is a function of the two, so any Region
-    of the same trace and selection reads the same table."""
+    """``make(r)`` once per trace and selection. Kept with the region's frames and used only for a
+    region that holds those very frames (``region`` hands every caller the same ones): a Region
+    built by hand with other activities (annotate's whole trace, a test's) gets its own."""
     held, key = tables_of(r.trace), (what, r.selection)
-    if key not in held:
-        held[key] = make(r)
-    return held[key]
+    got = held.get(key)
+    if got is None or got[0] is not r.activities or got[1] is not r.ops:
+        got = held[key] = (r.activities, r.ops, make(r))
+    return got[2]
 
 
 # ------------------------------------------------------------------ text columns by their codes

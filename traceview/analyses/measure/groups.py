@@ -18,6 +18,7 @@ from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
 from .completeness import GRAPH_REPLAY, graph_replays
+from .derived import of_region, texts
 from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
@@ -58,39 +59,55 @@ def launch_chains(r: Region) -> np.ndarray:
 
 def kernel_keys(k: pd.DataFrame) -> np.ndarray:
     """The normalised name diff matches kernels on, computed once per distinct name."""
+    codes, keys = kernel_key_codes(k)
+    return keys[codes]
+
+
+def kernel_key_codes(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, keys)``: each activity's matching key as a code into the distinct ``keys``
+    (``kernel_keys`` is ``keys[codes]``): group and join on the codes."""
     names = k["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
-        cats = np.array([normalise_kernel_name(str(c)) for c in names.cat.categories] + [""], dtype=object)
+        cats = [normalise_kernel_name(str(c)) for c in names.cat.categories] + [""]
         codes = names.cat.codes.to_numpy()
-        return cats[np.where(codes < 0, len(cats) - 1, codes)]
-    return np.array([normalise_kernel_name(str(n)) for n in names], dtype=object)
+        of_cat, keys = pd.factorize(np.array(cats, dtype=object))
+        return of_cat[np.where(codes < 0, len(cats) - 1, codes)], np.asarray(keys, dtype=object)
+    codes, keys = pd.factorize(np.array([normalise_kernel_name(str(n)) for n in names], dtype=object))
+    return codes, np.asarray(keys, dtype=object)
 
 
 def by_kernel(r: Region) -> pd.DataFrame:
-    """Per normalised kernel name: count and time per step, category, an example name, launching chain."""
+    """Per normalised kernel name: count and time per step, category, an example name, launching chain.
+    Worked out once per trace and selection; each call gets its own copy."""
+    return of_region(r, "by_kernel", _by_kernel).copy()
+
+
+def _by_kernel(r: Region) -> pd.DataFrame:
     cols = ["key", "count", "time_ns", "category", "kind", "example", "launched_by", "chains"]
     k = r.activities
     if not len(k):
         return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    # grouped on codes (keys, names, categories, chains), the few distinct texts looked up after
+    key, keys = kernel_key_codes(k)
+    (name, names), (cat, cats), (kind, kinds) = (texts(k[c]) for c in ("name", "category", "kind"))
+    chain, chains = pd.factorize(launch_chains(r))
     f = pd.DataFrame(
-        {
-            "key": kernel_keys(k),
-            "name": k["name"].astype(str).to_numpy(),
-            "dur": k["dur_ns"].clip(lower=0).to_numpy(),
-            "category": k["category"].astype(str).to_numpy(),
-            "kind": k["kind"].astype(str).to_numpy(),
-            "chain": launch_chains(r),
-        }
+        {"key": key, "name": name, "dur": k["dur_ns"].clip(lower=0).to_numpy(), "category": cat, "kind": kind}
     )
+    f["chain"] = chain if (chain >= 0).all() else np.where(chain >= 0, chain, np.nan)  # no chain: not a group
     g = f.groupby("key", sort=False)
     out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g["dur"].sum() / r.regions})
-    out["category"] = g["category"].agg(_mode)
-    out["kind"] = g["kind"].first()
-    out["example"] = g["name"].agg(_mode)
+    out["category"] = cats[g["category"].agg(_mode).to_numpy()]
+    out["kind"] = kinds[g["kind"].first().to_numpy()]
+    out["example"] = names[g["name"].agg(_mode).to_numpy()]
     pairs = f.groupby(["key", "chain"], sort=False).size().reset_index(name="n")
     pairs = pairs.sort_values(["key", "n"], ascending=[True, False], kind="stable")
-    out["launched_by"] = pairs.drop_duplicates("key").set_index("key")["chain"]
+    first = pairs.drop_duplicates("key").set_index("key")["chain"]
+    out["launched_by"] = pd.Series(
+        np.asarray(chains, dtype=object)[first.to_numpy(dtype=np.int64)], index=first.index
+    )
     out["chains"] = pairs.groupby("key").size()
+    out.index = keys[out.index.to_numpy(np.int64)]
     return out.reset_index().rename(columns={"index": "key"})[cols]
 
 
@@ -108,8 +125,12 @@ def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame
     """Count (int64 when whole per step, see ``Region.per_region_count``) and time per step."""
     if not len(frame):
         return pd.DataFrame({"count": pd.Series(dtype="int64"), "time_ns": pd.Series(dtype=float)})
-    g = frame.groupby(frame[column].astype(str).to_numpy())["dur_ns"]
-    return pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g.sum().clip(lower=0) / r.regions})
+    codes, values = texts(frame[column])
+    named = codes < len(values) - 1  # a row without a name is in no group
+    g = frame["dur_ns"][named].groupby(codes[named])  # on the codes; each name written once
+    out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g.sum().clip(lower=0) / r.regions})
+    out.index = pd.Index(values[out.index.to_numpy(np.int64)])
+    return out.sort_index()
 
 
 def op_table(r: Region) -> pd.DataFrame:
@@ -128,14 +149,18 @@ def chain_table(r: Region) -> pd.DataFrame:
                 "time_ns": pd.Series(dtype=float),
             }
         )
-    g = o.groupby(o["chain"].astype(str).to_numpy())
-    return pd.DataFrame(
+    codes, values = texts(o["chain"])
+    named = codes < len(values) - 1  # an op without a chain is in no group
+    g = o[named].groupby(codes[named])  # on the codes; each chain written once
+    out = pd.DataFrame(
         {
             "op": g["name"].first().astype(str),
             "count": r.per_region_count(g.size()),
             "time_ns": g["dur_ns"].sum().clip(lower=0) / r.regions,
         }
     )
+    out.index = pd.Index(values[out.index.to_numpy(np.int64)])
+    return out.sort_index()
 
 
 def stacked_bar(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:

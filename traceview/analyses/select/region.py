@@ -19,7 +19,7 @@ What a region is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,8 +96,19 @@ class Region:
 
 
 def region(trace, sel: Selection | None = None) -> Region:
-    """Narrow ``trace`` to ``sel`` (None: everything) and work out the per-step divisor."""
+    """Narrow ``trace`` to ``sel`` (None: everything) and work out the per-step divisor. Cut once
+    per trace and selection (kept in ``trace.derived``): every Region of the two holds the same
+    ``activities`` and ``ops`` frames (never changed by their readers), which is what lets the
+    tables derived from a region be kept (``measure.derived.of_region``); each call gets its own
+    ``notes`` and ``measured``."""
     sel = sel or Selection()
+    key = ("region", sel)
+    if key not in trace.derived:
+        trace.derived[key] = _cut(trace, sel)
+    return replace(trace.derived[key], notes=list(trace.derived[key].notes), measured={})
+
+
+def _cut(trace, sel: Selection) -> Region:
     check(trace, sel)
     acts = _matching_activities(trace, sel)
     ops = trace.ops

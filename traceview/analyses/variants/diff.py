@@ -23,9 +23,10 @@ import pandas as pd
 from ...report import Finding, Report
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_table
+from ..measure.derived import texts
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
-from ..measure.groups import by_kernel, category_times, chain_table, kernel_keys, op_table, trace_labels
+from ..measure.groups import by_kernel, category_times, chain_table, kernel_key_codes, op_table, trace_labels
 from ..measure.registry import metrics_of, numeric
 from ..measure.sources import has_stacks
 from ..select.region import Region, Selection, region
@@ -144,15 +145,11 @@ def exact_kernels(r: Region) -> pd.DataFrame:
     (``normalise_kernel_name``) matches kernels across tiles, templates and dtypes, so one key may
     stand for several kernels; this table names each with its own figures."""
     k = r.activities
-    f = pd.DataFrame(
-        {
-            "key": kernel_keys(k),
-            "name": k["name"].astype(str).to_numpy(),
-            "dur": k["dur_ns"].clip(lower=0).to_numpy(),
-        }
-    )
-    g = f.groupby(["key", "name"], sort=False)["dur"]
+    (key, keys), (name, names) = kernel_key_codes(k), texts(k["name"])
+    f = pd.DataFrame({"key": key, "name": name, "dur": k["dur_ns"].clip(lower=0).to_numpy()})
+    g = f.groupby(["key", "name"], sort=False)["dur"]  # on the codes; the texts looked up after
     out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g.sum() / r.regions}).reset_index()
+    out["key"], out["name"] = keys[out["key"].to_numpy(np.int64)], names[out["name"].to_numpy(np.int64)]
     return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 

@@ -2,11 +2,13 @@
 over real recordings of one variant on this machine, under whatever load it has (printed).
 
 Records with the collectors on CPU (``traceview collect attention``, fp32, one intra-op thread:
-``OMP_NUM_THREADS=1`` as docs/ci-check.yml does), the variants taking turns so that the machine's
+``OMP_NUM_THREADS=1``, and jemalloc preloaded, as docs/ci-check.yml does; ``--malloc system`` records
+with glibc malloc, whose heap under the profiler puts ~30 % of processes in a state that takes fresh
+pages every step: 2.5x the time for the whole run), the variants taking turns so that the machine's
 states fall on all of them:
 
 - ``base``: ``naive`` at ``--seq-len 256``, ``--runs`` times (N >= 8);
-- ``slow``: ``naive`` at ``--seq-len 330`` (every op of causal attention is O(seq^2), less the fixed
+- ``slow``: ``naive`` at ``--seq-len 316`` (every op of causal attention is O(seq^2), less the fixed
   costs at this size: ~1.5x the time; the measured ratio is printed), ``--slow-runs`` times;
 - ``big``: ``naive`` at ``--seq-len 1180`` (~46x the time: the large scores leave the caches, so time
   grows faster than seq^2; the measured ratio is printed), 3 times;
@@ -40,7 +42,9 @@ from traceview.atomic import write_bytes
 
 OUT = Path(__file__).resolve().parent / "out" / "check"
 SHAPE = ["--device", "cpu", "--dtype", "fp32", "--batch", "2", "--heads", "4", "--head-dim", "64"]
-SEQ = {"base": 256, "slow": 330, "big": 1180}
+SEQ = {"base": 256, "slow": 316, "big": 1180}
+LIBS = ("lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib64", "lib")
+JEMALLOC = tuple(f"/usr/{d}/libjemalloc.so.2" for d in LIBS)
 
 
 def load() -> str:
@@ -48,12 +52,24 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def record(folder: Path, variant: str, seq: int, steps: int, warmup: int) -> Path:
-    """One recording in a fresh process (as CI would), one intra-op thread."""
+def malloc_env(choice: str) -> dict[str, str]:
+    """The recordings' environment: one intra-op thread, and jemalloc preloaded unless ``system``."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("LD_PRELOAD", None)
+    if choice == "system":
+        return env
+    lib = next((p for p in ((choice,) if choice != "jemalloc" else JEMALLOC) if Path(p).exists()), None)
+    if lib is None:
+        raise SystemExit(f"no jemalloc at {choice if choice != 'jemalloc' else ', '.join(JEMALLOC)}: "
+                         "apt-get install libjemalloc2, or --malloc system")  # fmt: skip
+    return env | {"LD_PRELOAD": lib}
+
+
+def record(folder: Path, variant: str, seq: int, steps: int, warmup: int, env: dict) -> Path:
+    """One recording in a fresh process (as CI would)."""
     done = folder / f"{variant}.json.gz"
     if done.exists():  # --resume: recorded before
         return done
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "traceview", "collect", "attention", *SHAPE, "--seq-len", str(seq),
            "--warmup", str(warmup), "--steps", str(steps), "--variants", variant,
            "--out", str(folder)]  # fmt: skip
@@ -69,16 +85,16 @@ def record_all(root: Path, args) -> None:
     """The variants take turns: round k records base k, slow k, big k (while any are left)."""
     plan = [("base", "naive", SEQ["base"], args.runs), ("slow", "naive", SEQ["slow"], args.slow_runs),
             ("big", "naive", SEQ["big"], 3)]  # fmt: skip
-    loads = [f"before: {load()}"]
+    loads = [f"before: {load()}; malloc: {args.env.get('LD_PRELOAD', 'glibc (system)')}"]
     for k in range(max(n for *_, n in plan)):
         for name, variant, seq, n in plan:
             if k < n:
                 steps = args.steps if name != "big" else max(5, args.steps // 4)  # 46x the time per step
-                record(root / f"{name}{k:02d}", variant, seq, steps, args.warmup)
+                record(root / f"{name}{k:02d}", variant, seq, steps, args.warmup, args.env)
         loads.append(f"round {k + 1} recorded: {load()}")
         print(loads[-1], flush=True)
     for variant in ("naive_inplace", "sdpa_math"):
-        record(root / variant, variant, SEQ["base"], args.steps, args.warmup)
+        record(root / variant, variant, SEQ["base"], args.steps, args.warmup, args.env)
     write_bytes(root / "loads.txt", ("\n".join(loads) + "\n").encode())  # kept for --reuse
 
 
@@ -94,6 +110,17 @@ def share(cands, pools, rules) -> tuple[int, int]:
     """(failing, all) combinations of one candidate run against each baseline set."""
     combos = [(c, b) for c in cands for b in pools if all(c is not x for x in b)]  # by identity
     return sum(not verdict(c, b, rules) for c, b in combos), len(combos)
+
+
+def faults(root: Path) -> dict[str, list[int]]:
+    """Each run's median minor page faults per recorded step (the collectors' manifests)."""
+    out: dict[str, list[int]] = {}
+    for name in SEQ:
+        for p in sorted(root.glob(f"{name}[0-9]*/manifest.json")):
+            entry = json.loads(p.read_text(encoding="utf-8"))["collected"]["naive"]
+            f = entry.get("minor_faults_per_step") or [-1]  # -1: recorded before the collectors counted
+            out.setdefault(name, []).append(sorted(f)[len(f) // 2])
+    return out
 
 
 def judge(root: Path) -> dict:
@@ -115,6 +142,7 @@ def judge(root: Path) -> dict:
     ones = [[b] for b in base]
     out = {
         "runs": {k: len(v) for k, v in runs.items()},
+        "median_page_faults_per_step": faults(root),
         "fastest_step_ms": {k: [round(x, 3) for x in v] for k, v in fastest.items()},
         # the fastest run of each against the base's fastest: the machine's quiet state on both sides
         "work_ratio_slow": float(min(fastest["slow"]) / min(fastest["base"])),
@@ -154,7 +182,10 @@ def main(argv=None) -> int:
     p.add_argument("--reuse", type=Path, help="judge the recordings already in this folder")
     p.add_argument("--out", type=Path, default=OUT, help="where a new recording's folder goes")
     p.add_argument("--resume", type=Path, help="record what this folder still lacks, then judge")
+    p.add_argument("--malloc", default="jemalloc",
+                   help="jemalloc (preloaded: docs/ci-check.yml), a library path, or system")  # fmt: skip
     args = p.parse_args(argv)
+    args.env = malloc_env(args.malloc)
     print(f"start: {load()} on {os.cpu_count()} CPUs", flush=True)
     root = args.reuse or args.resume or args.out / time.strftime("%Y%m%d-%H%M%S")
     if args.reuse is None:

@@ -376,6 +376,7 @@ def kernels(
     unclassified: bool = False,
     by: str = "name",
     library: tuple[str, ...] = (),
+    plot: PathLike | None = None,
     **kw: Unpack[Options],
 ) -> Report:
     """Per kernel name, like ``nsys stats`` cuda_gpu_kern_sum, plus category and hardware path;
@@ -383,7 +384,8 @@ def kernels(
     ``unclassified=True``: only the names no classification rule matched (``kernels --unclassified``).
     ``by="source"``: table ``sources`` instead, per line of the user's code (``kernels --by source``;
     ``library``: more file or folder/ patterns that are not the user's code, beside rules/sources.toml).
-    ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does."""
+    ``devices=FILE`` adds GPUs to the peak table, as ``--devices`` does. ``plot``: also draw a
+    roofline of one step's kernels (:func:`roofline`) into that .png, .svg or .html file."""
     from .analyses.trace.kernels import kernel_stats, unclassified_report
 
     s, load = _parts(kw)
@@ -393,9 +395,25 @@ def kernels(
         from .analyses.trace.source_lines import source_stats
 
         return source_stats(load.one(trace), s, tuple(library))
-    if unclassified:
-        return unclassified_report(load.one(trace), s)
-    return kernel_stats(load.one(trace), s, ops=ops)
+    check_plot(plot)
+    t = load.one(trace)
+    report = unclassified_report(t, s) if unclassified else kernel_stats(t, s, ops=ops)
+    if plot is not None:
+        from .render.plot import plot_roofline
+
+        _not_onto_inputs(plot, [t])
+        plot_roofline(roofline(t, sel=s), plot)
+    return report
+
+
+def check_plot(plot: PathLike | None) -> None:
+    """A plot file's name and matplotlib, checked before the (slow) loading; every command that
+    draws (the API's ``plot=`` and the CLI's ``--plot``) checks here."""
+    if plot is not None:
+        from .render.plot import check_path, pyplot
+
+        check_path(plot)
+        pyplot()
 
 
 @_command
@@ -418,6 +436,7 @@ def diff(
     *,
     annotation_b: str | None = None,
     top: int | None = 20,
+    plot: PathLike | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
     **kw: Unpack[Options],
@@ -427,7 +446,8 @@ def diff(
     ``annotation_b`` names B's annotation when it differs from A's. ``top`` caps the
     per-kernel/per-op tables (0 or None: every row, as ``--top 0``). Two folders are two runs
     (rank traces of one job each), compared rank by rank: :func:`diff_runs`, where selections
-    and ``top`` do not apply (``workers``/``scheduler`` apply there only).
+    and ``top`` do not apply (``workers``/``scheduler`` apply there only). ``plot``: also draw
+    GPU time per step by category of A and B into that .png, .svg or .html file.
     """
     from .analyses.variants.diff import diff as _diff
 
@@ -437,7 +457,21 @@ def diff(
         return diff_runs(
             a, b, options=load.options, on_warning=load.warn, workers=workers, scheduler=scheduler
         )
-    return _diff(load.one(a), load.one(b), s, sel_b=sel_b(s, annotation_b), top=top or None)
+    check_plot(plot)
+    ta, tb = load.one(a), load.one(b)
+    sb = sel_b(s, annotation_b)
+    report = _diff(ta, tb, s, sel_b=sb, top=top or None)
+    if plot is not None:
+        labels = [f"A: {report.info['a_label']}", f"B: {report.info['b_label']}"]
+        _draw_breakdown([ta, tb], plot, labels, [s, sb or s])
+    return report
+
+
+def _draw_breakdown(traces: list[Trace], plot: PathLike, labels: list, sels: list) -> None:
+    from .render.plot import plot_breakdown
+
+    _not_onto_inputs(plot, traces)
+    plot_breakdown(breakdown(traces, sels=sels, labels=labels), plot)
 
 
 def sel_b(s: Selection | None, annotation_b: str | None) -> Selection | None:
@@ -456,6 +490,7 @@ def compare(
     recursive: bool = False,
     run: bool = False,
     skip_bad: bool = False,
+    plot: PathLike | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
     **kw: Unpack[Options],
@@ -465,6 +500,7 @@ def compare(
     ``baseline``: index, label, path or Trace (default: the first trace). A folder's
     files that are not profiler traces are skipped and named in the report's notes.
     ``run=True``: each item is one run (a folder of rank traces), see :func:`compare_runs`.
+    ``plot``: also draw GPU time per step by category per trace into that .png, .svg or .html file.
     """
     from .analyses.variants.compare import compare as _compare
 
@@ -482,9 +518,12 @@ def compare(
             options=load.options,
             on_warning=load.warn,
         )
+    check_plot(plot)
     loaded, skipped = load.many(traces, recursive=recursive)
     report = _compare(loaded, baseline=baseline, sel=s)
     report.notes += [f"skipped (not a profiler trace): {p}" for p in skipped]
+    if plot is not None:
+        _draw_breakdown(loaded, plot, report["compare"]["label"].tolist(), [s] * len(loaded))
     return report
 
 
@@ -501,15 +540,25 @@ def breakdown(
 @_command
 def timeline(
     trace: TraceLike,
+    *,
+    plot: PathLike | None = None,
     **kw: Unpack[Options],
 ) -> Report:
     """One step (``step``; default the first) on a time axis: its activities with start, duration,
-    lane (stream, or thread for CPU-only traces) and category; ``traceview timeline`` draws it
-    (``traceview.render.plot.plot_timeline(report, path)``)."""
+    lane (stream, or thread for CPU-only traces) and category; ``plot``: also drawn into that
+    .png, .svg or .html file (``traceview.render.plot.plot_timeline(report, path)``)."""
     from .analyses.trace.timeline import timeline as _timeline
 
     s, load = _parts(kw)
-    return _timeline(load.one(trace), s)
+    check_plot(plot)
+    t = load.one(trace)
+    report = _timeline(t, s)
+    if plot is not None:
+        from .render.plot import plot_timeline
+
+        _not_onto_inputs(plot, [t])
+        plot_timeline(report, plot)
+    return report
 
 
 @_command
@@ -517,18 +566,28 @@ def memory(
     trace: TraceLike,
     *,
     timeline: bool = False,
+    plot: PathLike | None = None,
     **kw: Unpack[Options],
 ) -> Report:
     """Allocations from the trace's ``[memory]`` events (``profile_memory=True``), per device: the
     peak and the op at it (``devices``), what is alive at the peak by allocating op
     (``alive_at_peak``), bytes per op (``ops``) and per step (``steps``); ``timeline=True`` adds
     allocated/reserved after every event, which ``traceview memory --plot`` draws
-    (``traceview.render.plot.plot_memory(report, path)``). A trace without them says so in a note.
-    Memory events belong to no annotation, stream or kind: those selections are refused."""
+    (``traceview.render.plot.plot_memory(report, path)``; ``plot``: drawn into that file, the
+    timeline made for it). A trace without them says so in a note. Memory events belong to no
+    annotation, stream or kind: those selections are not keywords here."""
     from .analyses.trace.memory import memory as _memory
 
     s, load = _parts(kw)
-    return _memory(load.one(trace), s, timeline=timeline)
+    check_plot(plot)
+    t = load.one(trace)
+    report = _memory(t, s, timeline=timeline or plot is not None)
+    if plot is not None:
+        from .render.plot import plot_memory
+
+        _not_onto_inputs(plot, [t])
+        plot_memory(report, plot)
+    return report
 
 
 @_command

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit, format_option, friendly, load_one, load_options, select_options
+from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 
@@ -17,8 +17,7 @@ from .group import main
     help="Say advice with at least this % of the wall time at stake (default: each rule's own threshold).",
 )
 @format_option
-@select_options
-@load_options
+@command_options("advise")
 @friendly
 def advise(trace, min_pct, out, sel, options):
     """What to do about TRACE, ranked by the time at stake per step: out-of-place copies, the SDPA
@@ -29,4 +28,4 @@ def advise(trace, min_pct, out, sel, options):
     this trace say why and what to record."""
     from .. import api
 
-    emit(api.advise(load_one(trace, options), sel=sel, min_pct=min_pct), out)
+    emit(api.advise(trace, sel=sel, min_pct=min_pct, options=options, on_warning=say), out)

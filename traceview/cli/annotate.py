@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..render.safe import visible
-from .common import EXIT_USAGE, friendly, load_one, load_options
+from .common import EXIT_USAGE, command_options, friendly, say
 from .group import main
 
 
@@ -22,21 +22,20 @@ from .group import main
     metavar="OUT",
     help="Annotated trace to write (.json or .json.gz; .gz compresses it). Never the input itself.",
 )
-@load_options
+@command_options("annotate")
 @friendly
 def annotate(trace, output, options):
     """Write TRACE back with each GPU activity's category, tensor-core use, attention backend
     and launching op chain in its args (traceview.*), plus counter tracks of GPU time by
     category per step, for Perfetto UI or chrome://tracing. OUT appears only once complete."""
     from .. import api
-    from ..render.annotated import SameFileError, check_output
+    from ..render.annotated import SameFileError
 
-    try:  # before the (slow) load: a wrong OUT is known now
-        check_output(trace, output)
+    try:  # OUT is checked there before the (slow) load
+        counts = api.annotate(trace, output, options=options, on_warning=say)
     except SameFileError as exc:  # the input would be replaced: a usage error, not a bad trace
         click.echo(f"traceview: error: {visible(str(exc))}", err=True)
         sys.exit(EXIT_USAGE)
-    counts = api.annotate(load_one(trace, options), output, options=options)
     if counts["not_loaded"]:
         click.echo(
             f"warning: {visible(trace)}: {counts['not_loaded']} complete events the load skipped are copied "

@@ -5,19 +5,16 @@ from __future__ import annotations
 import click
 
 from .common import (
+    command_options,
     dask_options,
-    devices_option,
     emit,
     executor,
     format_option,
     friendly,
-    load_many,
-    load_one,
-    load_options,
-    not_applied,
     recursive_option,
+    refuse,
     run_option,
-    select_options,
+    say,
 )
 from .group import main
 
@@ -25,8 +22,7 @@ from .group import main
 @main.command()
 @click.argument("traces", nargs=-1, required=True)
 @format_option
-@select_options
-@load_options
+@command_options("summary")
 @recursive_option
 @click.option(
     "--top", type=click.IntRange(min=0), default=10, show_default=True, help="How many top kernels to list."
@@ -39,28 +35,23 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
     from .. import api
-    from ..render.safe import visible
-    from ..run import one_job
 
+    refuse("summary", run=run)
     if run:
-        not_applied("summary --run shows the shared metrics of every rank, not a list of kernels", "top")
         paths = traces[0] if len(traces) == 1 else list(traces)
         dask = executor(workers, scheduler)
-        return emit(api.summary_run(paths, recursive=recursive, sel=sel, options=options, **dask), out)
-    not_applied("--workers and --scheduler spread a run's ranks: give --run", "workers", "scheduler")
-    loaded = load_many(traces, options, recursive)
-    hint = one_job(loaded)  # rank traces summarised one by one: say that --run exists
-    if hint:
-        click.echo(f"note: {visible(hint)}", err=True)
-    reports = [api.summary(t, sel=sel, top=top) for t in loaded]
+        report = api.summary_run(paths, recursive=recursive, sel=sel, options=options, on_warning=say, **dask)
+        return emit(report, out)
+    reports = api.summary(
+        list(traces), sel=sel, top=top, recursive=recursive, options=options, on_warning=say
+    )
     emit(reports, out)  # several traces: one document (one JSON, one CSV, one HTML page)
 
 
 @main.command()
 @click.argument("trace")
 @format_option
-@select_options
-@load_options
+@command_options("kernels")
 @click.option("--unclassified", is_flag=True, help="List only the names no classification rule matched.")
 @click.option(
     "--plot",
@@ -92,21 +83,23 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     help="With --by source: a file (utils.py) or folder (mylib/) that is not your code, beside "
     "traceview/rules/sources.toml; repeatable.",
 )
-@devices_option
 @friendly
 def kernels(trace, out, sel, options, unclassified, plot, ops, by, library):
     """Per kernel name, as nsys stats' cuda_gpu_kern_sum: share, total, count, avg, median, min, max (ns)."""
     from .. import api
 
-    if unclassified:
-        not_applied("--unclassified lists the names no rule matched, without the ops table", "ops")
-    if by == "source":
-        not_applied("--by source is its own table", "ops", "unclassified", "plot")
-    else:
-        not_applied("--library applies to --by source", "library")
-    t = load_one(trace, options)
-    emit(api.kernels(t, sel=sel, ops=ops, unclassified=unclassified, by=by, library=tuple(library)), out)
+    refuse("kernels", unclassified=unclassified, by=by)
+    report = api.kernels(
+        trace,
+        sel=sel,
+        ops=ops,
+        unclassified=unclassified,
+        by=by,
+        library=tuple(library),
+        plot=plot,
+        options=options,
+        on_warning=say,
+    )
+    emit(report, out)
     if plot is not None:
-        from ..render.plot import plot_roofline
-
-        click.echo(f"wrote {plot_roofline(api.roofline(t, sel=sel), plot)}", err=True)
+        click.echo(f"wrote {plot}", err=True)

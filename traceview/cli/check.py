@@ -11,7 +11,7 @@ import click
 
 from ..errors import EXIT_USAGE, TraceviewError
 from ..render.safe import visible
-from .common import emit, format_option, friendly, load_options, select_options
+from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 EXIT_FAILED = 1  # a rule failed
@@ -73,8 +73,7 @@ class _Runs(click.Option):
     "--junit", default=None, metavar="FILE", help="Also write the results as JUnit XML to FILE (for CI)."
 )
 @format_option
-@select_options
-@load_options
+@command_options("check")
 @friendly
 @_input_errors_are_usage
 def check(candidate, baseline, checks, junit, out, sel, options):
@@ -91,7 +90,13 @@ def check(candidate, baseline, checks, junit, out, sel, options):
     from .. import api
 
     report = api.check(
-        list(candidate), baseline=list(baseline) or None, checks=checks, junit=junit, sel=sel, options=options
+        list(candidate),
+        baseline=list(baseline) or None,
+        checks=checks,
+        junit=junit,
+        sel=sel,
+        options=options,
+        on_warning=say,
     )
     if junit is not None:
         click.echo(f"wrote {visible(junit)}", err=True)

@@ -15,31 +15,17 @@ import click
 
 from ..api import KINDS, LoadOptions, Selection
 from ..atomic import InputTargetError, OutputError, reading, refuse_inputs
-from ..discover import load_all
+from ..commands import COMMANDS, SELECT, refusal
 from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError
 from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
 
 
-def _warned(trace):
-    for w in trace.warnings:  # they quote names from the trace: escaped like every output
-        click.echo(f"warning: {visible(w)}", err=True)
-    return trace
-
-
-def load_one(path, options: LoadOptions):
-    """One trace, its load warnings on stderr."""
-    return _warned(options.checked().load(path))
-
-
-def load_many(paths, options: LoadOptions, recursive: bool = False) -> list:
-    """Load the traces named or found in folders; say which folder files were skipped."""
-    opts = options.checked()  # the rule and device files checked before any trace is read
-    traces, skipped = load_all(paths, lambda p: _warned(opts.load(p)), recursive=recursive)
-    for s in skipped:
-        click.echo(f"warning: skipped {visible(s)}", err=True)  # a file name is trace text too
-    return traces
+def say(line: str) -> None:
+    """The API's ``on_warning`` for every command: the load's warnings (and notes) on stderr, one
+    line each. They quote names from the trace and file names: escaped like every output."""
+    click.echo(visible(line), err=True)
 
 
 def _inject(f, key: str, names: tuple, build):
@@ -102,9 +88,6 @@ def load_options(f):
     return f
 
 
-SELECT = ("step", "annotation", "device", "stream", "kind")
-
-
 def select_options(f=None, *, only: tuple[str, ...] = SELECT):
     """``--step``, ``--annotation``, ``--device``, ``--stream``, ``--kind``, given to the command as
     one ``sel: Selection``. ``@select_options(only=("step", "device"))``: a command that cannot apply
@@ -132,19 +115,35 @@ def select_options(f=None, *, only: tuple[str, ...] = SELECT):
     return f
 
 
-def not_applied(why: str, *names: str) -> None:
-    """A usage error (exit 2) naming the options of ``names`` the user gave, which this form of the
-    command cannot apply: an option is never dropped without a word."""
+def command_options(name: str):
+    """The options of command ``name``'s spec (``traceview.commands.COMMANDS``): the selections it
+    applies, the load options, and ``--devices`` where it shows efficiency."""
+    spec = COMMANDS[name]
+
+    def apply(f):
+        if spec.devices:
+            f = devices_option(f)
+        f = load_options(f)
+        return select_options(f, only=spec.select) if spec.select else f
+
+    return apply
+
+
+def refuse(name: str, **values) -> None:
+    """A usage error (exit 2) naming the options the user gave which this form of command ``name``
+    cannot apply, by its spec's rules (the API refuses the same, in the same words); ``values``:
+    the arguments and facts the rules ask about. An option is never dropped without a word."""
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    given = [
-        max(p.opts, key=len)
+    given = {
+        p.name
         for p in ctx.command.params
-        if p.name in names and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)
-    ]
-    if given:
-        raise click.UsageError(f"{', '.join(given)}: {why}")
+        if p.name and ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)
+    }
+    broken = COMMANDS[name].refused(values, given)
+    if broken is not None:
+        raise click.UsageError(refusal(*broken, cli=True))
 
 
 run_option = click.option(

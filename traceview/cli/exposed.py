@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import click
 
-from .common import emit, format_option, friendly, load_one, load_options, select_options
+from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 
 @main.command()
 @click.argument("trace")
 @format_option
-@select_options
-@load_options
+@command_options("exposed")
 @friendly
 def exposed(trace, out, sel, options):
     """Each step's wall time split into exposed time per cause, every ns once: computation by
@@ -21,4 +20,4 @@ def exposed(trace, out, sel, options):
     time; `diff` shows the same split for A and B (docs/metrics.md, "Exposed time")."""
     from .. import api
 
-    emit(api.exposed(load_one(trace, options), sel=sel), out)
+    emit(api.exposed(trace, sel=sel, options=options, on_warning=say), out)

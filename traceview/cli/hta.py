@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import emit, format_option, friendly, load_one, load_options
+from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 ANALYSES = ("temporal", "idle", "kernels", "launch")
@@ -13,7 +13,7 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 @main.command()
 @click.argument("trace")
 @format_option
-@load_options
+@command_options("hta")
 @click.option(
     "--analysis",
     type=click.Choice(ANALYSES),
@@ -40,16 +40,14 @@ def hta(trace, out, options, analysis, rank, drop_last_step, no_ns_rounding):
     Needs Holistic Trace Analysis: pip install 'traceview[hta]'.
     """
     from .. import api
-    from ..interop.hta import import_hta
 
-    import_hta()  # fail fast, before loading, with the install hint
-    emit(
-        api.hta(
-            load_one(trace, options),
-            analysis=analysis,
-            rank=rank,
-            drop_last_step=drop_last_step,
-            ns_rounding=not no_ns_rounding,
-        ),
-        out,
-    )
+    report = api.hta(
+        trace,
+        analysis=analysis,
+        rank=rank,
+        drop_last_step=drop_last_step,
+        ns_rounding=not no_ns_rounding,
+        options=options,
+        on_warning=say,
+    )  # HTA missing: one line with the install hint, before loading
+    emit(report, out)

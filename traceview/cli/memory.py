@@ -6,7 +6,7 @@ import dataclasses
 
 import click
 
-from .common import emit, format_option, friendly, load_one, load_options, select_options
+from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 
@@ -22,8 +22,7 @@ from .group import main
     "into FILE (.png, .svg or .html).",
 )
 @format_option
-@select_options(only=("step", "device"))
-@load_options
+@command_options("memory")
 @friendly
 def memory(trace, plot, out, sel, options):
     """Memory per device (CPU and each GPU) from the trace's [memory] events (recorded with
@@ -33,16 +32,9 @@ def memory(trace, plot, out, sel, options):
     --device (a GPU index) narrow the events."""
     from .. import api
 
+    report = api.memory(trace, sel=sel, plot=plot, options=options, on_warning=say)
     if plot is not None:
-        from ..render.plot import check_path, pyplot
-
-        check_path(plot)
-        pyplot()  # fail before the (slow) loading when matplotlib is missing
-    report = api.memory(load_one(trace, options), sel=sel, timeline=plot is not None)
-    if plot is not None:
-        from ..render.plot import plot_memory
-
-        click.echo(f"wrote {plot_memory(report, plot)}", err=True)
+        click.echo(f"wrote {plot}", err=True)
         # drawn, not printed (one row per event): a copy without it, the API's Report left whole
         report = dataclasses.replace(
             report, tables={k: v for k, v in report.tables.items() if k != "timeline"}

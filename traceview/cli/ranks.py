@@ -6,7 +6,16 @@ import sys
 
 import click
 
-from .common import dask_options, emit, executor, format_option, friendly, load_options, recursive_option
+from .common import (
+    command_options,
+    dask_options,
+    emit,
+    executor,
+    format_option,
+    friendly,
+    recursive_option,
+    say,
+)
 from .group import main
 
 
@@ -24,7 +33,7 @@ def progress_line():
 @main.command()
 @click.argument("paths", nargs=-1, required=True)
 @format_option
-@load_options
+@command_options("ranks")
 @recursive_option
 @dask_options
 @click.option(
@@ -43,5 +52,6 @@ def ranks(paths, out, options, recursive, workers, scheduler, skip_bad):
         recursive=recursive,
         progress=progress_line(),
         options=options,
+        on_warning=say,
     )
     emit(report, out)

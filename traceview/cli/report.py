@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .common import devices_option, friendly, load_many, load_options, recursive_option, select_options
+from .common import command_options, friendly, recursive_option, say
 from .group import main
 
 
@@ -27,21 +27,25 @@ from .group import main
     metavar="TRACE",
     help="Trace (path or label) the ratios and diffs are relative to (default: the first).",
 )
-@select_options
-@load_options
+@command_options("report")
 @recursive_option
-@devices_option
 @friendly
 def report(traces, output, baseline, sel, options, recursive):
     """An HTML report of traces (files or folders): findings in words, the compare table,
     GPU time by category per trace, tensor-core share, attention backend, and one step's
     timeline per trace. Needs matplotlib (traceview[plot])."""
     from .. import api
-    from ..render.plot import pyplot
 
-    api.check_report_path(output)  # before the (slow) loading
-    pyplot()  # fail before the (slow) loading when matplotlib is missing
-    api.report(load_many(traces, options, recursive), output=output, baseline=baseline, sel=sel)
+    # the report path and matplotlib are checked there, before the (slow) loading
+    api.report(
+        list(traces),
+        output=output,
+        baseline=baseline,
+        sel=sel,
+        recursive=recursive,
+        options=options,
+        on_warning=say,
+    )
     click.echo(
         f"wrote {Path(output)}", err=True
     )  # written atomically: a full disk leaves no truncated report

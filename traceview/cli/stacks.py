@@ -10,7 +10,7 @@ import click
 from ..atomic import write_text
 from ..render import FORMATS
 from ..render.safe import visible
-from .common import _output, emit, friendly, load_one, load_options, not_applied, select_options
+from .common import _output, command_options, emit, friendly, refuse, say
 from .group import main
 
 #: the flame-graph formats and the file names that say them (checked before a plain .json)
@@ -125,8 +125,7 @@ def stacks_format_option(f):
     "each call; files under it are parsed, never run.",
 )
 @stacks_format_option
-@select_options
-@load_options
+@command_options("stacks")
 @friendly
 def stacks(
     trace, by, fold_layers, depth, min_pct, form, library, own, source_root, out, export, sel, options
@@ -137,18 +136,11 @@ def stacks(
     through the op that launched them; what has no stack or no op keeps its own node."""
     from .. import api
 
-    if by != "module":
-        not_applied("--fold-layers applies to --by module", "fold_layers")
-    if by != "line":
-        not_applied(
-            "--library and --own say which lines are yours: they apply to --by line", "library", "own"
-        )
-    if export is not None:
-        not_applied("a flame graph is the whole tree", "depth", "min_pct", "form")
-    elif form is None:
+    refuse("stacks", by=by, export=export)
+    if export is None and form is None:
         form = "tree" if out.fmt in ("table", "markdown", "html") else "table"
     report = api.stacks(
-        load_one(trace, options),
+        trace,
         sel=sel,
         by=by,
         fold_layers=fold_layers,
@@ -158,6 +150,8 @@ def stacks(
         library=tuple(library),
         own=tuple(own),
         source_root=source_root,
+        options=options,
+        on_warning=say,
     )
     if export is None:
         return emit(report, out)

@@ -94,8 +94,8 @@ def judge(cand_runs: list, base_runs: list, factor: float, upper: bool, unit: st
         words = (
             f"{_n(value, unit)} vs {_n(base, unit)} ({_ratio(value, base)} the baseline, fastest step); "
             f"{runs}: one baseline run cannot tell a change from the machine's noise between runs, so "
-            f"only a change beyond {SINGLE_RUN_FACTOR:g}x fails (record several baseline runs to judge: "
-            "5 on a shared machine)"
+            f"only a change beyond {SINGLE_RUN_FACTOR:g}x fails (record 3 or more baseline runs to judge; "
+            "on a CPU with jemalloc preloaded: docs/ci-check.yml)"
         )
         return RunVerdict("fail" if beyond else "skipped", value, base, bound, words)
     spread = hi / lo if lo > 0 else math.inf

@@ -323,3 +323,44 @@ def test_work_is_kept_with_its_trace():
     w = trace_work(t)
     assert trace_work(t) is w and t.derived["work"] is w
     assert trace_work(tv.load(SAMPLES / "naive.json.gz", cache=False)) is not w
+
+
+# ------------------------------------------------------------------ one declaration (issue 37)
+
+
+def test_the_keywords_are_declared_once():
+    """api.py names the selection and load keywords in one place (``Options``): no function lists
+    them, and each function's signature (what help() shows) holds those its Command applies."""
+    from traceview.commands import COMMANDS, LOAD, SELECT
+
+    tree = ast.parse((PKG / "api.py").read_text(encoding="utf-8"))
+    listed = [
+        f"{f.name}: {a.arg}"
+        for f in ast.walk(tree)
+        if isinstance(f, ast.FunctionDef)
+        for a in f.args.kwonlyargs
+        if a.arg in (*SELECT, *LOAD, "sel", "options")
+    ]
+    assert not listed, listed
+    for name, spec in COMMANDS.items():
+        params = inspect.signature(getattr(api, name)).parameters
+        assert [p for p in params if p in SELECT] == list(spec.select), name
+        assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in (*LOAD, "options", "on_warning"))
+
+
+def test_an_unknown_keyword_is_a_type_error():
+    with pytest.raises(TypeError, match="stream"):
+        tv.memory(SAMPLES / "naive.json.gz", stream=7)  # memory selects by step and device only
+    with pytest.raises(TypeError, match="colour"):
+        tv.exposed(SAMPLES / "naive.json.gz", colour="red")
+
+
+def test_the_cli_offers_the_options_of_the_spec():
+    from traceview.commands import COMMANDS, SELECT
+
+    for name, command in main.commands.items():
+        if name in NOT_ANALYSES:
+            continue
+        spec, offered = COMMANDS[name], {p.name for p in command.params}
+        assert offered & set(SELECT) == set(spec.select), name
+        assert ("devices" in offered) == spec.devices, name

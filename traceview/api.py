@@ -790,18 +790,18 @@ def check_junit_path(path: PathLike) -> None:
         raise OutputError(path, f"folder {Path(path).parent} does not exist")
 
 
+@_command
 def assert_check(
     candidate: TraceLike,
     *,
     baseline: TraceLike | None = None,
     checks: PathLike | None = None,
-    sel: Selection | None = None,
-    **load: Any,
+    **kw: Unpack[Options],
 ) -> Report:
     """For a test: ``tv.assert_check("new.json.gz", baseline="old.json.gz")`` raises AssertionError
     naming each failed rule, how far it missed and what diff says changed; returns the Report when
-    every rule holds. ``load``: the load options (``cache=False``, ``rules=``, ...)."""
-    result = check(candidate, baseline=baseline, checks=checks, sel=sel, **load)
+    every rule holds. The selection and load keywords as :func:`check` (``cache=False``, ...)."""
+    result = check(candidate, baseline=baseline, checks=checks, **kw)
     if result.info["verdict"] != "pass":
         raise AssertionError("\n".join([result.title, *(f"  - {f}" for f in result.findings)]))
     return result

@@ -160,6 +160,7 @@ COMMANDS = {
             ),
         ),
         Command("check", "traces", devices=False),
+        Command("assert_check", "traces", devices=False),  # API only: check for a test
         Command("report", "traces"),
         Command("annotate", "trace", select=(), devices=False),
         Command("hta", "trace", select=(), devices=False),

@@ -184,10 +184,13 @@ def _lookup(entry: Path, key: dict, path):
             return None
         if stamp != _stamp(key):  # another traceview's entry: stale, not damaged
             return None
-        info = _verified_info(d.read("entry.json"))
+        raw = d.read("entry.json")
+        info = _verified_info(raw)
         if info.get("key") != key:  # the trace changed: stale
             return None
-        return _read(d, info, path)
+        trace = _read(d, info, path)
+        _mark(trace, entry, bytes(raw).partition(b"\n")[2])
+        return trace
 
 
 def store(trace, cache, seen: dict | None) -> None:
@@ -209,10 +212,11 @@ def store(trace, cache, seen: dict | None) -> None:
         entry = _entry(folder, trace.path)
         tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".tmp-", dir=folder))
         with temporary(tmp):  # removed on SIGTERM or SIGHUP too, as the finally below does on Ctrl-C
-            _write(tmp, trace, key)
+            body = _write(tmp, trace, key)
             (tmp / _STAMP).write_text(_stamp(key))
             _put(tmp, entry)
             tmp = None
+        _mark(trace, entry, body)
         evict(folder, cap)
     except Exception:
         return
@@ -491,7 +495,7 @@ def _enc_hook(obj):
     raise NotImplementedError(type(obj))
 
 
-def _write(folder: Path, trace, key: dict) -> None:
+def _write(folder: Path, trace, key: dict) -> bytes:
     import pyarrow as pa
     import pyarrow.feather as feather
 
@@ -518,6 +522,7 @@ def _write(folder: Path, trace, key: dict) -> None:
     }
     body = msgspec.json.encode(info, enc_hook=_enc_hook)
     (folder / "entry.json").write_bytes(_sum_line(body) + body)
+    return body
 
 
 # Checksums are CRC-32: they guard against damage (a flipped bit, a cut file), not against an
@@ -657,3 +662,82 @@ def _restore(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
     if str(frame.index.dtype) != spec["index"]:
         frame.index = frame.index.astype(spec["index"])
     return frame
+
+
+# ------------------------------------------------------------------ tables derived from a trace
+
+# A cached trace also keeps the tables the analyses work out from it alone (``derived_frame``:
+# op_work, ...): a warm diff or summary reads them instead of working them out again. Each is
+# two files in the trace's entry, named by a digest of the entry's ``entry.json`` (``_mark``):
+# ``derived-<token>-<name>.arrow`` and its ``.json`` (dtypes, size and CRC-32, its own checksum
+# line). A table is only ever read for the entry it was made from: a new entry for the path (the
+# trace changed, another traceview) is a new folder with another token, and the old folder's
+# files go with it. Written after the entry (tmp + rename, the .json last), counted in its size.
+
+_ENTRY_KEY = "cache_entry"  # in Trace.derived: (entry folder, token) of the entry this trace is
+
+
+def _mark(trace, entry: Path, body: bytes) -> None:
+    """Note on ``trace`` which entry it was stored as or read from (its derived tables go there)."""
+    with contextlib.suppress(Exception):
+        trace.derived[_ENTRY_KEY] = (str(entry), hashlib.sha256(body).hexdigest()[:32])
+
+
+def derived_frame(trace, name: str, make) -> pd.DataFrame:
+    """``make(trace)``: read from the trace's cache entry when it holds that table, else worked
+    out and written there (a trace loaded without the cache: just worked out). ``make`` must be a
+    function of the trace alone, its columns of plain dtypes (numbers, bool, nullable numbers and
+    bool, text or None)."""
+    where = trace.derived.get(_ENTRY_KEY)
+    if where is None:
+        return make(trace)
+    entry, token = Path(where[0]), where[1]
+    stem = f"derived-{token}-{name}"
+    with contextlib.suppress(Exception):  # missing, half-written, damaged: worked out again
+        with _Folder(entry) as d:
+            spec = _verified_info(d.read(stem + ".json"))
+            data = d.read(stem + ".arrow", spec["size"])
+        if _crc(data) == spec["crc32"]:
+            return _derived_frame(data, spec)
+    frame = make(trace)
+    with contextlib.suppress(Exception):  # a failure to write never fails the analysis
+        _write_derived(entry, stem, frame)
+    return frame
+
+
+def _derived_frame(data: bytearray, spec: dict) -> pd.DataFrame:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    table = feather.read_table(pa.BufferReader(pa.py_buffer(data)))
+    # int64 and bool as pandas' nullable types (no float64 on the way: exact beyond 2**53)
+    nullable = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    frame = _restore(table.to_pandas(types_mapper=nullable.get), spec["dtypes"])
+    for col in spec["none"]:  # text columns whose missing values were None, as they were made
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+    return frame
+
+
+def _write_derived(entry: Path, stem: str, frame: pd.DataFrame) -> None:
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    if not available() or not entry.is_dir():
+        return
+    none = [str(c) for c, t in frame.dtypes.items() if pd.api.types.is_object_dtype(t)]
+    tmp = entry / f"{stem}.tmp-{secrets.token_hex(4)}"
+    tmp_json = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
+    try:
+        with temporary(tmp):
+            table = pa.Table.from_pandas(frame, preserve_index=None)
+            feather.write_feather(table, tmp, compression="uncompressed")
+            spec = {"dtypes": _describe(frame), "none": none, **_file_sum(tmp)}
+            os.replace(tmp, entry / f"{stem}.arrow")
+        body = msgspec.json.encode(spec, enc_hook=_enc_hook)
+        with temporary(tmp_json):
+            tmp_json.write_bytes(_sum_line(body) + body)
+            os.replace(tmp_json, entry / f"{stem}.json")
+    finally:  # a write that failed half way leaves nothing behind
+        for t in (tmp, tmp_json):
+            with contextlib.suppress(OSError):
+                t.unlink()

@@ -92,13 +92,18 @@ def _gemm_m(ops: pd.DataFrame) -> dict:
     """(op name, M) -> how many matrix-product ops had it (M: rows of the left operand)."""
     at = rules().gemm_m
     pick = ops[ops["name"].isin(list(at)).to_numpy(dtype=bool)]
+    names, name_text = texts(pick["name"])
+    dims, distinct = list_codes(pick["input_dims"].to_numpy(dtype=object))
+    # each distinct (op, dims) once, with how many ops had it, in the order the ops first have it
+    pairs = pd.DataFrame({"n": names, "d": dims}).groupby(["n", "d"], sort=False).size()
     out: dict = {}
-    for name, dims in zip(pick["name"].astype(str), pick["input_dims"], strict=True):  # a few ops
+    for (n, d), count in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
+        name, held = name_text[n], distinct[d] if d >= 0 else None
         i = at[name]
-        shape = dims[i] if isinstance(dims, list) and len(dims) > i else None
+        shape = held[i] if isinstance(held, list) and len(held) > i else None
         if isinstance(shape, list) and len(shape) >= 2:
             m = int(np.prod(shape[-2:-1] if name in _BATCHED else shape[:-1]))
-            out[(name, m)] = out.get((name, m), 0) + 1
+            out[(name, m)] = out.get((name, m), 0) + int(count)
     return out
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from ...domain import domain, gemm_family
 from ...model import per_category
 from ..select.region import Region
+from .derived import is_text
 
 
 def _per(r: Region, value) -> float:
@@ -80,7 +81,7 @@ def gemm_time_ns(r: Region) -> int:
 
 def _gemms(r: Region) -> pd.DataFrame:
     a = r.activities
-    return a[(a["category"].astype(str) == "gemm").to_numpy()] if len(a) else a
+    return a[is_text(a["category"], "gemm")] if len(a) else a
 
 
 def tensor_core_ns(r: Region) -> tuple[int, int]:
@@ -125,7 +126,7 @@ def attention(r: Region) -> dict:
     """Fused attention kernels by backend (count/time per step, main kernel), and the SDPA CPU ops."""
     a = r.activities
     backends: dict = {}
-    att = a[(a["category"].astype(str) == "attention").to_numpy()] if len(a) else a
+    att = a[is_text(a["category"], "attention")] if len(a) else a
     if len(att):
         be = (
             att["attention_backend"].astype(object).where(att["attention_backend"].notna(), "fused (unknown)")

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..select.region import Region
 from . import metrics as m
+from .derived import of_region
 
 #: the outputs a metric can be shown in: ``summary``, ``compare``, ``summary --run``, ``compare --run``,
 #: the ``diff`` overview, ``report`` (its page shows compare's and diff's tables), the ``check`` CI gate
@@ -111,11 +112,14 @@ def shown_in(output: str, gpu: bool = True) -> list[Metric]:
 
 def metrics_of(r: Region) -> dict:
     """Every metric of the region, by its one name (counts and times per region where the name says);
-    each is computed once per region (kept in ``r.measured``), however many outputs ask."""
+    each is computed once per trace and selection (``derived.of_region``; also in ``r.measured``),
+    however many outputs and calls ask."""
+    held = of_region(r, "metrics", lambda _: {})
     for x in METRICS:
-        if x.name not in r.measured:
-            r.measured[x.name] = x.compute(r)
-    return {x.name: r.measured[x.name] for x in METRICS}
+        if x.name not in held:
+            held[x.name] = x.compute(r)
+    r.measured.update(held)
+    return {x.name: held[x.name] for x in METRICS}
 
 
 def shown(values: dict, output: str, gpu: bool = True) -> dict:

@@ -30,6 +30,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from ... import cache
 from ...model import list_codes
 from .derived import of_trace
 
@@ -62,8 +63,9 @@ def memo(trace, what: str, make):
 
 
 def trace_work(trace) -> pd.DataFrame:
-    """``op_work(trace.ops)``, worked out once per loaded trace."""
-    return memo(trace, "work", lambda t: op_work(t.ops))
+    """``op_work(trace.ops)``, worked out once per loaded trace; a cached trace keeps it in its
+    cache entry (``cache.derived_frame``), so a warm run reads it back."""
+    return memo(trace, "work", lambda t: cache.derived_frame(t, "op_work", lambda t: op_work(t.ops)))
 
 
 def op_work(ops: pd.DataFrame) -> pd.DataFrame:

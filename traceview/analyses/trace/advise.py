@@ -32,7 +32,7 @@ from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.derived import texts
+from ..measure.derived import is_text, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region, Selection, region
@@ -322,12 +322,12 @@ def fp32_gemm(f: Facts, rule: Rule) -> list[dict]:
         return []
     k = f.r.activities
     hit = (k["category"] == "gemm").to_numpy() & (k["tensor_core"] == False).fillna(False).to_numpy()  # noqa: E712
-    hit &= (k["precision"].astype(str) == "fp32").to_numpy()
+    hit &= is_text(k["precision"], "fp32")
     if not hit.any():
         return []
     ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
     stake = min(int(ns * (1 - vector / tensor)), f.cause("compute: gemm"))
-    names = k["name"].astype(str).to_numpy()[hit]
+    names = k["name"][hit].astype(str).to_numpy()  # the hits' names only
     n = _num(hit.sum() / f.r.regions)
     what = (
         f"{n} fp32 GEMM kernels per {f.r.per_word} on CUDA cores ({len(set(names))} names) on {device.name}"
@@ -351,8 +351,9 @@ def pageable_memcpy(f: Facts, rule: Rule) -> list[dict]:
     if not f.gpu:
         return []
     k = f.r.activities
+    k = k[is_text(k["kind"], "memcpy")]  # the copies' names only
     name = k["name"].astype(str)
-    hit = ((k["kind"] == "memcpy") & name.str.contains("|".join(rule.names), regex=False)).to_numpy()
+    hit = name.str.contains("|".join(rule.names), regex=False).to_numpy(dtype=bool, na_value=False)
     if not hit.any():
         return []
     ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())

@@ -16,6 +16,7 @@ import pandas as pd
 
 from ...launches import launches
 from ..measure import metrics
+from ..measure.derived import of_region
 from ..select.region import Region, annotation_spans, inside
 from ..wording.words import num
 
@@ -38,7 +39,12 @@ def _in_region(r: Region, ts: np.ndarray) -> np.ndarray:
 def host_launches(r: Region) -> dict:
     """Per step: ``launches`` (runtime kernel-launch calls), ``without_gpu`` (those no GPU activity
     in the file links to), ``recorded`` (launches whose kernels are in the region: the metric
-    ``kernel_launches_per_step``), and ``apis`` (the calls per step by API, ``cudaLaunchKernel 1,556``)."""
+    ``kernel_launches_per_step``), and ``apis`` (the calls per step by API, ``cudaLaunchKernel 1,556``).
+    Worked out once per trace and selection."""
+    return dict(of_region(r, "host_launches", _host_launches))
+
+
+def _host_launches(r: Region) -> dict:
     lw = launches(r.trace)
     lw = lw[(lw["kind"] == "kernel").to_numpy()]
     lw = lw[_in_region(r, lw["ts_ns"].to_numpy())]

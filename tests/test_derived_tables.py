@@ -1,0 +1,159 @@
+"""Analyses on codes, computed once (issue 35 items 1 and 2).
+
+The tables an analysis derives from a trace are worked out once per trace and selection and kept
+with the trace (``measure.derived``); a cached trace keeps its op work in its cache entry. What is
+checked: a second analysis of the same loaded traces says exactly what the first said; a Region
+built by hand with other activities never reads a table kept for the trace's own region; the
+window split of exposed time (one pass over all windows) equals the split window by window, by
+plain interval arithmetic; the op work read back from a cache entry equals the op work worked
+out, dtypes and missing values included, and a damaged copy is worked out again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from corpus import CORPUS, SKIP_REASON
+
+import traceview as tv_load
+import traceview.api as tv
+from traceview import cache
+from traceview.analyses.measure import groups
+from traceview.analyses.measure import intervals as iv
+from traceview.analyses.measure.exposed import exposed, gpu_layers, host_layers, windows
+from traceview.analyses.measure.work import has_shapes, op_work, trace_work
+from traceview.analyses.select.region import _matching_activities, region
+from traceview.report import report_to_dict
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
+needs_corpus = pytest.mark.skipif(not CORPUS.is_dir(), reason=SKIP_REASON)
+CONTROL = "hta/trace_diff__control__control.json.gz"
+TEST = "hta/trace_diff__test__test.json.gz"
+PARAM0 = "param/dlrm_kineto__worker0_step_12.1694128201545.pt.trace.json.gz"
+
+
+def _json(report) -> str:
+    return json.dumps(report_to_dict(report), sort_keys=True, default=str)
+
+
+@needs_corpus
+def test_a_second_analysis_of_the_same_traces_says_the_same():
+    a = tv_load.load(CORPUS / CONTROL, cache=False)
+    b = tv_load.load(CORPUS / TEST, cache=False)
+    first = [_json(tv.diff(a, b)), _json(tv.summary(a)), _json(tv.diff(b, a)), _json(tv.advise(b))]
+    again = [_json(tv.diff(a, b)), _json(tv.summary(a)), _json(tv.diff(b, a)), _json(tv.advise(b))]
+    assert first == again
+    # and as freshly loaded traces say it: nothing kept from one trace reaches another
+    fresh_a = tv_load.load(CORPUS / CONTROL, cache=False)
+    assert _json(tv.summary(fresh_a)) == first[1]
+
+
+@needs_corpus
+def test_a_region_built_by_hand_gets_its_own_tables():
+    t = tv_load.load(CORPUS / CONTROL, cache=False)
+    r = region(t)
+    whole = groups.by_kernel(r)
+    fewer = dataclasses.replace(r, activities=r.activities.iloc[: len(r.activities) // 2])
+    half = groups.by_kernel(fewer)
+    assert half["count"].sum() < whole["count"].sum()
+    assert groups.by_kernel(region(t)).equals(whole)  # the trace's own region still reads its own
+
+
+def _split_one_by_one(layers, lo: int, hi: int) -> list[int]:
+    """The split of one window by plain interval arithmetic: each layer's intervals clipped to the
+    window, unioned in Python with the layers before it; what is left is uncovered."""
+    covered: list[tuple[int, int]] = []
+
+    def union_len(spans):
+        total, end = 0, None
+        for s, e in sorted(spans):
+            if end is None or s > end:
+                total += e - s
+                end = e
+            elif e > end:
+                total += e - end
+                end = e
+        return total
+
+    out, before = [], 0
+    for _, (starts, ends) in layers:
+        pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+        covered += [(max(s, lo), min(e, hi)) for s, e in pairs if e > lo and s < hi]
+        now = union_len(covered)
+        out.append(now - before)
+        before = now
+    return [*out, (hi - lo) - before]
+
+
+@needs_corpus
+@pytest.mark.parametrize("name", [CONTROL, PARAM0])
+def test_the_window_split_equals_the_split_window_by_window(name):
+    t = tv_load.load(CORPUS / name, cache=False)
+    r = region(t)
+    acts = _matching_activities(t, r.selection)
+    layers = gpu_layers(acts)[0] + host_layers(t.events)
+    steps = exposed(r).steps
+    for step, lo, hi in windows(r, acts):
+        row = steps[steps["step"] == step].iloc[0]
+        assert [int(x) for x in row.iloc[3 : 3 + len(layers) + 1]] == _split_one_by_one(layers, lo, hi)
+
+
+def test_lengths_within_windows_equal_clipped_unions():
+    rng = random.Random(35)
+    for _ in range(200):
+        n = rng.randrange(0, 30)
+        starts = np.array([rng.randrange(0, 1000) for _ in range(n)], dtype=np.int64)
+        ends = starts + np.array([rng.randrange(0, 80) for _ in range(n)], dtype=np.int64)
+        lo = np.array([rng.randrange(-50, 1100) for _ in range(10)], dtype=np.int64)
+        hi = lo + np.array([rng.randrange(0, 300) for _ in range(10)], dtype=np.int64)
+        got = iv.lengths_within((starts, ends), lo, hi)
+        windows_ = zip(lo.tolist(), hi.tolist(), strict=True)
+        want = [iv.length(iv.clip((starts, ends), a, b)) for a, b in windows_]
+        assert got.tolist() == want
+
+
+def _with_shapes() -> Path:
+    for p in sorted(SAMPLES.glob("*.json.gz")):
+        if has_shapes(tv_load.load(p, cache=False).ops):
+            return p
+    pytest.skip("no sample trace recorded with shapes")
+
+
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_op_work_is_kept_in_the_cache_entry_and_read_back_exactly(tmp_path):
+    path = _with_shapes()
+    first = tv_load.load(path, cache=tmp_path)
+    made = trace_work(first)
+    kept = sorted(p.name for p in tmp_path.glob("*/derived-*"))
+    assert len(kept) == 2 and kept[0].endswith("op_work.arrow") and kept[1].endswith("op_work.json")
+    again = tv_load.load(path, cache=tmp_path)
+    assert again.cached
+    read = trace_work(again)
+    pd.testing.assert_frame_equal(read, op_work(again.ops))
+    pd.testing.assert_frame_equal(read, made)
+    for col in read.columns:  # missing values as they were made (None stays None)
+        assert [x is None for x in read[col]] == [x is None for x in made[col]]
+
+
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_a_damaged_kept_table_is_worked_out_again(tmp_path):
+    path = _with_shapes()
+    trace_work(tv_load.load(path, cache=tmp_path))
+    (arrow,) = tmp_path.glob("*/derived-*.arrow")
+    data = bytearray(arrow.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    arrow.write_bytes(bytes(data))
+    again = tv_load.load(path, cache=tmp_path)
+    pd.testing.assert_frame_equal(trace_work(again), op_work(again.ops))
+
+
+def test_a_trace_loaded_without_the_cache_writes_no_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path))
+    trace_work(tv_load.load(SAMPLES / "naive.json.gz", cache=False))
+    assert not list(tmp_path.glob("**/derived-*"))

@@ -75,7 +75,7 @@ def profile_variant(
         prof, step_wall_s, faults, peak = _run_schedule(
             step, name=name, metadata=metadata, device=device, wait=wait, warmup=warmup, steps=steps
         )
-        metadata_via, n_annotations = _export_trace(prof, tmp_json, metadata, name)
+        metadata_via, n_annotations = _export_trace(prof, tmp_json, metadata, name, faults)
         gzip_file(tmp_json, out_path)
     finally:
         if os.path.exists(tmp_json):
@@ -179,8 +179,12 @@ def _op_memory(prof, device: str) -> dict[str, dict[str, int]]:
     return dict(sorted(out.items()))
 
 
-def _export_trace(prof, tmp_json: str, metadata: dict[str, Any], name: str) -> tuple[str, int]:
-    """Write the Chrome trace to ``tmp_json``, making sure it holds ``metadata``.
+def _export_trace(
+    prof, tmp_json: str, metadata: dict[str, Any], name: str, faults: list[int] | None = None
+) -> tuple[str, int]:
+    """Write the Chrome trace to ``tmp_json``, making sure it holds ``metadata``, and, where counted,
+    the recorded steps' minor page faults (known only after the steps, so written in afterwards:
+    ``traceview check`` names a run whose steps took fresh memory).
 
     Returns how the metadata got in and how many ``name`` annotations it has.
     """
@@ -192,9 +196,12 @@ def _export_trace(prof, tmp_json: str, metadata: dict[str, Any], name: str) -> t
         # Defensive: should not happen with torch >= 2.1, but a trace
         # without its metadata is useless, so write it in ourselves.
         trace[METADATA_KEY] = metadata
+        metadata_via = "post-processed"
+    if faults is not None or metadata_via == "post-processed":
+        if faults is not None:
+            trace[METADATA_KEY] = {**trace[METADATA_KEY], "minor_faults_per_step": faults}
         with open(tmp_json, "w", encoding="utf-8") as fh:
             json.dump(trace, fh)
-        metadata_via = "post-processed"
     n_annotations = sum(
         1
         for ev in trace.get("traceEvents", [])

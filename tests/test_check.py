@@ -764,3 +764,28 @@ def test_the_benchmark_judges_a_folder_of_runs(tmp_path):
     assert out["big_detected_three_to_one"] == (4, 4) and out["big_detected_one_to_one"] == (4, 4)
     assert out["slow_detected_three_to_one"] == (4, 4)
     assert "attention-backend-unchanged" in out["structural"]["naive vs sdpa_math"]
+
+
+def _with_faults(src: Path, dst: Path, faults: list[int] | None) -> Path:
+    """A copy of a collector's trace whose metadata says its steps' page faults (as collectors/
+    profiling.py writes them in after the steps)."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc["traceview"] = {**doc["traceview"], "minor_faults_per_step": faults}
+    dst.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    return dst
+
+
+def test_a_run_whose_steps_page_faulted_is_named_in_the_cpu_timing_verdict(tmp_path):
+    """The collectors count each step's minor page faults; a CPU timing verdict names the run whose
+    median step faulted (its time is the allocator's state as much as the code's), and only that run."""
+    src = SAMPLES / "naive_inplace.json.gz"
+    cand = _with_faults(src, tmp_path / "cand.json.gz", [2048, 2047, 2048, 0, 2048])
+    bases = [_with_faults(src, tmp_path / f"b{i}.json.gz", [0, 0, 9, 0, 0]) for i in range(3)]
+    out = run("check", cand, "--baseline", *bases, "--format", "json", "--no-cache")
+    assert out.exit_code == 0, out.output  # the same steps: the timing rule passes, and says why to care
+    row = {r["rule"]: r for r in json.loads(out.stdout)["tables"]["rules"]}["cpu-op-time-per-step"]
+    assert "candidate run 1 (naive_inplace): median 2,048 minor page faults per step" in row["detail"]
+    assert "jemalloc" in row["detail"] and "baseline run" not in row["detail"].split("faults per step")[1]
+    assert check_runs.fault_words("x", {"traceview": {"minor_faults_per_step": [0, 5, 0]}}) == ""
+    assert check_runs.fault_words("x", {"traceview": {"minor_faults_per_step": "junk"}}) == ""
+    assert check_runs.fault_words("x", {}) == ""

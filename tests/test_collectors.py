@@ -313,6 +313,7 @@ def test_every_trace_carries_metadata(run, traces):
         assert meta["torch"] == torch.__version__
         assert meta["cuda"] == torch.version.cuda
         assert meta["device_name"]
+        assert meta["minor_faults_per_step"] == manifest["collected"][name]["minor_faults_per_step"]
 
 
 def test_every_step_carries_the_variant_annotation(traces):

@@ -319,7 +319,14 @@ def _judge_runs(rule: CheckRule, metric: CheckMetric, cands: list[Run], bases: l
     states = check_runs.cluster_words(
         "baseline", [check_runs.run_value(r) for r in b], metric.unit, "runs", "between runs"
     )
-    words = f"{TIMED[rule.metric]}: {v.words}" + "".join(f"; {o}" for o in [*odd, states] if o)
+    faulted = [
+        said
+        for side, named in (("candidate", cands), ("baseline", bases))
+        for i, run in enumerate(named)
+        if rule.metric != "gpu_time_per_step_ns"  # kernel time is the device's, not the host allocator's
+        if (said := check_runs.fault_words(f"{side} run {i + 1} ({run_label(run)})", run[0].trace.meta))
+    ]
+    words = f"{TIMED[rule.metric]}: {v.words}" + "".join(f"; {o}" for o in [*odd, states, *faulted] if o)
     return {"status": v.status, "value": v.value, "baseline": v.baseline, "bound": v.bound, "detail": words}
 
 

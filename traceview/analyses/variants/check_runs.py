@@ -139,3 +139,22 @@ def cluster_words(
         f"{label}: {what} in two clusters ({n_low} at ~{_n(low, unit)}, {n_high} at ~{_n(high, unit)}, "
         f"{high / low:.1f}x apart): the machine (or the code) changed speed {when}"
     )
+
+
+def fault_words(label: str, trace_meta: dict) -> str:
+    """A sentence on a run whose recorded steps page-faulted, by the collectors' count in the trace
+    (``traceview.minor_faults_per_step``; "" when none or not counted): its CPU time then depends on
+    the allocator's state, which differs between processes of the same code (up to 2.5x measured with
+    glibc malloc; benchmarks/README.md)."""
+    info = trace_meta.get("traceview")
+    faults = info.get("minor_faults_per_step") if isinstance(info, dict) else None
+    if not isinstance(faults, list):
+        return ""
+    counts = sorted(int(f) for f in faults if isinstance(f, int | float) and math.isfinite(f))
+    if not counts or counts[len(counts) // 2] <= 0:
+        return ""
+    return (
+        f"{label}: median {counts[len(counts) // 2]:,} minor page faults per step (the collector's "
+        "count): its steps took fresh memory, so its CPU time depends on the allocator's state; "
+        "record with jemalloc preloaded (docs/ci-check.yml)"
+    )

@@ -32,8 +32,11 @@ static void check_result(const tv_result *r) {
     for (int k = 0; k < TV_X_TABLES; k++) check_codes(&r->x_codes[k], nx, &r->tables[T_X_CAT + k]);
     for (int k = 0; k < TV_F_TABLES; k++) check_codes(&r->f_codes[k], nf, &r->tables[T_F_PH + k]);
     for (int k = 0; k < TV_M_TABLES; k++) check_codes(&r->m_codes[k], nm, &r->tables[T_M_PID + k]);
-    for (int k = 0; k < TV_X_INTS; k++) CHECK(r->x_int[k].n == nx && r->x_mask[k].n == nx);
-    for (int k = 0; k < TV_M_INTS; k++) CHECK(r->m_int[k].n == nm && r->m_mask[k].n == nm);
+    /* an int column's values are all stored, or none (every one 0) */
+    for (int k = 0; k < TV_X_INTS; k++) CHECK((r->x_int[k].n == nx || !r->x_int[k].n) && r->x_mask[k].n == nx);
+    for (int k = 0; k < TV_M_INTS; k++) CHECK((r->m_int[k].n == nm || !r->m_int[k].n) && r->m_mask[k].n == nm);
+    for (int k = 0; k < TV_X_INTS; k++)
+        for (size_t i = 0; i < r->x_int[k].n; i++) CHECK(!r->x_mask[k].v[i] || r->x_int[k].v[i] == 0);
     for (int k = 0; k < TV_NTABLES; k++) {
         const tv_table *t = &r->tables[k];
         for (size_t i = 0; i < t->n; i++)

@@ -31,6 +31,12 @@ fi
 "$work/fuzz_scan" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=1024 \
     -dict=fuzz/scan.dict -artifact_prefix="$work/crashes/" -print_final_stats=1 \
     "$work/corpus" 2>&1 | grep -E "^#[0-9]+ *DONE|^stat::(number_of_executed_units|peak_rss|new_units_added)|ERROR|SUMMARY|Test unit written" || true
+# the vectors' own mappings (mmap, mremap, munmap: TV_BIG_BYTES) at the fuzzer's sizes, for a third
+"$cc" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -DTV_BIG_BYTES=1024 \
+    -fno-sanitize-recover=all -Isrc/cscan src/cscan/scan.c fuzz/fuzz_scan.c -o "$work/fuzz_scan_mapped"
+"$work/fuzz_scan_mapped" -max_total_time="$(( (seconds + 2) / 3 ))" -max_len=65536 -timeout=10 -rss_limit_mb=1024 \
+    -dict=fuzz/scan.dict -artifact_prefix="$work/crashes/" -print_final_stats=1 \
+    "$work/corpus" 2>&1 | grep -E "^#[0-9]+ *DONE|^stat::(number_of_executed_units|peak_rss|new_units_added)|ERROR|SUMMARY|Test unit written" || true
 "$cc" -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
     -fno-sanitize-recover=all -Isrc/ctree src/ctree/tree.c fuzz/fuzz_tree.c -o "$work/fuzz_tree"
 mkdir -p "$work/tree_corpus"

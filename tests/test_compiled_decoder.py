@@ -203,8 +203,9 @@ def test_a_plain_file_is_not_held_with_its_columns(monkeypatch, tmp_path):
         let_go = peak()
         monkeypatch.setattr(compiled, "region_of", lambda *args: None)
         held = peak()
-    # here the columns' join is the peak (1.6x the text, against 2.4x with the text held)
-    assert let_go < held - 0.5 * len(text), (let_go / len(text), held / len(text))
+    # here the columns' join is the peak (1.26x the text, against 1.74x with the text held: the
+    # text and the chunks' columns, 0.74x); holding the text too would make it 2x or more
+    assert let_go < held - 0.3 * len(text), (let_go / len(text), held / len(text))
 
 
 @needs_build

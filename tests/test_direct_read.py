@@ -301,11 +301,10 @@ def test_freed_chunk_memory_goes_back_to_the_system(tmp_path):
         return int(res.stdout)
 
     given, kept = rss_kib("given"), rss_kib("kept")
-    assert kept - given > 0.5 * len(text) / 1024, (
-        given,
-        kept,
-        len(text) // 1024,
-    )  # here 169 MB against 214 MB
+    # here 112 MB against 130 MB (the chunks' columns are narrower since issue 35: int32 codes,
+    # no memory for a chunk's int column that holds no int; chunks of 1 MiB or more of columns
+    # live in mappings of their own, given back when freed, trimmed or not)
+    assert kept - given > 0.25 * len(text) / 1024, (given, kept, len(text) // 1024)
 
 
 def test_flow_columns_are_joined_only_when_looked_up(tmp_path):

@@ -12,9 +12,60 @@
 
 #include "scan.h"
 
-static PyObject *array_bytes(const void *v, size_t n, size_t elt) {
-    return PyByteArray_FromStringAndSize(v ? (const char *)v : "", (Py_ssize_t)(n * elt));
+/* A column's memory, handed over from the scanner's vector without a copy: a buffer numpy
+ * views (np.frombuffer; writable, as the bytearray it replaces), freed when the last view
+ * goes. A copy into a bytearray touched every page of the columns twice. */
+typedef struct {
+    PyObject_HEAD
+    void *v;
+    Py_ssize_t len;
+    size_t cap;  /* bytes: what tv_free needs */
+} Block;
+
+/* tracemalloc's domain for the Blocks: it counts them as it counted the bytearrays (tests
+ * measure the reader's peak with it) */
+#define BLOCK_DOMAIN 0x74765f63u
+
+static void block_dealloc(PyObject *self) {
+    Block *b = (Block *)self;
+    if (b->v) PyTraceMalloc_Untrack(BLOCK_DOMAIN, (uintptr_t)b->v);
+    tv_free(b->v, b->cap);
+    Py_TYPE(self)->tp_free(self);
 }
+
+static int block_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->v ? b->v : (void *)"", b->len, 0, flags);
+}
+
+static PyBufferProcs block_as_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "traceview.read._cscan.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A column's memory from the scanner (a buffer numpy views).",
+};
+
+/* The vector's memory (n elements of elt bytes, cap of room) as a Block that owns it; the
+ * vector is left empty, so that tv_result_free leaves it. Its room past n was never written:
+ * it holds no page. */
+static PyObject *take_block(void **v, size_t n, size_t *cap, size_t elt) {
+    Block *b = PyObject_New(Block, &BlockType);
+    if (!b) return NULL;
+    b->v = *v;
+    b->len = (Py_ssize_t)(n * elt);
+    b->cap = *cap * elt;
+    if (b->v) PyTraceMalloc_Track(BLOCK_DOMAIN, (uintptr_t)b->v, (size_t)b->len);
+    *v = NULL;
+    *cap = 0;
+    return (PyObject *)b;
+}
+
+#define TAKE(vec) take_block((void **)&(vec).v, (vec).n, &(vec).cap, sizeof(*(vec).v))
 
 static PyObject *uniques(const tv_table *t) {
     PyObject *out = PyList_New((Py_ssize_t)t->n);
@@ -36,12 +87,12 @@ static PyObject *uniques(const tv_table *t) {
     return out;
 }
 
-/* [bytearray of int32 codes, ...] */
-static PyObject *codes_list(const tv_i32 *codes, int n) {
+/* [Block of int32 codes, ...] */
+static PyObject *codes_list(tv_i32 *codes, int n) {
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
     for (int k = 0; k < n; k++) {
-        PyObject *b = array_bytes(codes[k].v, codes[k].n, sizeof(int32_t));
+        PyObject *b = TAKE(codes[k]);
         if (!b) {
             Py_DECREF(out);
             return NULL;
@@ -51,13 +102,13 @@ static PyObject *codes_list(const tv_i32 *codes, int n) {
     return out;
 }
 
-/* [(bytearray of int64 values, bytearray of uint8 masks), ...] */
-static PyObject *ints_list(const tv_i64 *vals, const tv_u8 *masks, int n) {
+/* [(Block of int64 values, Block of uint8 masks), ...]: values with no row where every one
+ * is 0 (push_int in scan.c) */
+static PyObject *ints_list(tv_i64 *vals, tv_u8 *masks, int n) {
     PyObject *out = PyList_New(n);
     if (!out) return NULL;
     for (int k = 0; k < n; k++) {
-        PyObject *pair = Py_BuildValue("(NN)", array_bytes(vals[k].v, vals[k].n, sizeof(int64_t)),
-                                       array_bytes(masks[k].v, masks[k].n, 1));
+        PyObject *pair = Py_BuildValue("(NN)", TAKE(vals[k]), TAKE(masks[k]));
         if (!pair) {
             Py_DECREF(out);
             return NULL;
@@ -67,7 +118,8 @@ static PyObject *ints_list(const tv_i64 *vals, const tv_u8 *masks, int n) {
     return out;
 }
 
-static PyObject *build(const tv_result *r) {
+/* The columns' vectors are handed over (tv_result_free then frees what is left). */
+static PyObject *build(tv_result *r) {
     PyObject *tables = PyList_New(TV_NTABLES);
     if (!tables) return NULL;
     for (int k = 0; k < TV_NTABLES; k++) {
@@ -81,11 +133,9 @@ static PyObject *build(const tv_result *r) {
     /* N: the reference is handed over (and released if building the tuple fails) */
     return Py_BuildValue(
         "(nNNNNNNNNNN)", (Py_ssize_t)r->n_events, tables,
-        array_bytes(r->phase_counts.v, r->phase_counts.n, sizeof(int64_t)),
-        array_bytes(r->x_ts.v, r->x_ts.n, sizeof(int64_t)), array_bytes(r->x_dur.v, r->x_dur.n, sizeof(int64_t)),
+        TAKE(r->phase_counts), TAKE(r->x_ts), TAKE(r->x_dur),
         codes_list(r->x_codes, TV_X_TABLES), ints_list(r->x_int, r->x_mask, TV_X_INTS),
-        array_bytes(r->f_ts.v, r->f_ts.n, sizeof(int64_t)), codes_list(r->f_codes, TV_F_TABLES),
-        array_bytes(r->m_ts.v, r->m_ts.n, sizeof(int64_t)),
+        TAKE(r->f_ts), codes_list(r->f_codes, TV_F_TABLES), TAKE(r->m_ts),
         Py_BuildValue("(NN)", codes_list(r->m_codes, TV_M_TABLES), ints_list(r->m_int, r->m_mask, TV_M_INTS)));
 }
 
@@ -158,5 +208,6 @@ PyMODINIT_FUNC PyInit__cscan(void) {
         PyErr_SetString(PyExc_ImportError, "traceview.read._cscan: its field tables disagree");
         return NULL;
     }
+    if (PyType_Ready(&BlockType) < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -8,10 +8,16 @@
  * what is dropped and what is an error. Being stricter than msgspec costs speed
  * only; being looser would change a result, so every rule here errs strict.
  */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE  /* mremap */
+#endif
 #include "scan.h"
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -50,27 +56,69 @@ typedef struct {
 
 /* ---- growable vectors ------------------------------------------------- */
 
-static int grow(void **v, size_t *cap, size_t need, size_t elt) {
+/* A vector of TV_BIG_BYTES or more lives in its own mapping on Linux, grown by mremap: no
+ * copy, and no page touched but those written. With realloc a vector grown by doubling was
+ * copied at each step into fresh pages wherever malloc's heap served it (its mmap threshold
+ * rises to the largest block freed), faulting in about twice the columns' size. Freed, a
+ * mapping goes back to the system at once: the chunks' columns do not stay in the process
+ * while they are joined. Elsewhere: realloc and free. */
+void *tv_realloc(void *v, size_t used, size_t old_cap, size_t new_cap) {
+#ifdef __linux__
+    if (new_cap >= TV_BIG_BYTES) {
+        void *nv;
+        if (old_cap >= TV_BIG_BYTES) {
+            nv = mremap(v, old_cap, new_cap, MREMAP_MAYMOVE);
+            return nv == MAP_FAILED ? NULL : nv;
+        }
+        nv = mmap(NULL, new_cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (nv == MAP_FAILED) return NULL;
+        if (used) memcpy(nv, v, used);
+        free(v);
+        return nv;
+    }
+#else
+    (void)old_cap;
+#endif
+    (void)used;
+    return realloc(v, new_cap);
+}
+
+void tv_free(void *v, size_t cap) {
+#ifdef __linux__
+    if (cap >= TV_BIG_BYTES) {
+        munmap(v, cap);
+        return;
+    }
+#else
+    (void)cap;
+#endif
+    free(v);
+}
+
+/* room for ``need`` elements of ``elt`` bytes in *v (``used`` of them held), by doubling */
+static int grow(void **v, size_t *cap, size_t used, size_t need, size_t elt) {
     if (need <= *cap) return 1;
     size_t c = *cap ? *cap : 64;
     while (c < need) {
         if (c > (SIZE_MAX / 2) / elt) return 0;
         c *= 2;
     }
-    void *nv = realloc(*v, c * elt);
+    void *nv = tv_realloc(*v, used * elt, *cap * elt, c * elt);
     if (!nv) return 0;
     *v = nv;
     *cap = c;
     return 1;
 }
 
-#define PUSH(vec, x)                                                                          \
-    (((vec).n < (vec).cap || grow((void **)&(vec).v, &(vec).cap, (vec).n + 1, sizeof(*(vec).v))) \
-         ? ((vec).v[(vec).n++] = (x), 1)                                                       \
+#define FREE_VEC(vec) tv_free((vec).v, (vec).cap * sizeof(*(vec).v))
+
+#define PUSH(vec, x)                                                                                     \
+    (((vec).n < (vec).cap || grow((void **)&(vec).v, &(vec).cap, (vec).n, (vec).n + 1, sizeof(*(vec).v))) \
+         ? ((vec).v[(vec).n++] = (x), 1)                                                                  \
          : 0)
 
 static int append(tv_u8 *b, const uint8_t *s, size_t n) {
-    if (!grow((void **)&b->v, &b->cap, b->n + n, 1)) return 0;
+    if (!grow((void **)&b->v, &b->cap, b->n, b->n + n, 1)) return 0;
     if (n) memcpy(b->v + b->n, s, n);
     b->n += n;
     return 1;
@@ -166,7 +214,7 @@ static int32_t intern_slow(tv_table *t, uint8_t kind, const uint8_t *s, size_t n
     }
     tv_entry e = {h, ival, t->arena.n, n, kind};
     if (kind != TV_KIND_INT && !append(&t->arena, s, n)) return -1;
-    if (!grow((void **)&t->e, &t->cap, t->n + 1, sizeof *t->e)) return -1;
+    if (!grow((void **)&t->e, &t->cap, t->n, t->n + 1, sizeof *t->e)) return -1;
     t->e[t->n] = e;
     t->slots[at] = (int32_t)t->n;
     t->last = t->n + 1;
@@ -735,9 +783,22 @@ static INLINE int push_code(cur *c, tv_i32 *codes, tv_table *t, const val *v) {
     return 1;
 }
 
+/* An int field's value (0 where masked) and mask. Values are stored only from the first that
+ * is not 0 (the zeros before it written then): a column that holds no int in the chunk (the
+ * 2021 external id, most Python ids) keeps no memory, its ``n`` 0 against the mask's rows. */
 static INLINE int push_int(cur *c, tv_i64 *vals, tv_u8 *mask, const val *v) {
     int ok = v->kind == V_INT;
-    if (!PUSH(*vals, ok ? v->i : 0) || !PUSH(*mask, (uint8_t)!ok)) return fail(c, TV_NOMEM);
+    int64_t x = ok ? v->i : 0;
+    if (x != 0 || vals->n) {
+        if (vals->n < mask->n) {  /* the first value that is not 0: its zeros before it */
+            if (!grow((void **)&vals->v, &vals->cap, 0, mask->n + 1, sizeof *vals->v))
+                return fail(c, TV_NOMEM);
+            memset(vals->v, 0, mask->n * sizeof *vals->v);
+            vals->n = mask->n;
+        }
+        if (!PUSH(*vals, x)) return fail(c, TV_NOMEM);
+    }
+    if (!PUSH(*mask, (uint8_t)!ok)) return fail(c, TV_NOMEM);
     return 1;
 }
 
@@ -808,20 +869,20 @@ void tv_result_init(tv_result *out) {
 
 void tv_result_free(tv_result *r) {
     for (int k = 0; k < TV_NTABLES; k++) {
-        free(r->tables[k].e);
+        tv_free(r->tables[k].e, r->tables[k].cap * sizeof *r->tables[k].e);
         free(r->tables[k].slots);
-        free(r->tables[k].arena.v);
+        FREE_VEC(r->tables[k].arena);
     }
-    free(r->phase_counts.v);
-    free(r->x_ts.v);
-    free(r->x_dur.v);
-    free(r->f_ts.v);
-    free(r->m_ts.v);
-    for (int k = 0; k < TV_X_TABLES; k++) free(r->x_codes[k].v);
-    for (int k = 0; k < TV_F_TABLES; k++) free(r->f_codes[k].v);
-    for (int k = 0; k < TV_M_TABLES; k++) free(r->m_codes[k].v);
-    for (int k = 0; k < TV_X_INTS; k++) free(r->x_int[k].v), free(r->x_mask[k].v);
-    for (int k = 0; k < TV_M_INTS; k++) free(r->m_int[k].v), free(r->m_mask[k].v);
+    FREE_VEC(r->phase_counts);
+    FREE_VEC(r->x_ts);
+    FREE_VEC(r->x_dur);
+    FREE_VEC(r->f_ts);
+    FREE_VEC(r->m_ts);
+    for (int k = 0; k < TV_X_TABLES; k++) FREE_VEC(r->x_codes[k]);
+    for (int k = 0; k < TV_F_TABLES; k++) FREE_VEC(r->f_codes[k]);
+    for (int k = 0; k < TV_M_TABLES; k++) FREE_VEC(r->m_codes[k]);
+    for (int k = 0; k < TV_X_INTS; k++) FREE_VEC(r->x_int[k]), FREE_VEC(r->x_mask[k]);
+    for (int k = 0; k < TV_M_INTS; k++) FREE_VEC(r->m_int[k]), FREE_VEC(r->m_mask[k]);
     tv_result_init(r);
 }
 
@@ -859,7 +920,7 @@ static int scan_items(const uint8_t *p, size_t n, tv_result *out, size_t *closed
         c.p = ws(c.p + 1, c.end);
         if (c.p >= c.end) c.err = TV_BAIL;  /* a trailing comma */
     }
-    free(c.scratch.v);
+    FREE_VEC(c.scratch);
     return c.err;
 }
 
@@ -894,6 +955,6 @@ int64_t tv_find_events(const uint8_t *p, size_t n) {
         if (c.p >= c.end || *c.p != ',') break;
         c.p = ws(c.p + 1, c.end);
     }
-    free(c.scratch.v);
+    FREE_VEC(c.scratch);
     return found;
 }

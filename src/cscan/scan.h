@@ -62,7 +62,7 @@ typedef struct {
     /* X (complete) events */
     tv_i64 x_ts, x_dur;
     tv_i32 x_codes[TV_X_TABLES];
-    tv_i64 x_int[TV_X_INTS];
+    tv_i64 x_int[TV_X_INTS];        /* n 0 with rows in the mask: every value 0 (push_int) */
     tv_u8 x_mask[TV_X_INTS];        /* 1: no int there (masked) */
     /* flow (s, f, t) events */
     tv_i64 f_ts;
@@ -90,6 +90,13 @@ int tv_scan_open(const uint8_t *p, size_t n, tv_result *out, size_t *closed_at);
  * document with msgspec. */
 int64_t tv_find_events(const uint8_t *p, size_t n);
 void tv_result_init(tv_result *out);
+/* The vectors' memory: a vector's ``v`` of ``cap`` bytes (its capacity) is freed with tv_free,
+ * whoever holds it last (the CPython module hands the columns' vectors to Python). */
+#ifndef TV_BIG_BYTES  /* the fuzzer builds with a page: its inputs' vectors then take that path too */
+#define TV_BIG_BYTES ((size_t)1 << 20)
+#endif
+void *tv_realloc(void *v, size_t used, size_t old_cap, size_t new_cap);
+void tv_free(void *v, size_t cap);
 /* 1 when the scanner's lookup tables agree with its field names (checked once at load) */
 int tv_check_tables(void);
 void tv_result_free(tv_result *out);

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+CODE_DTYPE = np.int32  # a column's codes once joined: the scanner's tables hold fewer than 2**31 values
+
 
 @dataclass
 class Codes:
-    """A factorized column: int64 ``codes`` (-1 = missing) into ``uniques``, which are
-    the distinct raw values in order of first appearance (what ``pd.factorize`` gives)."""
+    """A factorized column: integer ``codes`` (-1 = missing) into ``uniques``, which are
+    the distinct raw values in order of first appearance (what ``pd.factorize`` gives). The
+    reader's joined columns hold int32 codes (``CODE_DTYPE``): half the bytes of int64, and
+    pandas narrows them again for a categorical."""
 
     codes: np.ndarray
     uniques: list
@@ -82,24 +86,31 @@ class Factorizer:
 
     def finish(self) -> Codes:
         if not self.parts:
-            return Codes(np.empty(0, dtype=np.int64), [])
+            return Codes(np.empty(0, dtype=CODE_DTYPE), [])
         if len(self.parts) == 1:
-            codes, one = self.parts[0]
-            return Codes(codes.astype(np.int64), list(one))
+            codes, one = self.parts.pop()
+            return Codes(codes.astype(_code_dtype(len(one))), list(one))
         import pandas as pd
 
         every = [u for _, part in self.parts for u in part]
         glob, uniques = pd.factorize(np.fromiter(every, dtype=object, count=len(every)), use_na_sentinel=True)
-        out = np.empty(sum(len(codes) for codes, _ in self.parts), dtype=np.int64)
+        dtype = _code_dtype(len(uniques))
+        out = np.empty(sum(len(codes) for codes, _ in self.parts), dtype=dtype)
         at, base = 0, 0
         while self.parts:  # each part's codes freed once mapped: the peak is the result and one part
             codes, part = self.parts.pop(0)
-            remap = np.append(glob[base : base + len(part)], -1).astype(np.int64)  # code -1 picks the -1
+            remap = np.append(glob[base : base + len(part)], -1).astype(dtype)  # code -1 picks the -1
             # no temporary the size of the part; "wrap" sends code -1 to the -1 (and unlike "raise" is
             # not buffered); every other code is in range
             np.take(remap, codes, out=out[at : at + len(codes)], mode="wrap")
             at, base = at + len(codes), base + len(part)
         return Codes(out, list(uniques))
+
+
+def _code_dtype(n_uniques: int):
+    """``CODE_DTYPE``, or int64 for more distinct values than it holds (only msgspec's parts
+    can have them)."""
+    return CODE_DTYPE if n_uniques < np.iinfo(CODE_DTYPE).max else np.int64
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

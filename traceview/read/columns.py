@@ -243,16 +243,24 @@ def _join(key: str, got: list) -> np.ndarray | IntColumn:
 
 def drain(arrays: list, empty_dtype) -> np.ndarray:
     """``np.concatenate(arrays)``, emptying the list as it copies: a part is freed once copied
-    (where nothing else holds it), so the peak is the result and one part, not twice the data."""
+    (where nothing else holds it), so the peak is the result and one part, not twice the data.
+    Parts of zeros that hold no memory (``compiled.part_of``) are not copied: the result is
+    made of zeros then (``calloc``: pages untouched until written)."""
     if not arrays:
         return np.empty(0, dtype=empty_dtype)
-    out = np.empty(sum(map(len, arrays)), dtype=np.result_type(*arrays))
+    total, dtype = sum(map(len, arrays)), np.result_type(*arrays)
+    out = np.zeros(total, dtype) if any(map(_no_memory_zeros, arrays)) else np.empty(total, dtype)
     at = 0
     while arrays:
         part = arrays.pop(0)
-        out[at : at + len(part)] = part
+        if not _no_memory_zeros(part):
+            out[at : at + len(part)] = part
         at += len(part)
     return out
+
+
+def _no_memory_zeros(part: np.ndarray) -> bool:
+    return part.strides == (0,) and not part[:1].any()
 
 
 class RefusedChunk(Exception):

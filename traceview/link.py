@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -54,32 +54,52 @@ def nest(events: pd.DataFrame) -> pd.DataFrame:
     Returns a frame indexed like ``events`` rows that took part, with columns
     ``parent`` (events row, -1 for roots) and ``depth``.
     """
-    mask = events["role"].isin(CPU_NEST_ROLES).to_numpy() & (
-        events["ts_ns"].to_numpy() > np.iinfo(np.int64).min
-    )
-    rows = np.flatnonzero(mask)
-    if len(rows) == 0:
-        return pd.DataFrame({"parent": np.empty(0, np.int64), "depth": np.empty(0, np.int64)}, index=rows)
-    # numpy arrays taken at the rows, not a sub-frame: pandas' take of the categoricals cost more
-    start = events["ts_ns"].to_numpy()[rows]
-    end = start + np.maximum(events["dur_ns"].to_numpy()[rows], 0)
-    group = _thread_group(events["pid"].cat.codes.to_numpy()[rows], events["tid"].cat.codes.to_numpy()[rows])
-    prio = per_category(events["role"], lambda r: _ROLE_ORDER.get(r, -1), -1, np.int64)[rows]
-    key = _time_key(group, start, end)
-    if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
-        order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
-        depth = _depths(start[order], end[order], group[order])
-        parent_pos = parents_by_depth(depth)
-    else:
-        order = _order(key, end, prio)
-        ks = key[order]
-        depth, parent_pos = open_depths(ks, ks + (end - start)[order])
+    rows, order, parent_pos, depth = _nesting(events)
     parent = np.full(len(rows), -1, dtype=np.int64)
     has = parent_pos >= 0
     parent[order[has]] = rows[order[parent_pos[has]]]
     depth_out = np.empty(len(rows), dtype=np.int64)
     depth_out[order] = depth
     return pd.DataFrame({"parent": parent, "depth": depth_out}, index=rows)
+
+
+def parents(events: pd.DataFrame) -> np.ndarray:
+    """``nest``'s parents as one array over all events rows and one more, a last -1 (see
+    ``Ancestors``): -1 for a root and for every row that is no CPU span. What ``link`` reads,
+    without the frame, the depths or the copies ``nest`` makes for a caller."""
+    rows, order, parent_pos, _ = _nesting(events)
+    out = np.full(len(events) + 1, -1, dtype=np.int64)
+    has = parent_pos >= 0
+    out[rows[order[has]]] = rows[order[parent_pos[has]]]
+    return out
+
+
+def _nesting(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The CPU spans' events ``rows``, their sorted ``order`` (by thread, start, outer first),
+    and per sorted position its parent's sorted position (-1: none) and depth."""
+    role = events["role"]
+    nested = per_category(role, lambda r: r in CPU_NEST_ROLES, False, bool)  # on codes, not strings
+    rows = np.flatnonzero(nested & (events["ts_ns"].to_numpy() > np.iinfo(np.int64).min))
+    if len(rows) == 0:
+        return rows, rows, rows, rows
+    # numpy arrays taken at the rows, not a sub-frame: pandas' take of the categoricals cost more
+    start = events["ts_ns"].to_numpy()[rows]
+    end = start + np.maximum(events["dur_ns"].to_numpy()[rows], 0)
+    group = _thread_group(events["pid"].cat.codes.to_numpy()[rows], events["tid"].cat.codes.to_numpy()[rows])
+    prio_of = np.array([_ROLE_ORDER.get(r, -1) for r in role.cat.categories] + [-1], dtype=np.int64)
+    prio = prio_of[role.cat.codes.to_numpy()[rows]]  # code -1 reads the last, -1
+    key = _time_key(group, start, end)
+    if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
+        order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
+        depth = _depths(start[order], end[order], group[order])
+        return rows, order, parents_by_depth(depth), depth
+    order = _order(key, end, prio)
+    ks = key[order]
+    end_key = end[order]
+    end_key -= start[order]  # in place: one temporary fewer on 10^6 spans
+    end_key += ks
+    depth, parent_pos = open_depths(ks, end_key)
+    return rows, order, parent_pos, depth
 
 
 def _thread_group(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -218,7 +238,9 @@ def _unique_by(frame: pd.DataFrame, key: list) -> pd.DataFrame:
 class Ancestors:
     """Per events row: its parent span, and the innermost cpu_op, outermost cpu_op, innermost
     annotation and step span on its path to the root (itself included; -1: none), with each
-    row's step number. Found once per trace: the GPU activities and the op table both read it."""
+    row's step number. Found once per trace: the GPU activities and the op table both read it.
+    Each array has one more entry than there are events, a last -1, so that row -1 (none) reads
+    -1 by plain indexing: a lookup is one take, with no mask or clip around it."""
 
     parent: np.ndarray
     op: np.ndarray
@@ -228,37 +250,38 @@ class Ancestors:
     step_of: np.ndarray
 
 
-def ancestors(nesting: pd.DataFrame, events: pd.DataFrame) -> Ancestors:
+def _with_none(values: np.ndarray) -> np.ndarray:
+    """``values`` (int64) with a last -1: what row -1 reads."""
+    out = np.empty(len(values) + 1, dtype=np.int64)
+    out[:-1] = values
+    out[-1] = -1
+    return out
+
+
+def ancestors(parent: np.ndarray, events: pd.DataFrame) -> Ancestors:
     """The marked spans above every row, found for all spans at once (``trees``: one walk over
-    the forest each, compiled where built, else pointer jumping in log2(depth) passes)."""
-    parent = np.full(len(events), -1, dtype=np.int64)
-    parent[nesting.index.to_numpy()] = nesting["parent"].to_numpy()
-    is_op = (events["role"] == "cpu_op").to_numpy()  # compares codes, not strings
-    step_of = step_numbers(events["name"])
-    is_annot = (events["role"] == "annotation").to_numpy() & (step_of < 0)
+    the forest each, compiled where built, else pointer jumping in log2(depth) passes).
+    ``parent``: as ``parents`` gives it, with the last -1; the walks run over that one more
+    node too (a root, unmarked), so every array they return ends in -1 without a copy."""
+    role = events["role"]
+    is_op = np.append((role == "cpu_op").to_numpy(), False)  # compares codes, not strings
+    step_of = _with_none(step_numbers(events["name"]))
+    is_annot = np.append((role == "annotation").to_numpy(), False) & (step_of < 0)
     op, annotation = marked_walks(parent, "nearest", is_op, is_annot)
     top_op, step_span = marked_walks(parent, "farthest", is_op, step_of >= 0)
     return Ancestors(parent, op, top_op, annotation, step_span, step_of)
 
 
-def ancestry(rows: np.ndarray, anc: Ancestors) -> pd.DataFrame:
+def ancestry(rows: np.ndarray, anc: Ancestors) -> dict[str, np.ndarray]:
     """For each of ``rows`` (events rows, -1: none): the innermost and outermost cpu_op, the
     innermost annotation and the step above it (the row itself does not count)."""
-    up = np.where(rows >= 0, anc.parent[np.clip(rows, 0, None)], -1)
-    found = up >= 0
-
-    def at(table: np.ndarray) -> np.ndarray:
-        return np.where(found, table[np.clip(up, 0, None)], -1)
-
-    step_row = at(anc.step_span)
-    return pd.DataFrame(
-        {
-            "op_row": at(anc.op),
-            "top_op_row": at(anc.top_op),
-            "annotation_row": at(anc.annotation),
-            "step": np.where(step_row >= 0, anc.step_of[np.clip(step_row, 0, None)], -1),
-        }
-    )
+    up = anc.parent[rows]  # -1 (none) reads the last entry, -1
+    return {
+        "op_row": anc.op[up],
+        "top_op_row": anc.top_op[up],
+        "annotation_row": anc.annotation[up],
+        "step": anc.step_of[anc.step_span[up]],
+    }
 
 
 def steps_by_time(ts: np.ndarray, pid: pd.Categorical, steps: pd.DataFrame) -> np.ndarray:
@@ -323,7 +346,7 @@ def link(built: Built) -> Linked:
     launch, op and step, the op table, and the memory events to their op and step. ``built`` is
     read, not changed."""
     events, steps = built.events, built.steps
-    above = ancestors(nest(events), events)
+    above = ancestors(parents(events), events)
     launch, by_corr = launches(built.activities, events, built.flows)
     activities, by_ext = link_activities(built.activities.copy(deep=False), launch, events, above, steps)
     ops = ops_table(events, above, steps, activities, built.op_args)
@@ -355,7 +378,7 @@ def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[p
     """The activities with their op, step and launch columns, and how many found no op because
     their External id names several CPU ops."""
     anc = ancestry(launch, above)
-    op_row = anc["op_row"].to_numpy().copy()
+    op_row = anc["op_row"]  # a fresh array: filled in below
     ext_ids, ext_rows, ambiguous = _op_rows_by_external_id(events)
     need = op_row < 0
     unsure = 0
@@ -366,13 +389,11 @@ def link_activities(kernels, launch, events, above: Ancestors, steps) -> tuple[p
         op_row[np.flatnonzero(need)] = np.where(has_ext, sorted_lookup(ext_ids, ext_rows, ext), -1)
         unsure = int((has_ext & np.isin(ext, ambiguous)).sum())
     # no step above the launch: the step around the launch's start, in its process
-    step = _steps_where_missing(
-        anc["step"].to_numpy(), events["ts_ns"].to_numpy(), events["pid"].array, steps, launch
-    )
+    step = _steps_where_missing(anc["step"], events["ts_ns"].to_numpy(), events["pid"].array, steps, launch)
     names = events["name"]
     kernels["op"] = _names_at(names, op_row)
     kernels["top_op"] = _names_at(names, np.where(anc["top_op_row"] >= 0, anc["top_op_row"], op_row))
-    kernels["annotation"] = _names_at(names, anc["annotation_row"].to_numpy())
+    kernels["annotation"] = _names_at(names, anc["annotation_row"])
     kernels["step"] = _nullable(step)
     kernels["launch"] = launch
     kernels["op_event"] = op_row
@@ -421,34 +442,39 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
     texts row-aligned with ``events``), and the GPU activities it launched (self and inclusive)."""
     rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
     anc = ancestry(rows, above)
-    pos = np.full(len(events), -1, dtype=np.int64)
+    pos = np.full(len(events) + 1, -1, dtype=np.int64)  # events row -> ops row; row -1 reads -1
     pos[rows] = np.arange(len(rows))
-    parent = np.where(anc["op_row"] >= 0, pos[np.clip(anc["op_row"], 0, None)], -1)
-    ev = events[["name", "ts_ns", "dur_ns", "pid", "tid", "external_id"]].iloc[rows]
+    parent = pos[anc["op_row"]]
+    # numpy takes at the rows, not a sub-frame: pandas' take of the categoricals cost more
     ops = pd.DataFrame(
         {
-            "name": ev["name"].array,
-            "ts_ns": ev["ts_ns"].to_numpy(),
-            "dur_ns": ev["dur_ns"].to_numpy(),
-            "pid": ev["pid"].array,
-            "tid": ev["tid"].array,
+            "name": _names_at(events["name"], rows),  # only the names the ops use
+            "ts_ns": events["ts_ns"].to_numpy()[rows],
+            "dur_ns": events["dur_ns"].to_numpy()[rows],
+            "pid": _codes_at(events["pid"], rows),
+            "tid": _codes_at(events["tid"], rows),
             "depth": count_ancestors(parent),
             "parent": parent,
-            "external_id": ev["external_id"].array,
+            "external_id": events["external_id"].array[rows],
         },
         copy=False,  # fresh arrays, this frame's alone: not stacked into one block again
     )
-    ops["name"] = ops["name"].cat.remove_unused_categories()
     for name, texts in op_args.items():
         ops[name] = arg_texts_at(texts, rows)
-    ops["annotation"] = _names_at(events["name"], anc["annotation_row"].to_numpy())
-    step = _steps_where_missing(anc["step"].to_numpy(), ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
+    ops["annotation"] = _names_at(events["name"], anc["annotation_row"])
+    step = _steps_where_missing(anc["step"], ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
     ops["step"] = _nullable(step)
     ops["event"] = rows
     ops["chain"] = op_chains(ops)
     ops["self_ns"] = _self_ns(ops)
     _gpu_totals(ops, pos, kernels)
     return ops
+
+
+def _codes_at(col: pd.Series, rows: np.ndarray) -> pd.Categorical:
+    """A categorical column at ``rows``, with all its categories: a take of its codes."""
+    dtype = cast(pd.CategoricalDtype, col.dtype)
+    return pd.Categorical.from_codes(col.cat.codes.to_numpy()[rows], dtype=dtype, validate=False)
 
 
 def op_chains(ops: pd.DataFrame) -> pd.Categorical:
@@ -510,8 +536,7 @@ def _self_ns(ops: pd.DataFrame) -> np.ndarray:
 def _gpu_totals(ops: pd.DataFrame, pos: np.ndarray, kernels: pd.DataFrame) -> None:
     """Self and inclusive GPU activity counts and time per op, up the op tree."""
     n = len(ops)
-    op_event = kernels["op_event"].to_numpy()
-    owner = np.where(op_event >= 0, pos[np.clip(op_event, 0, None)], -1)
+    owner = pos[kernels["op_event"].to_numpy()]  # pos: events row -> ops row, with row -1 reading -1
     dur = np.clip(kernels["dur_ns"].to_numpy(), 0, None)
     linked = owner >= 0
     ops["n_kernels_self"] = np.bincount(owner[linked], minlength=n).astype(np.int64)

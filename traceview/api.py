@@ -122,6 +122,8 @@ def _command(f: F) -> F:
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         bound = sig.bind(*args, **kwargs)
+        if spec.takes == "runs":  # a file is no run: ``compare --run`` says the same (issue 37)
+            _runs_are_folders([bound.arguments[p.name] for p in own if p.default is p.empty])
         if spec.refuse:
             named = {n for rule in spec.refuse for n in rule.names}
             given = {n for n, v in bound.arguments.items() if n in named and v != sig.parameters[n].default}
@@ -147,6 +149,16 @@ def _facts(name: str, args: dict[str, Any]) -> dict[str, Any]:
     if name in ("summary", "compare"):  # a Run given is a run
         return {"run": args["run"] or isinstance(args.get("trace", args.get("traces")), Run)}
     return {}
+
+
+def _runs_are_folders(runs: list) -> None:
+    """Each path given as a run names a folder (a run given as a list of files, or a Run, is one);
+    else one line, the same as ``compare --run`` on a file says."""
+    from .errors import TraceviewError
+
+    for x in (x for r in runs for x in (r if isinstance(r, (list, tuple)) else [r])):
+        if isinstance(x, (str, os.PathLike)) and not os.path.isdir(x):
+            raise TraceviewError(f"{as_text(os.fspath(x))}: {NOT_A_RUN}")
 
 
 def _is_folder(x: object) -> bool:
@@ -354,11 +366,6 @@ def compare_runs(
 
     s, load = _parts(kw)
     items = list(runs)
-    for x in items:  # a file is no run: ``compare --run`` says the same (issue 37)
-        if isinstance(x, (str, os.PathLike)) and not os.path.isdir(x):
-            from .errors import TraceviewError
-
-            raise TraceviewError(f"{as_text(x)}: {NOT_A_RUN}")
     labels = run_labels(items)
     paths = [os.path.abspath(x) if isinstance(x, (str, os.PathLike)) else None for x in items]
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:

@@ -67,16 +67,16 @@ def _frame(df: pd.DataFrame) -> pd.DataFrame:
             if c != "metric" and _counted(str(c)):
                 out[c] = [_value(str(m), v) for m, v in zip(df["metric"].astype(str), df[c], strict=True)]
         return out
-    out = {}
+    cols = {}
     for c in df.columns:
         s = df[c]
         if s.dtype.kind == "f" and _counted(str(c)) and _whole(s.to_numpy(dtype=float)):
             s = s.astype("Int64")
-        out[c] = s
-    return pd.DataFrame(out, index=df.index)
+        cols[c] = s
+    return pd.DataFrame(cols, index=df.index)
 
 
 def _value(key: str, value):
     if isinstance(value, (float, np.floating)) and _counted(key) and float(value).is_integer():
-        return int(value) if abs(value) < 2**53 else value
+        return int(value) if abs(float(value)) < 2**53 else value
     return value

@@ -41,12 +41,15 @@ def gpu_class(acts: pd.DataFrame) -> np.ndarray:
 
 def gpu_states(acts: pd.DataFrame) -> dict:
     """span, busy and the four exclusive states of these activities, in ns."""
+    every = iv.spans(acts)
     cls = gpu_class(acts)
-    comp, comm, every = (
-        iv.spans(acts[cls == "computation"]),
-        iv.spans(acts[cls == "communication"]),
-        iv.spans(acts),
-    )
+    return states_of(every, cls == "computation", cls == "communication")
+
+
+def states_of(every: iv.Spans, is_comp: np.ndarray, is_comm: np.ndarray) -> dict:
+    """``gpu_states`` of activities given as their spans and class masks (one definition for a
+    frame and for the slices of one, e.g. a rank's steps)."""
+    comp, comm = (every[0][is_comp], every[1][is_comp]), (every[0][is_comm], every[1][is_comm])
     span, busy = iv.extent(every), iv.length(every)
     computation = iv.length(comp)
     comp_or_comm = iv.length(iv.join(comp, comm))

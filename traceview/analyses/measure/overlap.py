@@ -7,6 +7,7 @@ in exact ns (classes as in ``gpu_breakdown``). This is HTA's ``get_comm_comp_ove
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from . import intervals as iv
@@ -16,7 +17,12 @@ from .gpu_breakdown import gpu_class
 def overlap(acts: pd.DataFrame) -> dict:
     """communication_busy_ns, overlapped_ns and overlap_pct of these activities."""
     cls = gpu_class(acts)
-    comm, comp = iv.spans(acts[cls == "communication"]), iv.spans(acts[cls == "computation"])
+    return overlap_of(iv.spans(acts), cls == "computation", cls == "communication")
+
+
+def overlap_of(every: iv.Spans, is_comp: np.ndarray, is_comm: np.ndarray) -> dict:
+    """``overlap`` of activities given as their spans and class masks."""
+    comm, comp = (every[0][is_comm], every[1][is_comm]), (every[0][is_comp], every[1][is_comp])
     busy = iv.length(comm)
     hidden = iv.overlap(comm, comp)
     return {

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ...run import rank_info
+from ..measure import intervals as iv
 from ..measure.exposed import exposed
-from ..measure.gpu_breakdown import categories, category_time, gpu_class, gpu_states
-from ..measure.overlap import overlap
+from ..measure.gpu_breakdown import categories, category_time, gpu_class, gpu_states, states_of
+from ..measure.overlap import overlap, overlap_of
 from ..measure.registry import metrics_of, parts
 from ..measure.stream_idle import launch_times, stream_idle
 from ..select.region import Selection, region
@@ -42,13 +43,28 @@ def gpu_metrics(acts: pd.DataFrame) -> dict:
 
 
 def step_gpu_metrics(trace) -> pd.DataFrame:
-    """One row per ProfilerStep: step, cpu_step_ns, then ``gpu_metrics`` of the activities launched in it."""
+    """One row per ProfilerStep: step, cpu_step_ns, then ``gpu_metrics`` of the activities launched in it.
+
+    The activities' spans and classes are worked out once and cut per step from one sort by step
+    (a rank has hundreds of steps: cutting the frame per step was most of ``ranks``' time)."""
     acts = trace.kernels
     step_of = acts["step"].fillna(-1).to_numpy(dtype=np.int64) if len(acts) else np.empty(0, np.int64)
-    rows = [
-        {"step": int(s.step), "cpu_step_ns": int(s.dur_ns), **gpu_metrics(acts[step_of == s.step])}
-        for s in trace.steps.itertuples(index=False)
-    ]
+    order = np.argsort(step_of, kind="stable")
+    starts, ends = iv.spans(acts)
+    starts, ends, step_of = starts[order], ends[order], step_of[order]
+    cls = gpu_class(acts)[order] if len(acts) else np.empty(0, dtype=object)
+    comp, comm = cls == "computation", cls == "communication"
+    steps = trace.steps
+    lo = np.searchsorted(step_of, steps["step"].to_numpy(dtype=np.int64), side="left")
+    hi = np.searchsorted(step_of, steps["step"].to_numpy(dtype=np.int64), side="right")
+    rows = []
+    for s, dur, a, b in zip(
+        steps["step"].tolist(), steps["dur_ns"].tolist(), lo.tolist(), hi.tolist(), strict=True
+    ):
+        every, c, m = (starts[a:b], ends[a:b]), comp[a:b], comm[a:b]
+        rows.append(
+            {"step": int(s), "cpu_step_ns": int(dur), **states_of(every, c, m), **overlap_of(every, c, m)}
+        )
     cols = ["step", "cpu_step_ns", *gpu_metrics(acts.iloc[:0]).keys()]
     return pd.DataFrame(rows, columns=cols)
 

@@ -26,6 +26,7 @@ import traceview.api as tv
 from traceview import cache
 from traceview.analyses.measure import groups
 from traceview.analyses.measure import intervals as iv
+from traceview.analyses.measure.efficiency import _kernel_work, kernel_work
 from traceview.analyses.measure.exposed import exposed, gpu_layers, host_layers, windows
 from traceview.analyses.measure.work import has_shapes, op_work, trace_work
 from traceview.analyses.select.region import _matching_activities, region
@@ -119,19 +120,23 @@ def test_lengths_within_windows_equal_clipped_unions():
 
 
 def _with_shapes() -> Path:
-    for p in sorted(SAMPLES.glob("*.json.gz")):
+    """A trace recorded with shapes: the corpus's HTA control trace (GPU kernels too), else a sample."""
+    for p in [CORPUS / CONTROL, *sorted(SAMPLES.glob("*.json.gz"))]:
+        if not p.is_file():
+            continue
         if has_shapes(tv_load.load(p, cache=False).ops):
             return p
     pytest.skip("no sample trace recorded with shapes")
 
 
 @pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
-def test_op_work_is_kept_in_the_cache_entry_and_read_back_exactly(tmp_path):
+def test_op_and_kernel_work_are_kept_in_the_cache_entry_and_read_back_exactly(tmp_path):
     path = _with_shapes()
     first = tv_load.load(path, cache=tmp_path)
     made = trace_work(first)
     kept = sorted(p.name for p in tmp_path.glob("*/derived-*"))
     assert len(kept) == 2 and kept[0].endswith("op_work.arrow") and kept[1].endswith("op_work.json")
+    per_kernel = kernel_work(first)
     again = tv_load.load(path, cache=tmp_path)
     assert again.cached
     read = trace_work(again)
@@ -139,6 +144,8 @@ def test_op_work_is_kept_in_the_cache_entry_and_read_back_exactly(tmp_path):
     pd.testing.assert_frame_equal(read, made)
     for col in read.columns:  # missing values as they were made (None stays None)
         assert [x is None for x in read[col]] == [x is None for x in made[col]]
+    pd.testing.assert_frame_equal(kernel_work(again), per_kernel)  # read back too
+    pd.testing.assert_frame_equal(kernel_work(again), _kernel_work(again))
 
 
 @pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")

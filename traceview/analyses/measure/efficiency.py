@@ -35,6 +35,7 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from ... import cache
 from ...devices import trace_device
 from ...model import list_codes
 from ..select.region import Region
@@ -72,7 +73,7 @@ LATENCY_PCT = 20.0
 def kernel_work(trace) -> pd.DataFrame:
     """Per GPU activity of ``trace.kernels`` (same index): ``owner`` (ops row, -1: none),
     the FLOPs and bytes it is given, its op's precision and whether it is a ``helper``."""
-    return memo(trace, "kernel_work", _kernel_work)
+    return memo(trace, "kernel_work", lambda t: cache.derived_frame(t, "kernel_work", _kernel_work))
 
 
 def _kernel_work(trace) -> pd.DataFrame:

@@ -197,13 +197,20 @@ def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
 
 def host_layers(events: pd.DataFrame) -> list:
     """(cause, spans) of the host causes, in priority order, from the CPU ops and runtime calls."""
-    host = events[events["role"].isin(HOST_ROLES).to_numpy()]
-    codes, values = texts(host["name"])
+    host = events["role"].isin(HOST_ROLES).to_numpy(dtype=bool)  # three columns read, no frame copied
+    codes, values = texts(events["name"])
+    codes = codes[host]
+    starts = events["ts_ns"].to_numpy(dtype=np.int64)[host]
+    ends = starts + events["dur_ns"].to_numpy(dtype=np.int64)[host].clip(0)
     h = rules().host
     named = pd.Series(values[:-1], dtype=object)  # each distinct name tried once
     sync = np.append(named.str.contains(h.sync, regex=True).to_numpy(dtype=bool), False)[codes]
     loader = np.append(named.str.contains(h.data_loader, regex=True).to_numpy(dtype=bool), False)[codes]
-    return [(SYNC, iv.spans(host[sync])), (LOADER, iv.spans(host[loader])), (LAUNCH, iv.spans(host))]
+    return [
+        (SYNC, (starts[sync], ends[sync])),
+        (LOADER, (starts[loader], ends[loader])),
+        (LAUNCH, (starts, ends)),
+    ]
 
 
 def split_windows(layers: list, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:

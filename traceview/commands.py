@@ -73,6 +73,12 @@ class Command:
     select: tuple[str, ...] = SELECT
     devices: bool = True
     refuse: tuple[Refuse, ...] = ()
+    argument: str | None = None  # the command line's name for its inputs, where not the kind's
+
+    def arguments(self) -> tuple[tuple[str, bool], ...]:
+        """The command line's arguments: (name, several) for each, from the input kind."""
+        found = ARGUMENTS[self.takes]
+        return found if self.argument is None else ((self.argument, found[0][1]),)
 
     def refused(self, values: Mapping[str, object], given: set[str]) -> tuple[list[str], str] | None:
         """The first rule broken by the options ``given`` (names) with these ``values`` (the
@@ -83,6 +89,15 @@ class Command:
                 return hit, rule.why
         return None
 
+
+#: each input kind's arguments on the command line: (name, several)
+ARGUMENTS = {
+    "trace": (("trace", False),),
+    "traces": (("traces", True),),
+    "pair": (("a", False), ("b", False)),
+    "run": (("paths", True),),
+    "runs": (("runs", True),),
+}
 
 _DASK = ("workers", "scheduler")
 _NOT_A_RUN = "{workers} and {scheduler} spread a run's rank files over Dask: give {run=True}"
@@ -159,7 +174,7 @@ COMMANDS = {
                 Refuse(("depth", "min_pct", "form"), "a flame graph is the whole tree", "export"),
             ),
         ),
-        Command("check", "traces", devices=False),
+        Command("check", "traces", devices=False, argument="candidate"),
         Command("assert_check", "traces", devices=False),  # API only: check for a test
         Command("report", "traces"),
         Command("annotate", "trace", select=(), devices=False),

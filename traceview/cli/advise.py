@@ -9,7 +9,6 @@ from .group import main
 
 
 @main.command()
-@click.argument("trace")
 @click.option(
     "--min-pct",
     type=click.FloatRange(0, 100),

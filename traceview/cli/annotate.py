@@ -12,7 +12,6 @@ from .group import main
 
 
 @main.command()
-@click.argument("trace")
 @click.option(
     "-o",
     "--output",

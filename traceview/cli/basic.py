@@ -20,7 +20,6 @@ from .group import main
 
 
 @main.command()
-@click.argument("traces", nargs=-1, required=True)
 @format_option
 @command_options("summary")
 @recursive_option
@@ -49,7 +48,6 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
 
 
 @main.command()
-@click.argument("trace")
 @format_option
 @command_options("kernels")
 @click.option("--unclassified", is_flag=True, help="List only the names no classification rule matched.")

@@ -52,7 +52,6 @@ class _Runs(click.Option):
 
 
 @main.command()
-@click.argument("candidate", nargs=-1, required=True)
 @click.option(
     "--baseline",
     cls=_Runs,

@@ -116,15 +116,20 @@ def select_options(f=None, *, only: tuple[str, ...] = SELECT):
 
 
 def command_options(name: str):
-    """The options of command ``name``'s spec (``traceview.commands.COMMANDS``): the selections it
-    applies, the load options, and ``--devices`` where it shows efficiency."""
+    """The arguments and options of command ``name``'s spec (``traceview.commands.COMMANDS``): its
+    inputs (one trace, several, two), the selections it applies, the load options, and
+    ``--devices`` where it shows efficiency."""
     spec = COMMANDS[name]
 
     def apply(f):
         if spec.devices:
             f = devices_option(f)
         f = load_options(f)
-        return select_options(f, only=spec.select) if spec.select else f
+        if spec.select:
+            f = select_options(f, only=spec.select)
+        for arg, several in reversed(spec.arguments()):  # the first outermost: click lists it first
+            f = click.argument(arg, nargs=-1, required=True)(f) if several else click.argument(arg)(f)
+        return f
 
     return apply
 

@@ -39,8 +39,6 @@ top_option = click.option(
 
 
 @main.command()
-@click.argument("a")
-@click.argument("b")
 @format_option
 @command_options("diff")
 @click.option(
@@ -73,7 +71,6 @@ def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
 
 
 @main.command()
-@click.argument("traces", nargs=-1, required=True)
 @click.option(
     "--baseline",
     default=None,
@@ -121,7 +118,6 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
 
 
 @main.command()
-@click.argument("trace")
 @click.option(
     "--plot",
     "plot",

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import click
-
 from .common import command_options, emit, format_option, friendly, say
 from .group import main
 
 
 @main.command()
-@click.argument("trace")
 @format_option
 @command_options("exposed")
 @friendly

@@ -11,7 +11,6 @@ ANALYSES = ("temporal", "idle", "kernels", "launch")
 
 
 @main.command()
-@click.argument("trace")
 @format_option
 @command_options("hta")
 @click.option(

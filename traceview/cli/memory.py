@@ -11,7 +11,6 @@ from .group import main
 
 
 @main.command()
-@click.argument("trace")
 @click.option(
     "--plot",
     "plot",

@@ -31,7 +31,6 @@ def progress_line():
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True)
 @format_option
 @command_options("ranks")
 @recursive_option

@@ -11,7 +11,6 @@ from .group import main
 
 
 @main.command()
-@click.argument("traces", nargs=-1, required=True)
 @click.option(
     "-o",
     "--output",

@@ -78,7 +78,6 @@ def stacks_format_option(f):
 
 
 @main.command()
-@click.argument("trace")
 @click.option(
     "--by",
     type=click.Choice(["frame", "module", "line"]),

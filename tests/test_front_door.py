@@ -364,3 +364,33 @@ def test_the_cli_offers_the_options_of_the_spec():
         spec, offered = COMMANDS[name], {p.name for p in command.params}
         assert offered & set(SELECT) == set(spec.select), name
         assert ("devices" in offered) == spec.devices, name
+
+
+#: CLI options whose default the CLI decides from elsewhere: stacks' --form from --format
+DEFAULT_FROM_ELSEWHERE = {("stacks", "form")}
+
+
+@pytest.mark.parametrize("command", commands(), ids=lambda c: c.name)
+def test_every_option_has_the_api_default(command):
+    """An option left out means the same in both: the CLI's default is the API keyword's (so ``diff``
+    keeps 20 rows in both, and ``--no-ns-rounding`` off is ``ns_rounding=True``)."""
+    params = inspect.signature(getattr(api, command.name)).parameters
+    flipped = {"no_ns_rounding": "ns_rounding"}  # a flag that turns the keyword off
+    from traceview.cli.common import _load_options
+    from traceview.commands import LOAD
+
+    assert _load_options() == tv.LoadOptions()  # the load options the CLI builds when none is given
+    ctx = click.Context(command)
+    for p in command.params:
+        name = flipped.get(p.name, p.name)
+        if not isinstance(p, click.Option) or p.required or name not in params:
+            continue
+        if (command.name, name) in DEFAULT_FROM_ELSEWHERE or name in LOAD:  # LoadOptions: above
+            continue
+        default = p.get_default(ctx)
+        default = (not default) if p.name in flipped else default
+        if p.multiple:  # none given is an empty tuple in both
+            default = tuple(default) if isinstance(default, (list, tuple)) else ()
+        expected = params[name].default
+        same = default == expected or (p.multiple and default == () and expected is None)  # check --baseline
+        assert same, (command.name, p.name, default, expected)

@@ -250,8 +250,10 @@ def _malformed(tmp_path: Path) -> Path:
         ["check"],
         ["compare"],
         ["diff", N],
+        ["ranks"],
+        ["summary", "--run"],
     ],
-    ids=lambda c: c[0],
+    ids=lambda c: " ".join(c[:2]) if c[-1] == "--run" else c[0],
 )
 def test_every_command_says_the_load_warning_on_stderr(tmp_path, command):
     path = _malformed(tmp_path)

@@ -298,7 +298,7 @@ def _run(x: Traces | Run, skip_bad: bool, recursive: bool, opts: LoadOptions) ->
     return x if isinstance(x, Run) else _load_run(x, skip_bad=skip_bad, recursive=recursive, **opts.kwargs())
 
 
-def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool, **kw: Any) -> list:
+def _results(items: list, s: Selection | None, load: Loader, *, work: bool, **kw: Any) -> list:
     """Each run's RankResults (a folder, paths or a loaded ``Run``): every rank file of every run by
     ``scale.run_results``, one load each, serially or on Dask (``kw``); a ``Run`` by the same
     per-rank function on its loaded traces."""
@@ -307,7 +307,10 @@ def _results(items: list, s: Selection | None, opts: LoadOptions, *, work: bool,
     from .scale import run_results
 
     paths = [x for x in items if not isinstance(x, Run)]
-    done = iter(run_results(paths, s, work=work, **kw, **opts.kwargs()) if paths else [])
+    loaded = run_results(paths, s, work=work, **kw, **load.options.kwargs()) if paths else []
+    for res in loaded:  # each rank's load warnings, said as a trace's are (a worker cannot say them)
+        load.say([f"warning: {w}" for r in res.ranks.values() for w in r.warnings])
+    done = iter(loaded)
     return [of_run(x, s, work=work) if isinstance(x, Run) else next(done) for x in items]
 
 
@@ -330,7 +333,7 @@ def summary_run(
     folder = paths if isinstance(paths, (str, os.PathLike)) else None
     label = as_text(os.path.basename(os.path.normpath(folder))) if folder is not None else None
     dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    return run_summary(_results([paths], s, load.options, work=False, **dask)[0], label=label)
+    return run_summary(_results([paths], s, load, work=False, **dask)[0], label=label)
 
 
 def run_labels(items: Sequence[Traces | Run]) -> list[str]:
@@ -371,7 +374,7 @@ def compare_runs(
     if isinstance(baseline, (str, os.PathLike)) and os.path.abspath(baseline) in paths:
         baseline = paths.index(os.path.abspath(baseline))
     dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    done = _results(items, s, load.options, work=True, **dask)
+    done = _results(items, s, load, work=True, **dask)
     return run_compare(list(zip(labels, done, strict=True)), baseline=baseline)
 
 
@@ -874,7 +877,7 @@ def ranks(
 
     _, load = _parts(kw)
     dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad, "recursive": recursive}
-    return ranks_of(_results([paths], None, load.options, work=True, progress=progress, **dask)[0])
+    return ranks_of(_results([paths], None, load, work=True, progress=progress, **dask)[0])
 
 
 @_command
@@ -894,8 +897,6 @@ def diff_runs(
     _, load = _parts(kw)
     runs = [r for r in (a, b) if not isinstance(r, Report)]
     dask = {"workers": workers, "scheduler": scheduler, "skip_bad": skip_bad}
-    done = iter(
-        _results(runs, None, load.options, work=True, **dask) if runs else []
-    )  # both runs in one gather
+    done = iter(_results(runs, None, load, work=True, **dask) if runs else [])  # both runs in one gather
     ra, rb = (r if isinstance(r, Report) else ranks_of(next(done)) for r in (a, b))
     return run_diff(ra, rb)

@@ -239,14 +239,6 @@ def same_options(t: Trace, opts: LoadOptions) -> Trace:
     return t
 
 
-def load_traces(
-    items: Traces, options: LoadOptions, *, recursive: bool = False, on_warning: Warn | None = None
-) -> tuple[list[Trace], list[str]]:
-    """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in place;
-    and the folder files passed over as not profiler traces."""
-    return Loader(options, on_warning).many(items, recursive=recursive)
-
-
 @_command
 def summary(
     trace: Traces | Run,

@@ -86,6 +86,14 @@ class Options(LoadKeywords, total=False):
     sel: Selection | None
 
 
+class MemoryOptions(LoadKeywords, total=False):
+    """``memory``'s keywords: its events belong to no annotation, stream or kind (COMMANDS["memory"])."""
+
+    step: int | None
+    device: int | None
+    sel: Selection | None
+
+
 #: the keywords whose default is not None
 _DEFAULTS: dict[str, Any] = {"salvage": False, "max_bytes": DEFAULT_MAX_BYTES, "max_ratio": DEFAULT_MAX_RATIO}
 
@@ -204,7 +212,7 @@ class Loader:
         return loaded, skipped
 
 
-def _parts(given: Options | LoadKeywords) -> tuple[Selection | None, Loader]:
+def _parts(given: Options | MemoryOptions | LoadKeywords) -> tuple[Selection | None, Loader]:
     """The selection and the loader of a function's keywords: ``sel=`` or the selection keywords,
     ``options=`` or the load keywords; both of a pair is an error."""
     kw: dict[str, Any] = dict(given)
@@ -569,7 +577,7 @@ def memory(
     *,
     timeline: bool = False,
     plot: PathLike | None = None,
-    **kw: Unpack[Options],
+    **kw: Unpack[MemoryOptions],
 ) -> Report:
     """Allocations from the trace's ``[memory]`` events (``profile_memory=True``), per device: the
     peak and the op at it (``devices``), what is alive at the peak by allocating op

@@ -25,17 +25,17 @@ from hypothesis import strategies as st
 from test_compiled_decoder import EVENT, FUZZ, PLAIN, SPACE, STRINGS, VALUES, needs_build
 
 import traceview as tv
-from traceview.read import chunks, compiled, direct, read
+from traceview.read import chunks, compiled, direct, read, strategies
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((ROOT / "sample_traces").glob("*.json.gz"))
 
 
 def _taken(monkeypatch) -> list:
-    """What each call of the direct path returned (for a plain file, then for a gzip file's
-    inflated text): True where it decoded the events itself."""
+    """What each call of the direct path returned (a plain file's, a gzip file's stream, then
+    its whole inflated text): True where it decoded the events itself."""
     calls: list = []
-    for name in ("read_direct", "read_held"):
+    for name in ("read_direct", "read_gzip", "read_held"):
         real = getattr(direct, name)
 
         def spied(*args, real=real):
@@ -73,7 +73,16 @@ def _write(tmp_path: Path, text: str | bytes, name: str = "t.json", gz: bool = F
     return path
 
 
-both = pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+both = pytest.mark.parametrize("gz", [False, True, "held"], ids=["plain", "gzip", "gzip-held"])
+
+
+@pytest.fixture(autouse=True)
+def _gzip_held(request, monkeypatch):
+    """``gz="held"``: a gzip file read from its whole inflated text (``read_held``), as where its
+    stream is declined: the stream's strategy taken out."""
+    if getattr(request.node, "callspec", None) and request.node.callspec.params.get("gz") == "held":
+        without = tuple(s for s in strategies.STRATEGIES if s is not strategies.from_gzip_stream)
+        monkeypatch.setattr(strategies, "STRATEGIES", without)
 
 
 @needs_build
@@ -231,6 +240,27 @@ def test_the_text_is_never_held_whole(monkeypatch, tmp_path):
         held = peak()
     # 1.37x the text against 2.2x (these events are short: their columns weigh more than the text)
     assert direct_peak < held - 0.5 * len(text), (direct_peak / len(text), held / len(text))
+
+
+@needs_build
+def test_a_gzip_text_is_never_held_whole(monkeypatch, tmp_path):
+    """A gzip file scanned as it inflates (``read_gzip``): its peak is the columns', not the
+    whole inflated text and the columns together, as where the stream is declined."""
+    text = json.dumps({"traceEvents": _events(200_000, lambda i: f"aten::some_long_operator_name_{i % 50}")})
+    packed = _write(tmp_path, text, gz=True)
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 1 << 20)
+    monkeypatch.setenv("TRACEVIEW_WORKERS", "2")
+    calls = _taken(monkeypatch)
+    with decoders.decoder(compiled.COMPILED):
+        streamed = decoders.read_peak(packed, 200_000)
+        assert calls == [False, True]  # read_direct declines a gzip file, read_gzip takes it
+        without = tuple(s for s in strategies.STRATEGIES if s is not strategies.from_gzip_stream)
+        monkeypatch.setattr(strategies, "STRATEGIES", without)
+        held = decoders.read_peak(packed, 200_000)
+    assert streamed < held - 0.5 * len(text), (
+        streamed / len(text),
+        held / len(text),
+    )  # here 1.14x against 1.60x
 
 
 # ------------------------------------------------------------ generated documents

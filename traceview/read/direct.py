@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import os
 import stat
+import zlib
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
@@ -30,7 +33,7 @@ from ..limits import memory_cap
 from . import chunks, compiled
 from .columns import EventColumns, decode_chunk, gc_paused, on_threads
 from .document import meta_of
-from .source import CHANGED, GZIP_MAGIC, file_stamp, os_errors, read_into
+from .source import CHANGED, GZIP_MAGIC, file_stamp, inflated_pieces, os_errors, read_into
 
 try:
     from ._cscan import find_events, scan_open  # type: ignore[import-not-found]
@@ -40,6 +43,7 @@ except ImportError:  # not built: compiled.available() is false and this path is
 HEAD_BYTES = 1 << 20  # traceEvents must open within this much of the file (Kineto: a few KB)
 WINDOW = 1 << 16  # bytes read at a time to find a cut
 _FAILED = object()  # a chunk neither the scanner nor msgspec took
+Decoded = tuple[dict, EventColumns, int]  # metadata, event columns, size of the text
 
 
 def read_direct(fd: int, path: str, max_bytes: int) -> tuple[dict, EventColumns, int] | None:
@@ -58,6 +62,32 @@ def read_direct(fd: int, path: str, max_bytes: int) -> tuple[dict, EventColumns,
         got = _decode(_FileText(fd, before.st_size, path), path)
         if file_stamp(os.fstat(fd)) != file_stamp(before):
             raise TraceReadError(path, CHANGED)
+        return got
+
+
+def read_gzip(
+    fh, path: str, max_bytes: int, max_ratio: float | None
+) -> tuple[dict, EventColumns, int] | None:
+    """``read_direct`` for a gzip file (``fh`` unbuffered, at its start), its text scanned as it
+    is inflated and never held whole: chunks are cut from the inflated pieces and scanned on
+    threads while the next ones inflate. None where this path is not sure (any problem with
+    the stream or the text: the serial path, from the file's start again, says what it is).
+    Raises TraceReadError if the file changes while it is read."""
+    if not compiled.available():
+        return None
+    with os_errors(path):
+        fd = fh.fileno()
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode) or os.pread(fd, 2, 0) != GZIP_MAGIC:
+            return None
+        try:
+            got = _Stream(inflated_pieces(fh, path, max_bytes, max_ratio), path).decode()
+        except (TraceReadError, zlib.error):
+            got = None
+        if file_stamp(os.fstat(fd)) != file_stamp(before):
+            raise TraceReadError(path, CHANGED)
+        if got is None:
+            fh.seek(0)
         return got
 
 
@@ -199,3 +229,114 @@ def _meta(outside: bytes, at: int, path: str) -> dict | None:
         return meta_of(top, path)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, KeyError, TraceReadError):
         return None
+
+
+class _Stream:
+    """The events of an inflating text, chunk by chunk: ``buf`` holds the text from offset
+    ``base`` on, up to what is inflated so far."""
+
+    def __init__(self, pieces, path: str):
+        self.pieces, self.path = pieces, path
+        self.buf, self.base = bytearray(), 0
+
+    def more(self) -> bool:
+        piece = next(self.pieces, None)
+        if piece is None:
+            return False
+        self.buf += piece
+        return True
+
+    def decode(self) -> tuple[dict, EventColumns, int] | None:
+        while len(self.buf) < HEAD_BYTES and self.more():
+            pass
+        head = bytes(self.buf[:HEAD_BYTES])
+        at = find_events(head) if head[:2] != GZIP_MAGIC else -1
+        if at < 0:
+            return None
+        threads = compiled.threads_for(1 << 20)
+        with gc_paused(), ThreadPoolExecutor(threads) as pool:
+            done = self._scan(pool, threads, at + 1)
+        if done is None:
+            return None
+        parts, tail = done
+        while self.more():  # the rest of the stream: checked whole, and the document's tail
+            pass
+        tail += self.buf
+        meta = _meta(head[:at] + b"[]" + bytes(tail), at, self.path)
+        if meta is None:
+            return None
+        size = self.base + len(self.buf)
+        self.buf = bytearray()
+        return meta, compiled.merge(parts), size
+
+    def _scan(self, pool, threads: int, lo: int) -> tuple[list, bytearray] | None:
+        """The parts of the chunks up to the one that holds the array's ``]``, and the text
+        after it that was cut into chunks (the rest is in ``buf``); None where a chunk failed
+        or none holds the end. At most a chunk per thread and one more wait their turn: the
+        text is never held whole."""
+        parts: list = []
+        pending: deque = deque()  # (future, chunk's text, its offset, the text up to the next one)
+        for chunk, start, sep in self._chunks(lo):
+            pending.append((pool.submit(_chunk, chunk, 0, len(chunk), start, self.path), chunk, start, sep))
+            while len(pending) > threads + 1 or (pending and pending[0][0].done()):
+                got = _take(pending, parts)
+                if got is not None:
+                    return got or None
+        while pending:
+            got = _take(pending, parts)
+            if got is not None:
+                return got or None
+        return None
+
+    def _chunks(self, lo: int):
+        """(text, offset, separator after it) of each chunk from ``lo``, cut as ``_bounds``
+        cuts; the last one runs to the end of the text. What is yielded is out of ``buf``."""
+        step = chunks.CHUNK_BYTES  # read now, not imported: tests shrink it
+        while (cut := self._cut(lo + step)) is not None:
+            with memoryview(self.buf) as view:  # one copy of the chunk, not two
+                chunk = bytes(view[lo - self.base : cut[0] - self.base])
+                sep = bytes(view[cut[0] - self.base : cut[1] - self.base])
+            del self.buf[: cut[1] - self.base]  # a bytearray's front goes cheaply
+            start, self.base, lo = lo, cut[1], cut[1]
+            yield chunk, start, sep
+        while self.more():
+            pass
+        last = bytes(self.buf[lo - self.base :])
+        self.base, self.buf = lo + len(last), bytearray()
+        yield last, lo, b""
+
+    def _cut(self, pos: int) -> tuple[int, int] | None:
+        """``chunks.next_cut`` at or after ``pos`` in the text, inflating more as needed."""
+        while self.base + len(self.buf) < pos + WINDOW and self.more():
+            pass
+        search = pos
+        while True:
+            at = search - self.base
+            found = chunks.next_cut(self.buf, at) if at < len(self.buf) else None
+            if found is not None:
+                return self.base + found[0], self.base + found[1]
+            last = self.buf.rfind(b"}", max(0, at))
+            if last >= 0:
+                search = self.base + last  # a cut that spans what is inflated so far starts there
+            if not self.more():
+                return None
+
+
+def _take(pending: deque, parts: list):
+    """The oldest chunk's result into ``parts``: None to go on; (parts, the text after the
+    array's end that was cut into chunks) where it holds the end; () where it failed."""
+    future, chunk, start, sep = pending.popleft()
+    part, by_c, end = future.result()
+    if part is _FAILED:
+        return ()
+    parts.append((part, by_c))
+    if end < 0:
+        return None
+    tail = bytearray(chunk[end - start + 1 :])
+    tail += sep
+    for other, text, _, other_sep in pending:  # cut after the array's end: the document's tail
+        other.cancel()
+        tail += text
+        tail += other_sep
+    pending.clear()
+    return parts, tail

@@ -26,6 +26,7 @@ DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap
 DEFAULT_MAX_RATIO = 200  # decompressed / compressed bytes; ~6x the worst real trace seen
 RATIO_FLOOR = 64 << 20  # less output than this is never refused for its ratio: it costs little
 INFLATE_STEP = 16 << 20  # most output one decompress call makes, so every check runs often
+STREAM_STEP = 1 << 20  # the same, where the text is consumed as it is inflated (inflated_pieces)
 GUARD_STEP = 256 << 20  # output between two looks at available memory
 READ_CHUNK = 1 << 22
 SPACES = re.compile(rb"[ \t\n\r\x0b\x0c]*")  # what bytes.strip() strips: JSON's spaces and \v \f
@@ -219,17 +220,19 @@ class _Inflater:
     """Decompresses gzip members one after another into ``out``, in steps of at most
     ``INFLATE_STEP`` bytes, enforcing the size cap, the memory guard and the ratio after each."""
 
-    def __init__(self, path: str, max_bytes: int, max_ratio: float | None):
+    def __init__(self, path: str, max_bytes: int, max_ratio: float | None, step: int = INFLATE_STEP):
         self.path, self.max_bytes, self.max_ratio = path, max_bytes, max_ratio
+        self.step = step
         self.cap = _guard_cap(max_bytes, 0)
         self.out = bytearray()
+        self.total = 0  # bytes inflated so far: ``out`` holds them all unless a streaming reader took some
         self.decomp = zlib.decompressobj(wbits=31)
         self.consumed = 0  # compressed bytes inflated so far: the ratio's base, where a cut is reported
         self.full = False  # the last step filled its room: output may be pending without input
 
     def feed(self, chunk: bytes) -> bytes:
         """Inflate one step of ``chunk``; return what is left of it."""
-        room = min(self.cap + 1 - len(self.out), INFLATE_STEP)
+        room = min(self.cap + 1 - self.total, self.step)
         before = len(self.out)
         saved = self.decomp.copy()  # the state before this step, to find the damage if zlib refuses it
         try:
@@ -241,12 +244,14 @@ class _Inflater:
             raise
         left = self.decomp.unused_data if self.decomp.eof else self.decomp.unconsumed_tail
         self.consumed += len(chunk) - len(left)  # bytes after a member's end are the next member's
-        self.full = len(self.out) - before == room
-        self._check(before)
+        made = len(self.out) - before
+        self.full = made == room
+        self.total += made
+        self._check(self.total - made)
         return self.decomp.unconsumed_tail
 
     def _check(self, before: int) -> None:
-        n = len(self.out)
+        n = self.total
         if n > self.max_bytes:
             raise TraceReadError(self.path, over_cap("decompresses to more than", self.max_bytes))
         # the ratio before the memory guard: for a bomb it is the cause, and the clearer message
@@ -328,16 +333,39 @@ def _gunzip(fh, head: bytes, path: str, inflater: _Inflater, salvage: bool) -> D
 
 
 def _inflate_all(fh, head: bytes, inflater: _Inflater) -> None:
+    for _ in _inflate_steps(fh, head, inflater):
+        pass
+
+
+def _inflate_steps(fh, head: bytes, inflater: _Inflater):
+    """Inflate the whole stream into ``inflater.out``, yielding after each step (a streaming
+    reader may take what is in ``out`` then)."""
     chunk = head + fh.read(READ_CHUNK)
     while chunk:
         # a step that filled its room may leave output inside zlib with no input left: go on
         while chunk or (inflater.full and not inflater.decomp.eof):
             chunk = inflater.feed(chunk)
+            yield
             if inflater.decomp.eof:
                 chunk = inflater.next_member(fh, chunk)
                 if not chunk:
                     return  # end of file: the empty-text check still applies
         chunk = fh.read(READ_CHUNK)
+
+
+def inflated_pieces(fh, path: str, max_bytes: int, max_ratio: float | None):
+    """A gzip file's text (``fh`` at its start) in pieces of ``STREAM_STEP`` bytes as it is
+    inflated, with the checks ``read_source`` makes (size cap, memory guard, ratio), so that a
+    reader holds only what it keeps. Raises TraceReadError (its figures are this stepping's:
+    a reader that must say what is wrong reads the file again with ``read_source``), or
+    zlib.error for a corrupt stream; a stream cut short ends in a TraceReadError."""
+    inflater = _Inflater(path, max_bytes, max_ratio, STREAM_STEP)
+    for _ in _inflate_steps(fh, _read_head(fh, 2), inflater):
+        if inflater.out:
+            piece, inflater.out = inflater.out, bytearray()
+            yield piece
+    if not inflater.decomp.eof:
+        raise TraceReadError(path, "truncated gzip file")
 
 
 def _human(n: float) -> str:

@@ -6,17 +6,20 @@ not apply or is not sure; then the next one runs. First to last:
 
 1. ``from_file``: the compiled scanner on a plain file's chunks, read where they are needed
    (``direct.read_direct``): the text is never held whole.
-2. ``from_inflated``: the same on a gzip file's inflated text (``direct.read_held``).
-3. ``compiled_chunks``: the document split by msgspec, its events text scanned by the
+2. ``from_gzip_stream``: the same on a gzip file's text as it is inflated, chunk by chunk:
+   never held whole either (``direct.read_gzip``).
+3. ``from_inflated``: the same on a gzip file's whole inflated text (``direct.read_held``),
+   where the stream was declined.
+4. ``compiled_chunks``: the document split by msgspec, its events text scanned by the
    compiled scanner on threads (``compiled``; chunks read again from the file where they lie
    in one, so that the text is let go first).
-4. ``msgspec_processes``: msgspec on forked worker processes (``parallel``).
-5. ``msgspec_fast_cut``: msgspec chunk by chunk, cut at ``},{``.
-6. ``msgspec_checked``: msgspec, cut only between events found by a full parse: it never
+5. ``msgspec_processes``: msgspec on forked worker processes (``parallel``).
+6. ``msgspec_fast_cut``: msgspec chunk by chunk, cut at ``},{``.
+7. ``msgspec_checked``: msgspec, cut only between events found by a full parse: it never
    declines, and says what is wrong with a text that is not valid JSON.
 
-Every strategy gives identical columns (tests/decoders.py compares the first three with the
-last three on every fuzz case). Where one finds a chunk msgspec refuses (``RefusedChunk``:
+Every strategy gives identical columns (tests/decoders.py compares the compiled ones with
+msgspec's on every fuzz case). Where one finds a chunk msgspec refuses (``RefusedChunk``:
 the JSON is bad, or a fast cut fell inside a string), no other cut at ``},{`` can do better:
 the checked decoder runs next. A plain file read by 1 never reaches the others; the
 compiled strategies are skipped where the extension is not built or is turned off.
@@ -94,6 +97,13 @@ def from_file(r: Reading) -> EventColumns | None:
     return _whole(r, got)
 
 
+def from_gzip_stream(r: Reading) -> EventColumns | None:
+    """A gzip file, scanned as it inflates: its text is never held whole."""
+    if r.salvage or r.source is not None:
+        return None
+    return _whole(r, direct.read_gzip(r.fh, r.path, r.max_bytes, r.max_ratio))
+
+
 def from_inflated(r: Reading) -> EventColumns | None:
     """A plain file's text was declined by ``from_file`` already; a salvaged one is cut."""
     if r.salvage or not compiled.available():
@@ -136,6 +146,7 @@ Strategy = Callable[[Reading], EventColumns | None]
 #: in order; looked up at call time (tests take some out)
 STRATEGIES: tuple[Strategy, ...] = (
     from_file,
+    from_gzip_stream,
     from_inflated,
     compiled_chunks,
     msgspec_processes,

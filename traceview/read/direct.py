@@ -78,7 +78,11 @@ def read_gzip(
     with os_errors(path):
         fd = fh.fileno()
         before = os.fstat(fd)
-        if not stat.S_ISREG(before.st_mode) or os.pread(fd, 2, 0) != GZIP_MAGIC:
+        if not stat.S_ISREG(before.st_mode):
+            return None
+        magic = fh.read(2)
+        fh.seek(0)
+        if magic != GZIP_MAGIC:
             return None
         try:
             got = _Stream(inflated_pieces(fh, path, max_bytes, max_ratio), path).decode()

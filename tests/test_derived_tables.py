@@ -164,3 +164,28 @@ def test_a_trace_loaded_without_the_cache_writes_no_table(tmp_path, monkeypatch)
     monkeypatch.setenv("TRACEVIEW_CACHE_DIR", str(tmp_path))
     trace_work(tv_load.load(SAMPLES / "naive.json.gz", cache=False))
     assert not list(tmp_path.glob("**/derived-*"))
+
+
+@needs_corpus
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_a_warm_diff_and_summary_say_what_the_cold_ones_say(tmp_path):
+    """From a cache entry holding the kept tables (op and kernel work, per-kernel groups, the exposed
+    split, kernel efficiency), with a step and a stream selection too."""
+
+    def reports(cache_arg):
+        a = tv_load.load(CORPUS / CONTROL, cache=cache_arg)
+        b = tv_load.load(CORPUS / TEST, cache=cache_arg)
+        step = int(a.steps["step"].iloc[-1])
+        return [
+            _json(tv.diff(a, b)),
+            _json(tv.summary(b)),
+            _json(tv.exposed(a, step=step)),
+            _json(tv.summary(a, stream=int(a.kernels["stream"].dropna().iloc[0]))),
+        ]
+
+    cold = reports(False)
+    assert reports(tmp_path) == cold  # the first load stores the entries and the kept tables
+    kept = [p.name for p in tmp_path.glob("*/derived-*.json")]
+    for what in ("-op_work.", "-kernel_work.", "-kernel_efficiency.", "-by_kernel-", "-exposed-"):
+        assert any(what in n for n in kept), (what, kept)
+    assert reports(tmp_path) == cold  # read back

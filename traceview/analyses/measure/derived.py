@@ -9,11 +9,14 @@ A derived table is never changed by its readers: each is handed out as it was ma
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from ... import cache
 
 if TYPE_CHECKING:  # for the annotations only
     from ..select.region import Region
@@ -43,6 +46,17 @@ def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> An
     if got is None or got[0] is not r.activities or got[1] is not r.ops:
         got = held[key] = (r.activities, r.ops, make(r))
     return got[2]
+
+
+def kept_for_region(r: Region, what: str, make: Callable[[Region], pd.DataFrame]) -> pd.DataFrame:
+    """``of_region``, and for the trace's own region of a selection (the one ``region`` cut) also
+    kept in the trace's cache entry (``cache.derived_frame``), so a warm run reads it back. A
+    region built by hand is never served a kept table."""
+    own = tables_of(r.trace).get(("region", r.selection))
+    if own is None or own.activities is not r.activities or own.ops is not r.ops:
+        return of_region(r, what, make)
+    name = f"{what}-{hashlib.sha256(repr(r.selection).encode()).hexdigest()[:16]}"
+    return of_region(r, what, lambda r: cache.derived_frame(r.trace, name, lambda _: make(r)))
 
 
 # ------------------------------------------------------------------ text columns by their codes

@@ -139,8 +139,16 @@ def kernel_efficiency(trace, activities: pd.DataFrame | None = None) -> pd.DataF
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
     Region's; default all), indexed like it. Empty where the trace has no shapes. Every column is
     a function of its own row, so the whole trace's table is worked out once and cut."""
-    every = memo(trace, "kernel_efficiency", lambda t: _kernel_efficiency(t, t.kernels))
+    every = memo(trace, "kernel_efficiency", _every_kernel_efficiency)
     return every if activities is None else every.loc[activities.index]
+
+
+def _every_kernel_efficiency(trace) -> pd.DataFrame:
+    """Of every GPU activity; kept in a cached trace's entry where its peaks are the built-in
+    device table's (a user's table, ``devices=``, is a file the entry's key does not cover)."""
+    if getattr(trace, "devices", None) is not None:
+        return _kernel_efficiency(trace, trace.kernels)
+    return cache.derived_frame(trace, "kernel_efficiency", lambda t: _kernel_efficiency(t, t.kernels))
 
 
 def _kernel_efficiency(trace, k: pd.DataFrame) -> pd.DataFrame:

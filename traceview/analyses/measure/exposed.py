@@ -39,7 +39,7 @@ from ...report import Report
 from ...units import human_ns
 from ..select.region import Region, Selection, _matching_activities, annotation_spans, region
 from . import intervals as iv
-from .derived import is_text, of_region, texts
+from .derived import is_text, kept_for_region, of_region, texts
 from .gpu_breakdown import gpu_class
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "exposed.toml"
@@ -86,23 +86,36 @@ class Exposed:
 
 
 def exposed(r: Region) -> Exposed:
-    """The split of every window of region ``r`` (worked out once per trace and selection)."""
-    e, note = of_region(r, "exposed", _exposed)
+    """The split of every window of region ``r`` (worked out once per trace and selection, and
+    kept in a cached trace's entry)."""
+    steps = kept_for_region(r, "exposed", _steps)
+    note = of_region(r, "exposed_note", _note)
     if note:  # said on every call, as a region's notes are its own
         r.notes.append(note)
-    return e
+    return Exposed(steps, [str(c) for c in steps.columns[3:-1]])
 
 
-def _exposed(r: Region) -> tuple[Exposed, str]:
-    trace, sel = r.trace, r.selection
-    acts = _matching_activities(trace, Selection(device=sel.device, stream=sel.stream, kind=sel.kind))
+def _note(r: Region) -> str:
+    acts = _selected(r)
     devices = int(acts["device"].nunique()) if len(acts) else 0  # NA is no device
-    note = ""
-    if devices > 1:  # said, not hidden: the split is then of the devices' union
-        note = (
-            f"{trace.label}: exposed time counts the GPU activities of {devices} devices as one GPU "
-            "(an instant is busy when any runs); --device N splits one"
-        )
+    if devices <= 1:
+        return ""
+    # said, not hidden: the split is then of the devices' union
+    return (
+        f"{r.trace.label}: exposed time counts the GPU activities of {devices} devices as one GPU "
+        "(an instant is busy when any runs); --device N splits one"
+    )
+
+
+def _selected(r: Region) -> pd.DataFrame:
+    """The GPU activities of the selection's device, stream and kind, wherever they were launched."""
+    sel = r.selection
+    return _matching_activities(r.trace, Selection(device=sel.device, stream=sel.stream, kind=sel.kind))
+
+
+def _steps(r: Region) -> pd.DataFrame:
+    trace, sel = r.trace, r.selection
+    acts = _selected(r)
     layers, hidden_pair = gpu_layers(acts)
     if sel.stream is not None or sel.kind is not None:
         # the device's work that --stream/--kind left out still runs: it is not idle time
@@ -113,14 +126,13 @@ def _exposed(r: Region) -> tuple[Exposed, str]:
     cols = ["step", "start_ns", "wall_ns", *causes, HIDDEN]
     wins = windows(r, acts)
     if not wins:
-        return Exposed(_empty(cols), causes), note
+        return _empty(cols)
     step, lo, hi = (np.array(x, dtype=np.int64) for x in zip(*wins, strict=True))
     split = split_windows(layers, lo, hi)
     comm, comp = hidden_pair
     hidden = iv.lengths_within(comm, lo, hi) + iv.lengths_within(comp, lo, hi)
     hidden -= iv.lengths_within(iv.join(comm, comp), lo, hi)
-    steps = pd.DataFrame(dict(zip(cols, [step, lo, hi - lo, *split, hidden], strict=True)))
-    return Exposed(steps, causes), note
+    return pd.DataFrame(dict(zip(cols, [step, lo, hi - lo, *split, hidden], strict=True)))
 
 
 def cause_column(cause: str) -> str:

@@ -18,7 +18,7 @@ from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
 from .completeness import GRAPH_REPLAY, graph_replays
-from .derived import of_region, texts
+from .derived import kept_for_region, texts
 from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
@@ -79,7 +79,7 @@ def kernel_key_codes(k: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def by_kernel(r: Region) -> pd.DataFrame:
     """Per normalised kernel name: count and time per step, category, an example name, launching chain.
     Worked out once per trace and selection; each call gets its own copy."""
-    return of_region(r, "by_kernel", _by_kernel).copy()
+    return kept_for_region(r, "by_kernel", _by_kernel).copy()
 
 
 def _by_kernel(r: Region) -> pd.DataFrame:

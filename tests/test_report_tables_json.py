@@ -75,3 +75,34 @@ def test_a_per_step_mean_keeps_its_decimals_and_whole_floats_are_integers():
     rows = json.loads(render_json(Report("x", "t", tables={"t": frame})))["tables"]["t"]
     assert rows == [{"n": 2, "x_ns": 0.5, "x_pct": 50.0}, {"n": 3, "x_ns": 1.0, "x_pct": 25.0}]
     assert [type(v) for v in rows[0].values()] == [int, float, float]
+
+
+def test_csv_writes_the_numbers_json_writes():
+    """CSV and JSON follow one rule (render/raw.py): a diff's per-step means keep their decimals in
+    both, whole floats are integers in both; read back with the csv module, every numeric cell of
+    every table equals the JSON's."""
+    import csv
+    import io
+
+    from traceview.render.csvout import render_csv
+
+    report = tv.diff(A, B, cache=False)
+    doc = json.loads(render_json(report))
+    rows = list(csv.DictReader(io.StringIO(render_csv(report))))
+    checked = fractional = 0
+    for name, records in doc["tables"].items():
+        mine = [r for r in rows if r["table"] == name]
+        assert len(mine) == len(records), name
+        for rec, row in zip(records, mine, strict=True):
+            for col, v in rec.items():
+                if isinstance(v, bool) or not isinstance(v, numbers.Number):
+                    continue
+                assert float(row[col]) == v and ("." in row[col]) == isinstance(v, float), (
+                    name,
+                    col,
+                    row[col],
+                    v,
+                )
+                checked += 1
+                fractional += isinstance(v, float) and not float(v).is_integer()
+    assert checked > 20 and fractional > 0  # the test sees decimals, not only integers

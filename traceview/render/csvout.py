@@ -54,10 +54,19 @@ def _frame(report, table: str | None = None) -> pd.DataFrame:
             "value": [v if not isinstance(v, (list, dict)) else str(v) for v in report.info.values()],
         }
     )
-    frames = [info] + [df.assign(table=name)[["table", *df.columns]] for name, df in report.tables.items()]
+    frames = [info] + [
+        _cells(df).assign(table=name)[["table", *df.columns]] for name, df in report.tables.items()
+    ]
     if report.kind in FINDING_OBJECTS and report.findings:  # the sentences, as JSON has them
         frames.append(pd.DataFrame({"table": "findings", "text": [str(f) for f in report.findings]}))
     return pd.concat(frames, ignore_index=True)
+
+
+def _cells(df: pd.DataFrame) -> pd.DataFrame:
+    """Integer columns as Python ints: stacked under another table's float column of the same name,
+    they would be written 0.0 where JSON writes 0."""
+    ints = [c for c in df.columns if str(df[c].dtype) == "Int64"]
+    return df.astype({c: object for c in ints}) if ints else df
 
 
 def _to_csv(df: pd.DataFrame) -> str:

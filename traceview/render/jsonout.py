@@ -9,14 +9,10 @@ document too, of schema ``traceview.reports`` with the Report documents, in orde
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
-import numpy as np
-import pandas as pd
-
 from ..report import SCHEMA_VERSION, report_to_dict
-from .cells import is_pct, is_ratio
+from .raw import raw_report
 
 EXTENSIONS = (".json",)
 BINARY = False
@@ -43,40 +39,6 @@ def _dump(doc: dict) -> str:
 
 
 def json_report(report):
-    """A copy of ``report`` whose whole floats are integers; every value as the Report holds it."""
-    return dataclasses.replace(
-        report,
-        tables={n: _frame(df) for n, df in report.tables.items()},
-        info={k: _value(str(k), v) for k, v in report.info.items()},
-    )
-
-
-def _counted(name: str) -> bool:
-    return not is_pct(name) and not is_ratio(name)  # a percentage or ratio stays a float
-
-
-def _whole(v: np.ndarray) -> bool:
-    v = v[~np.isnan(v)]
-    return bool(len(v)) and bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < 2**53))
-
-
-def _frame(df: pd.DataFrame) -> pd.DataFrame:
-    if "metric" in df.columns:  # diff's overview: each row is its own metric
-        out = df.astype({c: object for c in df.columns if c != "metric" and _counted(str(c))})
-        for c in out.columns:
-            if c != "metric" and _counted(str(c)):
-                out[c] = [_value(str(m), v) for m, v in zip(df["metric"].astype(str), df[c], strict=True)]
-        return out
-    cols = {}
-    for c in df.columns:
-        s = df[c]
-        if s.dtype.kind == "f" and _counted(str(c)) and _whole(s.to_numpy(dtype=float)):
-            s = s.astype("Int64")
-        cols[c] = s
-    return pd.DataFrame(cols, index=df.index)
-
-
-def _value(key: str, value):
-    if isinstance(value, (float, np.floating)) and _counted(key) and float(value).is_integer():
-        return int(value) if abs(float(value)) < 2**53 else value
-    return value
+    """A copy of ``report`` whose whole floats are integers; every value as the Report holds it (the
+    rule CSV follows too: ``raw.raw_report``)."""
+    return raw_report(report)

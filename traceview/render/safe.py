@@ -54,7 +54,7 @@ def _visible_frame(df: pd.DataFrame) -> pd.DataFrame:
         return out
     out = out.copy()
     for c in text_cols:  # report tables are aggregates (a few hundred rows), not event tables
-        out[c] = [visible(v) if isinstance(v, str) else v for v in out[c]]
+        out[c] = pd.Series([visible(v) if isinstance(v, str) else v for v in out[c]], out.index, dtype=object)
     return out
 
 
@@ -108,7 +108,10 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
     if text_cols:
         out = out.copy()
         for c in text_cols:
-            out[c] = [defused(v) if isinstance(v, str) else v for v in out[c]]
+            # object kept: a list of ints and NaN would be read back as floats (0 written as 0.0)
+            out[c] = pd.Series(
+                [defused(v) if isinstance(v, str) else v for v in out[c]], out.index, dtype=object
+            )
     return out
 
 

@@ -5,7 +5,7 @@ Several reports (``summary A B``) are one CSV with one header: each report's row
 above, after a leading ``report`` column holding its label (the trace's label, else its
 path, else its title; a label met twice gets `` (N)``, its position), the columns the
 union of theirs, empty where a report has no such column.
-Numbers are raw (:mod:`.raw`): integer ns, integer counts. Text is made safe
+Numbers are those JSON writes (:mod:`.raw`): the Report's own, whole floats as integers. Text is made safe
 (:func:`.safe.csv_frame`): controls escaped, a cell that would start a spreadsheet
 formula prefixed with ``'``; numbers stay numbers."""
 

@@ -126,7 +126,7 @@ def test_compare_run_tie_names_no_run_twice(tmp_path):
     env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
     res = CliRunner().invoke(main, ["compare", "--run", *map(str, runs), "--format", "json"], env=env)
     assert res.exit_code == 0, res.output
-    first = json.loads(res.output)["findings"][0]["text"]
+    first = json.loads(res.stdout)["findings"][0]["text"]
     assert first.startswith("every run takes the same GPU time per step over its ranks ("), first
 
 

@@ -79,17 +79,13 @@ def load_devices(path: str | None = None) -> tuple[Device, ...]:
     """The built-in table, with the devices of ``path`` (a TOML file) first: a user's device
     replaces a built-in one of the same name and is tried before the rest. A file that can't
     be read, isn't TOML, or has an unknown or malformed field raises a one-line TraceviewError.
-    The file is parsed again whenever it changed (its size, mtime or inode): an edited file is
-    never answered from an earlier reading (issue 37)."""
+    The file is read at every call (a few lines of TOML; a handful of calls per analysis): no
+    cache keyed by its name can answer an edited file from an earlier reading (issue 37)."""
     base = _builtin()
     if path is None:
         return base
-    try:
-        st = os.stat(path)
-        stamp: tuple = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    except OSError:
-        stamp = ()  # schema.read says what is wrong with it, in one line
-    user = _user_devices(os.fspath(path), stamp)
+    p = os.fspath(path)
+    user = _parse(schema.read(p, "device table"), p)
     names = {d.name for d in user}
     return user + tuple(d for d in base if d.name not in names)
 
@@ -97,12 +93,6 @@ def load_devices(path: str | None = None) -> tuple[Device, ...]:
 @functools.lru_cache(maxsize=1)
 def _builtin() -> tuple[Device, ...]:
     return _parse(schema.read(DEVICES_PATH, "device table"), str(DEVICES_PATH))
-
-
-@functools.lru_cache(maxsize=8)
-def _user_devices(path: str, stamp: tuple) -> tuple[Device, ...]:
-    """A user's table, keyed by what identifies its content (``stamp``), not by its name alone."""
-    return _parse(schema.read(path, "device table"), path)
 
 
 def find_device(name: str | None, sms: int | None = None, path: str | None = None) -> Device | None:

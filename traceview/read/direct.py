@@ -33,7 +33,7 @@ from ..limits import memory_cap
 from . import chunks, compiled
 from .columns import EventColumns, decode_chunk, gc_paused, on_threads
 from .document import meta_of
-from .source import CHANGED, GZIP_MAGIC, file_stamp, inflated_pieces, os_errors, read_into
+from .source import CHANGED, GZIP_MAGIC, STREAM_STEP, file_stamp, inflated_pieces, os_errors, read_into
 
 try:
     from ._cscan import find_events, scan_open  # type: ignore[import-not-found]
@@ -236,24 +236,43 @@ def _meta(outside: bytes, at: int, path: str) -> dict | None:
 
 
 class _Stream:
-    """The events of an inflating text, chunk by chunk: ``buf`` holds the text from offset
-    ``base`` on, up to what is inflated so far."""
+    """The events of an inflating text, chunk by chunk: ``buf[:fill]`` holds the text from
+    offset ``base`` on, up to what is inflated so far. A chunk is scanned in the buffer it was
+    inflated into, the text after it copied into a buffer the scanner is done with (``spare``):
+    the same few buffers are filled again and again (fresh pages for every chunk, and a copy of
+    each, cost more than the scan)."""
 
     def __init__(self, pieces, path: str):
         self.pieces, self.path = pieces, path
-        self.buf, self.base = bytearray(), 0
+        self.spare: list = []
+        self.buf, self.fill, self.base = self._spare(0), 0, 0
+
+    def _spare(self, n: int) -> bytearray:
+        """A buffer of at least ``n`` bytes (grown as it is filled, up to a chunk's room)."""
+        for k, buf in enumerate(self.spare):
+            if len(buf) >= n:
+                return self.spare.pop(k)
+        return bytearray(max(n, STREAM_STEP))
 
     def more(self) -> bool:
         piece = next(self.pieces, None)
         if piece is None:
             return False
-        self.buf += piece
+        end = self.fill + len(piece)
+        if end > len(self.buf):  # doubled, up to the room of a chunk and what follows its cut
+            step = chunks.CHUNK_BYTES  # read now, not imported: tests shrink it
+            room = step + step // 8 + WINDOW + STREAM_STEP
+            grown = bytearray(max(end + end // 8, min(2 * len(self.buf), room)))
+            grown[: self.fill] = memoryview(self.buf)[: self.fill]
+            self.buf = grown
+        self.buf[self.fill : end] = piece  # as long as the slice: in place
+        self.fill = end
         return True
 
-    def decode(self) -> tuple[dict, EventColumns, int] | None:
-        while len(self.buf) < HEAD_BYTES and self.more():
+    def decode(self) -> Decoded | None:
+        while self.fill < HEAD_BYTES and self.more():
             pass
-        head = bytes(self.buf[:HEAD_BYTES])
+        head = bytes(self.buf[: min(self.fill, HEAD_BYTES)])
         at = find_events(head) if head[:2] != GZIP_MAGIC else -1
         if at < 0:
             return None
@@ -265,82 +284,81 @@ class _Stream:
         parts, tail = done
         while self.more():  # the rest of the stream: checked whole, and the document's tail
             pass
-        tail += self.buf
+        tail += memoryview(self.buf)[: self.fill]
         meta = _meta(head[:at] + b"[]" + bytes(tail), at, self.path)
         if meta is None:
             return None
-        size = self.base + len(self.buf)
-        self.buf = bytearray()
+        size = self.base + self.fill
+        self.buf = self.spare = None  # type: ignore[assignment]
         return meta, compiled.merge(parts), size
 
     def _scan(self, pool, threads: int, lo: int) -> tuple[list, bytearray] | None:
         """The parts of the chunks up to the one that holds the array's ``]``, and the text
         after it that was cut into chunks (the rest is in ``buf``); None where a chunk failed
-        or none holds the end. At most a chunk per thread and one more wait their turn: the
-        text is never held whole."""
+        or none holds the end. At most a chunk per thread is scanned or waits while the next
+        one inflates: the text is never held whole."""
         parts: list = []
-        pending: deque = deque()  # (future, chunk's text, its offset, the text up to the next one)
-        for chunk, start, sep in self._chunks(lo):
-            pending.append((pool.submit(_chunk, chunk, 0, len(chunk), start, self.path), chunk, start, sep))
-            while len(pending) > threads + 1 or (pending and pending[0][0].done()):
-                got = _take(pending, parts)
+        pending: deque = deque()  # (future, buffer, the chunk's bounds in it, its offset, separator)
+        for buf, a, b, start, sep in self._chunks(lo):
+            pending.append((pool.submit(_chunk, buf, a, b, start, self.path), buf, a, b, start, sep))
+            while len(pending) > threads or (pending and pending[0][0].done()):
+                got = self._take(pending, parts)
                 if got is not None:
                     return got or None
         while pending:
-            got = _take(pending, parts)
+            got = self._take(pending, parts)
             if got is not None:
                 return got or None
         return None
 
     def _chunks(self, lo: int):
-        """(text, offset, separator after it) of each chunk from ``lo``, cut as ``_bounds``
-        cuts; the last one runs to the end of the text. What is yielded is out of ``buf``."""
-        step = chunks.CHUNK_BYTES  # read now, not imported: tests shrink it
+        """(buffer, start and stop in it, offset in the text, separator after it) of each
+        chunk from ``lo``, cut as ``_bounds`` cuts; the last one runs to the end of the text."""
+        step = chunks.CHUNK_BYTES
         while (cut := self._cut(lo + step)) is not None:
-            with memoryview(self.buf) as view:  # one copy of the chunk, not two
-                chunk = bytes(view[lo - self.base : cut[0] - self.base])
-                sep = bytes(view[cut[0] - self.base : cut[1] - self.base])
-            del self.buf[: cut[1] - self.base]  # a bytearray's front goes cheaply
-            start, self.base, lo = lo, cut[1], cut[1]
-            yield chunk, start, sep
+            a, b, c = lo - self.base, cut[0] - self.base, cut[1] - self.base
+            chunk, self.buf = self.buf, self._spare(self.fill - c)
+            self.buf[: self.fill - c] = memoryview(chunk)[c : self.fill]
+            start, self.fill, self.base, lo = lo, self.fill - c, cut[1], cut[1]
+            yield chunk, a, b, start, bytes(chunk[b:c])
         while self.more():
             pass
-        last = bytes(self.buf[lo - self.base :])
-        self.base, self.buf = lo + len(last), bytearray()
-        yield last, lo, b""
+        chunk, a, b = self.buf, lo - self.base, self.fill
+        self.buf, self.fill, self.base = bytearray(), 0, self.base + self.fill
+        yield chunk, a, b, lo, b""
 
     def _cut(self, pos: int) -> tuple[int, int] | None:
         """``chunks.next_cut`` at or after ``pos`` in the text, inflating more as needed."""
-        while self.base + len(self.buf) < pos + WINDOW and self.more():
+        while self.base + self.fill < pos + WINDOW and self.more():
             pass
         search = pos
         while True:
             at = search - self.base
-            found = chunks.next_cut(self.buf, at) if at < len(self.buf) else None
+            found = chunks.next_cut(memoryview(self.buf)[: self.fill], at) if at < self.fill else None
             if found is not None:
                 return self.base + found[0], self.base + found[1]
-            last = self.buf.rfind(b"}", max(0, at))
+            last = self.buf.rfind(b"}", max(0, at), self.fill)
             if last >= 0:
                 search = self.base + last  # a cut that spans what is inflated so far starts there
             if not self.more():
                 return None
 
-
-def _take(pending: deque, parts: list):
-    """The oldest chunk's result into ``parts``: None to go on; (parts, the text after the
-    array's end that was cut into chunks) where it holds the end; () where it failed."""
-    future, chunk, start, sep = pending.popleft()
-    part, by_c, end = future.result()
-    if part is _FAILED:
-        return ()
-    parts.append((part, by_c))
-    if end < 0:
-        return None
-    tail = bytearray(chunk[end - start + 1 :])
-    tail += sep
-    for other, text, _, other_sep in pending:  # cut after the array's end: the document's tail
-        other.cancel()
-        tail += text
-        tail += other_sep
-    pending.clear()
-    return parts, tail
+    def _take(self, pending: deque, parts: list):
+        """The oldest chunk's result into ``parts``: None to go on; (parts, the text after the
+        array's end that was cut into chunks) where it holds the end; () where it failed."""
+        future, buf, a, b, start, sep = pending.popleft()
+        part, by_c, end = future.result()
+        if part is _FAILED:
+            return ()
+        parts.append((part, by_c))
+        if end < 0:
+            self.spare.append(buf)  # the scanner is done with it
+            return None
+        tail = bytearray(buf[end - start + a + 1 : b])
+        tail += sep
+        for other, text, c, d, _, other_sep in pending:  # cut after the array's end: the document's tail
+            other.cancel()
+            tail += memoryview(text)[c:d]
+            tail += other_sep
+        pending.clear()
+        return parts, tail

@@ -64,7 +64,8 @@ def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
             # the entry holds what the trace is; this load's options and notes make this Trace
-            return replace(hit, warnings=hit.warnings + notes, cached=True, **held)
+            # derived={}: tables worked out under other options (devices) must not follow
+            return replace(hit, warnings=hit.warnings + notes, cached=True, derived={}, **held)
     try:
         trace = _load_uncached(path, held, max_bytes=max_bytes, max_ratio=max_ratio)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError

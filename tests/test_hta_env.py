@@ -65,3 +65,19 @@ def test_threads_each_parse_under_their_own_setting():
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_hta_05_parser_is_answered_for_the_parse_and_restored():
+    """HTA 0.5 has no HTAEnvOptions: its parser asks ``env_options.disable_ns_rounding()`` at each
+    parse. The bridge answers that function for the parse and puts HTA's own back (no environment
+    variable). Runs where HTA 0.5 is installed (benchmarks' HTA venv); skipped under 0.6+."""
+    env_options = pytest.importorskip("hta.configs.env_options")
+    if hasattr(env_options, "HTAEnvOptions"):
+        pytest.skip("HTA 0.6+: covered above")
+    from traceview.interop.hta import _ns_rounding
+
+    own, env = env_options.disable_ns_rounding, dict(os.environ)
+    for enabled in (False, True):
+        with _ns_rounding(enabled):
+            assert env_options.disable_ns_rounding() is (not enabled) and dict(os.environ) == env
+        assert env_options.disable_ns_rounding is own

@@ -29,10 +29,10 @@ What the bridge does for you, compared with ``hta.trace_analysis.TraceAnalysis(t
 Things the bridge does *not* change: HTA measures time in microseconds, and for
 traces with fractional-microsecond timestamps it rounds each event inward
 (``ts`` up, ``ts + dur`` down), so sub-microsecond activities get zero or negative
-durations (``ns_rounding=False`` sets HTA's own ``HTA_DISABLE_NS_ROUNDING`` while
-parsing). HTA's GPU table is every event with a stream: kernels, memcpy, memset
-and ``cuda_sync`` events (``Stream Wait Event``, ``Stream Sync``, ``Context Sync``)
-alike, so those widen its GPU span and count as non-computation time.
+durations (``ns_rounding=False`` turns HTA's own switch for it off while parsing, without
+setting its environment variable: ``_ns_rounding``). HTA's GPU table is every event with a
+stream: kernels, memcpy, memset and ``cuda_sync`` events (``Stream Wait Event``, ``Stream Sync``,
+``Context Sync``) alike, so those widen its GPU span and count as non-computation time.
 """
 
 from __future__ import annotations
@@ -201,9 +201,6 @@ def _hta_path(path: str, workdir, made: list) -> str:
     return str(link)
 
 
-#: HTA's switch for its rounding: an environment variable HTA 0.5 reads on every parse, and HTA
-#: 0.6+ once, into ``HTAEnvOptions``
-NS_ROUNDING_ENV = "HTA_DISABLE_NS_ROUNDING"
 #: HTA 0.6+ keeps the switch in one object for the whole process: parses that set it take turns
 _SWITCH = threading.Lock()
 
@@ -214,20 +211,22 @@ def _ns_rounding(enabled: bool):
 
     No environment variable is set (``os.environ`` is shared by every thread, and setting it is
     not thread-safe): HTA 0.6+ takes the switch through ``HTAEnvOptions.set_disable_ns_rounding``,
-    held under a lock for the parse. HTA 0.5 reads only the environment variable, as the process
-    started with it; asking for the other setting there is a one-line error saying how.
+    held under a lock for the parse. HTA 0.5's parser asks ``env_options.disable_ns_rounding()``
+    (a module function that reads the variable) at each parse: that function is answered for the
+    parse, under the same lock, and put back after.
     """
     import hta.configs.env_options as env_options
 
     options = getattr(env_options, "HTAEnvOptions", None)
-    if options is None:
-        if enabled == (os.environ.get(NS_ROUNDING_ENV) != "1"):
-            yield
-            return
-        raise TraceviewError(
-            f"HTA's ns rounding {'on' if enabled else 'off'} needs HTA 0.6 or later under {hta_version()}, "
-            f"or {NS_ROUNDING_ENV}={'0' if enabled else '1'} set before traceview starts"
-        )
+    if options is None:  # HTA 0.5
+        with _SWITCH:
+            asked = env_options.disable_ns_rounding
+            env_options.disable_ns_rounding = lambda: not enabled
+            try:
+                yield
+            finally:
+                env_options.disable_ns_rounding = asked
+        return
     with _SWITCH:
         opts = options.instance()
         before = opts.disable_ns_rounding()

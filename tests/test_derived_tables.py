@@ -139,6 +139,11 @@ def test_op_and_kernel_work_are_kept_in_the_cache_entry_and_read_back_exactly(tm
     per_kernel = kernel_work(first)
     again = tv_load.load(path, cache=tmp_path)
     assert again.cached
+
+    def not_again(_):
+        raise AssertionError("worked out again: the kept table was not read back")
+
+    pd.testing.assert_frame_equal(cache.derived_frame(again, "op_work", not_again), made)
     read = trace_work(again)
     pd.testing.assert_frame_equal(read, op_work(again.ops))
     pd.testing.assert_frame_equal(read, made)

@@ -683,6 +683,13 @@ def _mark(trace, entry: Path, body: bytes) -> None:
         trace.derived[_ENTRY_KEY] = (str(entry), hashlib.sha256(body).hexdigest()[:32])
 
 
+def entry_mark(trace) -> dict:
+    """The ``derived`` a Trace made from the cache hit ``trace`` starts with: which entry it was
+    read from (so that its derived tables are read from there), and no table worked out."""
+    where = trace.derived.get(_ENTRY_KEY)
+    return {} if where is None else {_ENTRY_KEY: where}
+
+
 def derived_frame(trace, name: str, make) -> pd.DataFrame:
     """``make(trace)``: read from the trace's cache entry when it holds that table, else worked
     out and written there (a trace loaded without the cache: just worked out). ``make`` must be a

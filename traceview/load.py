@@ -64,8 +64,9 @@ def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
             # the entry holds what the trace is; this load's options and notes make this Trace
-            # derived={}: tables worked out under other options (devices) must not follow
-            return replace(hit, warnings=hit.warnings + notes, cached=True, derived={}, **held)
+            # no derived table worked out under other options (devices) follows; the entry's mark does
+            derived = cache_mod.entry_mark(hit)
+            return replace(hit, warnings=hit.warnings + notes, cached=True, derived=derived, **held)
     try:
         trace = _load_uncached(path, held, max_bytes=max_bytes, max_ratio=max_ratio)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError

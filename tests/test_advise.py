@@ -118,7 +118,7 @@ def test_rules_that_cannot_run_say_why():
 def test_cli_prints_what_the_api_returns(tmp_path):
     out = CliRunner().invoke(main, ["advise", str(SAMPLES / "naive.json.gz"), "--format", "json"])
     assert out.exit_code == 0, out.output
-    doc = json.loads(out.output)
+    doc = json.loads(out.stdout)
     api = tv.advise(SAMPLES / "naive.json.gz")
     assert doc["findings"] == [str(f) for f in api.findings]
     assert [r["rule"] for r in doc["tables"]["advice"]] == api["advice"]["rule"].tolist()

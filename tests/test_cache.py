@@ -439,14 +439,14 @@ def test_cli_info_and_clear(tmp_path):
     assert f"folder:  {folder}\n" in r.output
     assert "entries: 1\n" in r.output and " MiB\n" in r.output and "cap:     2048 MiB" in r.output
     r = runner.invoke(main, ["cache", "info", "--format", "json"])
-    assert json.loads(r.output) == cache_mod.info()
+    assert json.loads(r.stdout) == cache_mod.info()
     r = runner.invoke(main, ["cache", "clear"])
     assert r.exit_code == 0 and r.output.startswith("removed 1 entries (") and str(folder) in r.output
     assert _entries(folder) == []
     other = tmp_path / "other"
     tv.load(tmp_path / "t.json", cache=str(other))
     r = runner.invoke(main, ["cache", "clear", "--dir", str(other), "--format", "json"])
-    assert json.loads(r.output)["removed"] == 1
+    assert json.loads(r.stdout)["removed"] == 1
 
 
 def test_cli_failures_are_one_line(tmp_path):

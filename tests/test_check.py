@@ -358,7 +358,7 @@ def test_two_recordings_of_one_variant_pass(tmp_path):
     for attempt in range(3):
         first, second = (_record_naive(tmp_path / f"rec{attempt}{i}") for i in range(2))
         out = run("check", second, "--baseline", first, "--format", "json", "--no-cache")
-        rules = json.loads(out.output)["tables"]["rules"]
+        rules = json.loads(out.stdout)["tables"]["rules"]
         assert all(r["status"] != "fail" for r in rules if r["rule"] != "cpu-op-time-per-step"), out.output
         if out.exit_code == 0:
             return

@@ -36,7 +36,7 @@ def test_summary_runs_on_every_sample_trace():
 def test_kernels_json_matches_the_dataframe():
     result = run("kernels", H100, "--format", "json", "--no-cache")
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output)
+    doc = json.loads(result.stdout)
     assert doc["schema"] == "traceview.report" and doc["kind"] == "kernels"
     rows = doc["tables"]["kernels"]
     k = tv.load(H100, cache=False).kernels

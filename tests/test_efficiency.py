@@ -411,7 +411,7 @@ def test_h100_flash_forward_rated_on_executed_flops(causal, tmp_path):
     want_tflops = want_flops / seconds / Decimal(10**12)
     res = CliRunner().invoke(main, ["kernels", str(path), "--ops", "--format", "json", "--no-cache"])
     assert res.exit_code == 0, res.output
-    rows = [r for r in json.loads(res.output)["tables"]["ops"] if r["op"] == "aten::_flash_attention_forward"]
+    rows = [r for r in json.loads(res.stdout)["tables"]["ops"] if r["op"] == "aten::_flash_attention_forward"]
     assert len(rows) == 1 and rows[0]["count"] == n == 4
     row = rows[0]
     assert row["causal"] is causal
@@ -422,7 +422,7 @@ def test_h100_flash_forward_rated_on_executed_flops(causal, tmp_path):
         989.4
     )  # H100 SXM dense bf16, the tensor path of the flash kernel
     assert row["pct_of_peak_tflops"] == pytest.approx(100 * row["tflops"] / row["peak_tflops"], rel=1e-12)
-    kernel = next(k for k in json.loads(res.output)["tables"]["kernels"] if "flash_fwd" in k["name"])
+    kernel = next(k for k in json.loads(res.stdout)["tables"]["kernels"] if "flash_fwd" in k["name"])
     assert kernel["tflops"] == pytest.approx(row["tflops"], rel=1e-9)  # one kernel per op: same rate
 
 

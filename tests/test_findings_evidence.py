@@ -60,7 +60,7 @@ def _json(args, tmp_path) -> dict:
         main, [*args, "--format", "json"], env={"TRACEVIEW_CACHE_DIR": str(tmp_path)}, catch_exceptions=False
     )
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)
 
 
 def _cell(doc: dict, e: dict):

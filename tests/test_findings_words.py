@@ -43,7 +43,7 @@ def _run(args, tmp_path) -> dict:
     env = {"TRACEVIEW_CACHE_DIR": str(tmp_path / "cache")}
     res = CliRunner().invoke(main, [*args, "--format", "json"], env=env, catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)
 
 
 def _texts(doc) -> list[str]:

@@ -335,7 +335,7 @@ def test_cli_hta(hta_mod, tmp_path):
         assert res.exit_code == 0, res.output
         assert "(rank 3)" in res.output
     res = CliRunner().invoke(main, ["hta", str(p), "--format", "json", "--no-cache"])
-    assert json.loads(res.output)["tables"]["computation_split"]
+    assert json.loads(res.stdout)["tables"]["computation_split"]
 
 
 def test_cli_without_hta_says_how_to_install(monkeypatch, tmp_path):

@@ -30,7 +30,7 @@ def _hta(analysis: str, tmp_path) -> dict:
     args = ["hta", str(H100), "--analysis", analysis, "--format", "json", "--no-cache"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)
 
 
 def test_temporal_sentence_rounds_as_the_table(hta_mod, tmp_path):

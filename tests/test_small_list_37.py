@@ -81,7 +81,7 @@ def test_top_0_means_every_row_in_the_api_as_in_the_cli():
     assert len(every["cpu_ops"]) > 0
     out = CliRunner().invoke(main, ["diff", a, b, "--top", "0", "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert {k: len(v) for k, v in json.loads(out.output)["tables"].items()} == {
+    assert {k: len(v) for k, v in json.loads(out.stdout)["tables"].items()} == {
         k: len(v) for k, v in zero.tables.items()
     }
 

@@ -164,7 +164,7 @@ def test_cli_by_source_is_the_api_and_no_stacks_says_so_once(tmp_path):
         env={"TRACEVIEW_CACHE_DIR": str(tmp_path / "c")},
     )  # fmt: skip
     assert run.exit_code == 0, run.output
-    doc = json.loads(run.output)
+    doc = json.loads(run.stdout)
     api = tv.kernels(path, by="source", library=("helpers.py",), cache=False)
     assert doc["tables"]["sources"] == json.loads(json.dumps(api.to_dict()))["tables"]["sources"]
     bare = _trace(tmp_path, "", "bare.json")

@@ -347,7 +347,7 @@ def test_hostile_frame_text_is_shown_safely_in_every_output(tmp_path):
     assert "../secret.py:1" in called and "../secret.py:2" not in called  # outside it: not read
     run = CliRunner().invoke(main, [*base, "--format", "speedscope"])
     assert run.exit_code == 0 and "\x1b" not in run.output
-    jsonschema.validate(json.loads(run.output), SPEEDSCOPE)
+    jsonschema.validate(json.loads(run.stdout), SPEEDSCOPE)
 
 
 #: corpus traces recorded with stacks (python_function frames), of up to a few MB
@@ -386,7 +386,7 @@ def test_speedscope_export_validates_against_the_published_schema(trace):
     schema = json.loads(Path(str(PUBLISHED)).read_text(encoding="utf-8"))
     run = CliRunner().invoke(main, ["stacks", str(trace), "--format", "speedscope", "--no-cache"])
     assert run.exit_code == 0, run.output
-    doc = json.loads(run.output)
+    doc = json.loads(run.stdout)
     jsonschema.validate(doc, schema)
     broken = {**doc, "profiles": [{k: v for k, v in doc["profiles"][0].items() if k != "weights"}]}
     with pytest.raises(jsonschema.ValidationError):  # the schema can fail: a sampled profile needs weights

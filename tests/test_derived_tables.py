@@ -26,6 +26,7 @@ import traceview.api as tv
 from traceview import cache
 from traceview.analyses.measure import groups
 from traceview.analyses.measure import intervals as iv
+from traceview.analyses.measure.derived import as_text
 from traceview.analyses.measure.efficiency import _kernel_work, kernel_work
 from traceview.analyses.measure.exposed import exposed, gpu_layers, host_layers, windows
 from traceview.analyses.measure.work import has_shapes, op_work, trace_work
@@ -191,6 +192,30 @@ def test_a_warm_diff_and_summary_say_what_the_cold_ones_say(tmp_path):
     cold = reports(False)
     assert reports(tmp_path) == cold  # the first load stores the entries and the kept tables
     kept = [p.name for p in tmp_path.glob("*/derived-*.json")]
-    for what in ("-op_work.", "-kernel_work.", "-kernel_efficiency.", "-by_kernel-", "-exposed-"):
+    for what in (
+        "-op_work.",
+        "-kernel_work.",
+        "-kernel_efficiency.",
+        "-by_kernel-",
+        "-exposed-",
+        "-launches.",
+    ):
         assert any(what in n for n in kept), (what, kept)
     assert reports(tmp_path) == cold  # read back
+
+
+def test_as_text_is_astype_str_row_by_row():
+    """``derived.as_text`` (each distinct text made once) equals ``astype(str)``: categorical and
+    object columns, missing values (None, NaN) and non-text values included."""
+    cols = [
+        pd.Series(["b", None, "a", "b", np.nan], dtype="category"),
+        pd.Series(["b", None, "a", "b", np.nan], dtype=object),
+        pd.Series([1, None, "x", 2.5, 1], dtype=object),
+        pd.Series([], dtype="category"),
+        pd.Series(["fp16", "bf16"], dtype="str"),
+    ]
+    for col in cols:
+        want = col.astype(str).to_numpy()
+        got = as_text(col)
+        assert len(got) == len(want)
+        assert all((g == w) or (g != g and w != w) for g, w in zip(got, want, strict=True)), (got, want)

@@ -598,6 +598,25 @@ class _Folder:
                 got += n
             return buf
 
+    def mapped(self, name: str, size: int):
+        """The file ``name`` mapped read-only (the page cache's pages, not a copy: what is read
+        from it is copied into new frames anyway); another ``size`` than recorded fails as
+        ``read`` does. It stays valid after a store renames a new entry into this one's place."""
+        import mmap
+
+        fd = (
+            os.open(name, os.O_RDONLY, dir_fd=self.fd)
+            if self.fd is not None
+            else os.open(self.path / name, os.O_RDONLY)
+        )
+        try:
+            have = os.fstat(fd).st_size
+            if have != size:
+                raise _Damaged(f"{name} is {have} bytes, not {size}")
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""
+        finally:
+            os.close(fd)
+
 
 def _describe(frame: pd.DataFrame) -> dict:
     """What Parquet may not bring back by itself: the exact dtype of each column."""
@@ -621,7 +640,7 @@ def _read(d: _Folder, info: dict, path) -> object:
     frames = {}
     for name in _TABLES:
         want = info["files"][name]
-        data = d.read(f"{name}.arrow", want["size"])
+        data = d.mapped(f"{name}.arrow", want["size"])
         if _crc(data) != want["crc32"]:
             raise _Damaged(f"{name}.arrow does not match its checksum")
         try:  # verified bytes that still do not read back: this entry is no good either
@@ -694,7 +713,7 @@ def derived_frame(trace, name: str, make) -> pd.DataFrame:
     """``make(trace)``: read from the trace's cache entry when it holds that table, else worked
     out and written there (a trace loaded without the cache: just worked out). ``make`` must be a
     function of the trace alone, its columns of plain dtypes (numbers, bool, nullable numbers and
-    bool, text or None)."""
+    bool, text or None, categoricals)."""
     where = trace.derived.get(_ENTRY_KEY)
     if where is None:
         return make(trace)
@@ -736,7 +755,11 @@ def _write_derived(entry: Path, stem: str, frame: pd.DataFrame) -> None:
     tmp_json = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
     try:
         with temporary(tmp):
-            table = pa.Table.from_pandas(frame, preserve_index=None)
+            plain = frame.copy(deep=False)
+            for col, dtype in frame.dtypes.items():  # categoricals as their codes, as _write does
+                if isinstance(dtype, pd.CategoricalDtype):
+                    plain[col] = frame[col].cat.codes.to_numpy()
+            table = pa.Table.from_pandas(plain, preserve_index=None)
             feather.write_feather(table, tmp, compression="uncompressed")
             spec = {"dtypes": _describe(frame), "none": none, **_file_sum(tmp)}
             os.replace(tmp, entry / f"{stem}.arrow")

@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import schema
+from . import cache, schema
 from .errors import TraceviewError
 from .units import human_ns
 
@@ -69,7 +69,14 @@ def launches(trace) -> pd.DataFrame:
     """The runtime launch calls of the file: ``api``, ``kind`` (kernel/copy), ``lost`` (no GPU
     activity links to it), ``ts_ns`` (when the host called it). A driver call under a runtime call
     of the same correlation is the same launch (``link`` links activities to the runtime call), so
-    it is left out."""
+    it is left out. Worked out once per loaded trace (completeness and host launches each ask),
+    and kept in a cached trace's entry; its readers never change it."""
+    if "launches" not in trace.derived:
+        trace.derived["launches"] = cache.derived_frame(trace, "launches", _launches)
+    return trace.derived["launches"]
+
+
+def _launches(trace) -> pd.DataFrame:
     ev = trace.events  # every load asks (Trace.warnings): numpy on the runtime rows, per-name regexes
     rows = np.flatnonzero((ev["role"] == "runtime").to_numpy())
     names = ev["name"].iloc[rows]

@@ -60,7 +60,7 @@ def _workload(r: Region) -> dict:
     if not len(r.ops) or not has_shapes(t.ops):
         return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
     w = trace_work(t).loc[r.ops.index]
-    ops = r.ops[w["counted"].to_numpy()]
+    ops = r.ops[["name", "input_dims"]][w["counted"].to_numpy()]  # the two columns read below
     w = w[w["counted"].to_numpy()]
     # the shapes of the ops that carry FLOPs (matrix products, convolutions, attention): an
     # elementwise op made in-place or fused is a change of code, not of the work asked for

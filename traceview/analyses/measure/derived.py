@@ -78,6 +78,12 @@ def texts(col) -> tuple[np.ndarray, np.ndarray]:
     return np.where(codes < 0, len(cats), codes), values
 
 
+def as_text(col) -> np.ndarray:
+    """``col.astype(str).to_numpy()``, row by row (a missing value NaN), each distinct text made once."""
+    codes, values = texts(col)
+    return values[codes]
+
+
 def is_text(col, value: str) -> np.ndarray:
     """Rows whose text is ``value`` (a missing value never is)."""
     return (col == value).to_numpy(dtype=bool, na_value=False)

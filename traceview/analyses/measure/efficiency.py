@@ -581,7 +581,8 @@ def _category_efficiency(r: Region, category: str) -> dict:
         }
     ).dropna(subset=["path", "precision"])
     owners = kernel_work(r.trace).loc[a.index, "owner"].to_numpy()[has]
-    causal = trace_work(r.trace)["causal"].to_numpy(dtype=object, na_value=None)[owners[owners >= 0]]
+    # the owners' rows only, converted as the whole column would be
+    causal = trace_work(r.trace)["causal"].iloc[owners[owners >= 0]].to_numpy(dtype=object, na_value=None)
     out["causal"] = any(c is True for c in causal)
     if len(by):
         path, prec = cast("tuple[str, str]", by.groupby(["path", "precision"])["dur"].sum().idxmax())

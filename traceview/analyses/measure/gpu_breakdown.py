@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .derived import is_text
+from .derived import as_text, is_text
 
 CLASSES = ("computation", "communication", "memory")
 
@@ -82,7 +82,7 @@ def category_time(acts: pd.DataFrame, by: dict | None = None) -> pd.DataFrame:
     one label per activity; default the kernel category) the activities' ``count`` and ``time_ns``,
     their summed durations, each clipped at 0 as ``gpu_time_ns`` is (so the groups add up to it);
     largest first, ties in the order first seen."""
-    by = by if by is not None else {"category": acts["category"].astype(str).to_numpy() if len(acts) else []}
+    by = by if by is not None else {"category": as_text(acts["category"]) if len(acts) else []}
     if not len(acts):
         empty = {c: pd.Series(dtype=object) for c in by}
         return pd.DataFrame({**empty, "count": pd.Series(dtype="int64"), "time_ns": pd.Series(dtype="int64")})

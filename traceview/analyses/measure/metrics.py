@@ -15,7 +15,7 @@ import pandas as pd
 from ...domain import domain, gemm_family
 from ...model import per_category
 from ..select.region import Region
-from .derived import is_text
+from .derived import is_text, of_region, texts
 
 
 def _per(r: Region, value) -> float:
@@ -31,6 +31,12 @@ def _of_kind(r: Region, kind: str) -> pd.DataFrame:
     return a[(a["kind"] == kind).to_numpy()] if len(a) else a
 
 
+def _is_kind(r: Region, kind: str) -> np.ndarray:
+    """Which of the region's activities are of ``kind`` (the rows ``_of_kind`` keeps, not copied)."""
+    a = r.activities
+    return (a["kind"] == kind).to_numpy() if len(a) else np.zeros(0, dtype=bool)
+
+
 # ------------------------------------------------------------------ GPU
 
 
@@ -41,12 +47,12 @@ def gpu_activities(r: Region) -> int:
 
 def memcpys(r: Region) -> int:
     """GPU activities of kind memcpy."""
-    return len(_of_kind(r, "memcpy"))
+    return int(_is_kind(r, "memcpy").sum())
 
 
 def memsets(r: Region) -> int:
     """GPU activities of kind memset."""
-    return len(_of_kind(r, "memset"))
+    return int(_is_kind(r, "memset").sum())
 
 
 def gpu_time_ns(r: Region) -> int:
@@ -56,13 +62,19 @@ def gpu_time_ns(r: Region) -> int:
 
 def kernels(r: Region) -> int:
     """GPU activities of kind kernel (no memcpy, no memset)."""
-    return len(_of_kind(r, "kernel"))
+    return int(_is_kind(r, "kernel").sum())
 
 
 def kernel_launches(r: Region) -> int:
     """Distinct runtime calls that launched the region's kernels (a graph launch counts once)."""
-    launch = _of_kind(r, "kernel")["launch"].to_numpy() if r.has_gpu else np.empty(0, np.int64)
-    return len(np.unique(launch[launch >= 0]))
+    return of_region(r, "kernel_launches", _kernel_launches)
+
+
+def _kernel_launches(r: Region) -> int:
+    if not r.has_gpu:
+        return 0
+    launch = r.activities["launch"].to_numpy()[_is_kind(r, "kernel")]
+    return len(pd.unique(launch[launch >= 0]))  # a hash table: the count np.unique's sort gives
 
 
 def cpu_ops(r: Region) -> int:
@@ -144,8 +156,9 @@ def attention(r: Region) -> dict:
                 },
             }
     sdpa_ops = domain().sdpa_ops
-    names = r.ops["name"].astype(str)
-    sdpa = list(dict.fromkeys(names[names.isin(list(sdpa_ops))]))
+    codes, values = texts(r.ops["name"])  # the distinct names looked up, never every row's text
+    wanted = [i for i, v in enumerate(values) if isinstance(v, str) and v in sdpa_ops]
+    sdpa = [str(values[c]) for c in pd.unique(codes[np.isin(codes, wanted)])]  # in order of first row
     return {
         "kernels": backends,
         "sdpa_ops": sdpa,

@@ -54,7 +54,14 @@ def rules() -> dict:
 
 def has_shapes(ops: pd.DataFrame) -> bool:
     """Whether the trace was recorded with shapes (any op has ``Input Dims``)."""
-    return "input_dims" in ops.columns and bool(ops["input_dims"].notna().any())
+    if "input_dims" not in ops.columns:
+        return False
+    dims = ops["input_dims"]
+    # a block at a time: a trace with shapes answers at its first ops, not after all of them
+    return any(bool(dims.iloc[i : i + _BLOCK].notna().any()) for i in range(0, len(dims), _BLOCK))
+
+
+_BLOCK = 4096
 
 
 def memo(trace, what: str, make):

@@ -32,7 +32,7 @@ from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.derived import is_text, texts
+from ..measure.derived import is_text, of_trace, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region, Selection, region
@@ -507,6 +507,11 @@ def _has_memory(r: Region, rule: Rule) -> bool:
 
 
 def _has_shapes(trace) -> bool:
+    """Whether some op's Input Dims holds a number (worked out once per loaded trace)."""
+    return of_trace(trace, "input_dims_with_numbers", _shapes_with_numbers)
+
+
+def _shapes_with_numbers(trace) -> bool:
     dims = trace.ops["input_dims"].to_numpy(dtype=object)
     # each distinct list once (``list_codes``), as the text ``astype(str)`` gives it
     return any(_DIGIT.search(str(v)) for v in list_codes(dims)[1] if isinstance(v, (list, str)))

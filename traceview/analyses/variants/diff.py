@@ -23,7 +23,7 @@ import pandas as pd
 from ...report import Finding, Report
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_table
-from ..measure.derived import texts
+from ..measure.derived import is_text, texts
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, kernel_key_codes, op_table, trace_labels
@@ -193,7 +193,7 @@ def gemm_stats(r: Region) -> dict:
     return {
         "gemm_time_ns": gemm_ns / r.regions,
         "gemm_kernels": r.per_region_count(
-            int((r.activities["category"].astype(str) == "gemm").sum()) if r.has_gpu else 0
+            int(is_text(r.activities["category"], "gemm").sum()) if r.has_gpu else 0
         ),
         "gemm_pct_time": 100.0 * gemm_ns / gpu_ns if gpu_ns else float("nan"),
         "tensor_core_pct": metrics.tensor_core_pct(r),

@@ -8,6 +8,7 @@ import pandas as pd
 from ...domain import domain
 from ...link import ARROW
 from ...report import Finding
+from ..measure.derived import as_text
 from ..measure.efficiency import efficiency_findings
 from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores
@@ -322,7 +323,7 @@ def precision(side: Region) -> tuple[str, float] | None:
     p = k[k["precision"].notna().to_numpy()]
     if not len(p):
         return None
-    s = p.groupby(p["precision"].astype(str).to_numpy())["dur_ns"].sum()
+    s = p.groupby(as_text(p["precision"]))["dur_ns"].sum()
     total = k["dur_ns"].clip(lower=0).sum()
     return (str(s.idxmax()), 100.0 * float(s.max()) / total) if total else None
 

@@ -33,6 +33,7 @@ from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
+from ..measure.derived import as_text, is_text
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -155,7 +156,7 @@ class Side:
 
 def side_facts(r: Region) -> Side:
     flops, precision = _shape_work(r)
-    k = r.activities[(r.activities["kind"].astype(str) == "kernel").to_numpy()] if r.has_gpu else r.activities
+    k = r.activities[is_text(r.activities["kind"], "kernel")] if r.has_gpu else r.activities
     phase, how = _phase(r, k)
     dur = np.clip(r.activities["dur_ns"].to_numpy(), 0, None) if r.has_gpu else np.zeros(0)
     graph = graph_replays(r.activities) if r.has_gpu else np.zeros(0, bool)
@@ -172,7 +173,7 @@ def _shape_work(r: Region) -> tuple[float | None, str | None]:
     fl = w["torch_flops"].fillna(0).astype("int64").to_numpy()
     if not fl.any():
         return 0.0, None
-    by = pd.Series(fl).groupby(w["precision"].astype(str).to_numpy()).sum()
+    by = pd.Series(fl).groupby(as_text(w["precision"])).sum()
     by = by[by.index != "None"]
     return float(fl.sum()) / r.regions, (str(by.idxmax()) if len(by) else None)
 
@@ -187,7 +188,7 @@ def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
         return "decode", f"annotation {dec[0]!r}"
     if pre and not dec:
         return "prefill", f"annotation {pre[0]!r}"
-    g = k[(k["category"].astype(str) == "gemm").to_numpy()] if len(k) else k
+    g = k[is_text(k["category"], "gemm")] if len(k) else k
     if not len(g):
         return None, ""
     mv = g["name"].astype(str).str.contains(ru.matrix_vector_kernel, regex=True).to_numpy()

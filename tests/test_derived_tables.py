@@ -135,7 +135,7 @@ def test_op_and_kernel_work_are_kept_in_the_cache_entry_and_read_back_exactly(tm
     path = _with_shapes()
     first = tv_load.load(path, cache=tmp_path)
     made = trace_work(first)
-    kept = sorted(p.name for p in tmp_path.glob("*/derived-*"))
+    kept = sorted(p.name for p in tmp_path.glob("*/derived-*") if "-launches." not in p.name)  # load's own
     assert len(kept) == 2 and kept[0].endswith("op_work.arrow") and kept[1].endswith("op_work.json")
     per_kernel = kernel_work(first)
     again = tv_load.load(path, cache=tmp_path)
@@ -158,7 +158,7 @@ def test_op_and_kernel_work_are_kept_in_the_cache_entry_and_read_back_exactly(tm
 def test_a_damaged_kept_table_is_worked_out_again(tmp_path):
     path = _with_shapes()
     trace_work(tv_load.load(path, cache=tmp_path))
-    (arrow,) = tmp_path.glob("*/derived-*.arrow")
+    (arrow,) = tmp_path.glob("*/derived-*-op_work.arrow")
     data = bytearray(arrow.read_bytes())
     data[len(data) // 2] ^= 0xFF
     arrow.write_bytes(bytes(data))

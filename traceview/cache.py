@@ -217,6 +217,7 @@ def store(trace, cache, seen: dict | None) -> None:
             _put(tmp, entry)
             tmp = None
         _mark(trace, entry, body)
+        _keep_made(trace)
         evict(folder, cap)
     except Exception:
         return
@@ -632,24 +633,9 @@ def _describe(frame: pd.DataFrame) -> dict:
 
 
 def _read(d: _Folder, info: dict, path) -> object:
-    import pyarrow as pa
-    import pyarrow.feather as feather
-
     from .model import Trace
 
-    frames = {}
-    for name in _TABLES:
-        want = info["files"][name]
-        data = d.mapped(f"{name}.arrow", want["size"])
-        if _crc(data) != want["crc32"]:
-            raise _Damaged(f"{name}.arrow does not match its checksum")
-        try:  # verified bytes that still do not read back: this entry is no good either
-            frame = feather.read_table(pa.BufferReader(pa.py_buffer(data))).to_pandas()
-            frames[name] = _restore(frame, info["dtypes"][name])
-        except MemoryError:
-            raise
-        except Exception as exc:
-            raise _Damaged(f"{name}.arrow: {type(exc).__name__}") from None
+    frames = _tables(d, info)
     try:
         return Trace(
             path=os.fspath(path),
@@ -664,6 +650,43 @@ def _read(d: _Folder, info: dict, path) -> object:
         )
     except Exception as exc:
         raise _Damaged(f"entry.json: {type(exc).__name__}") from None
+
+
+def _tables(d: _Folder, info: dict) -> dict:
+    """The entry's tables, in order, each read into a frame once its file's checksum matches; the
+    next file's checksum is worked out on a thread (zlib lets go of the GIL) meanwhile."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    frames: dict = {}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+
+        def start(name: str):
+            data = d.mapped(f"{name}.arrow", info["files"][name]["size"])
+            return data, pool.submit(_crc, data)
+
+        ahead = start(_TABLES[0])
+        for i, name in enumerate(_TABLES):
+            data, crc = ahead
+            if crc.result() != info["files"][name]["crc32"]:
+                raise _Damaged(f"{name}.arrow does not match its checksum")
+            if i + 1 < len(_TABLES):
+                ahead = start(_TABLES[i + 1])
+            frames[name] = _table(name, data, info)
+    return frames
+
+
+def _table(name: str, data, info: dict) -> pd.DataFrame:
+    """The frame of the entry's table ``name`` from its file's verified bytes."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+
+    try:  # verified bytes that still do not read back: this entry is no good either
+        frame = feather.read_table(pa.BufferReader(pa.py_buffer(data))).to_pandas()
+        return _restore(frame, info["dtypes"][name])
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise _Damaged(f"{name}.arrow: {type(exc).__name__}") from None
 
 
 def _restore(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
@@ -693,6 +716,7 @@ def _restore(frame: pd.DataFrame, spec: dict) -> pd.DataFrame:
 # trace changed, another traceview) is a new folder with another token, and the old folder's
 # files go with it. Written after the entry (tmp + rename, the .json last), counted in its size.
 
+_MADE_KEY = "derived_made"  # in Trace.derived: name -> table worked out while it had no entry
 _ENTRY_KEY = "cache_entry"  # in Trace.derived: (entry folder, token) of the entry this trace is
 
 
@@ -700,6 +724,15 @@ def _mark(trace, entry: Path, body: bytes) -> None:
     """Note on ``trace`` which entry it was stored as or read from (its derived tables go there)."""
     with contextlib.suppress(Exception):
         trace.derived[_ENTRY_KEY] = (str(entry), hashlib.sha256(body).hexdigest()[:32])
+
+
+def _keep_made(trace) -> None:
+    """Write into the entry ``trace`` was just stored as the derived tables worked out before it had
+    one (a load works out its launch table for its warnings before it is stored)."""
+    where = trace.derived.get(_ENTRY_KEY)
+    for name, frame in trace.derived.pop(_MADE_KEY, {}).items():
+        if where is not None:
+            _write_derived(Path(where[0]), f"derived-{where[1]}-{name}", frame)
 
 
 def entry_mark(trace) -> dict:
@@ -715,8 +748,9 @@ def derived_frame(trace, name: str, make) -> pd.DataFrame:
     function of the trace alone, its columns of plain dtypes (numbers, bool, nullable numbers and
     bool, text or None, categoricals)."""
     where = trace.derived.get(_ENTRY_KEY)
-    if where is None:
-        return make(trace)
+    if where is None:  # kept in the entry if this trace is stored after (load's own tables: launches)
+        frame = trace.derived.setdefault(_MADE_KEY, {})[name] = make(trace)
+        return frame
     entry, token = Path(where[0]), where[1]
     stem = f"derived-{token}-{name}"
     with contextlib.suppress(Exception):  # missing, half-written, damaged: worked out again

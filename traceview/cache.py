@@ -726,43 +726,70 @@ def _mark(trace, entry: Path, body: bytes) -> None:
         trace.derived[_ENTRY_KEY] = (str(entry), hashlib.sha256(body).hexdigest()[:32])
 
 
+#: per-trace tables the link layer works out and holds in Trace.derived under these names
+#: (``launches.launches``, which a load asks for its warnings): written into the entry when the
+#: trace is stored, and handed to a Trace made from a cache hit (``entry_mark``)
+_LINK_TABLES = ("launches",)
+
+
 def _keep_made(trace) -> None:
     """Write into the entry ``trace`` was just stored as the derived tables worked out before it had
-    one (a load works out its launch table for its warnings before it is stored)."""
+    one (``derived_frame`` of a trace not stored yet, and the link layer's ``_LINK_TABLES``)."""
     where = trace.derived.get(_ENTRY_KEY)
-    for name, frame in trace.derived.pop(_MADE_KEY, {}).items():
+    made = trace.derived.pop(_MADE_KEY, {})
+    for name in _LINK_TABLES:
+        if isinstance(trace.derived.get(name), pd.DataFrame):
+            made[name] = trace.derived[name]
+    for name, frame in made.items():
         if where is not None:
-            _write_derived(Path(where[0]), f"derived-{where[1]}-{name}", frame)
+            with contextlib.suppress(Exception):  # a failure to write never fails the load
+                _write_derived(Path(where[0]), f"derived-{where[1]}-{name}", frame)
 
 
 def entry_mark(trace) -> dict:
     """The ``derived`` a Trace made from the cache hit ``trace`` starts with: which entry it was
-    read from (so that its derived tables are read from there), and no table worked out."""
+    read from (so that its derived tables are read from there), the link layer's tables the
+    entry keeps (``_LINK_TABLES``), and no table worked out."""
     where = trace.derived.get(_ENTRY_KEY)
-    return {} if where is None else {_ENTRY_KEY: where}
+    if where is None:
+        return {}
+    out = {_ENTRY_KEY: where}
+    for name in _LINK_TABLES:
+        frame = _kept_frame(Path(where[0]), f"derived-{where[1]}-{name}")
+        if frame is not None:
+            out[name] = frame
+    return out
 
 
 def derived_frame(trace, name: str, make) -> pd.DataFrame:
     """``make(trace)``: read from the trace's cache entry when it holds that table, else worked
-    out and written there (a trace loaded without the cache: just worked out). ``make`` must be a
-    function of the trace alone, its columns of plain dtypes (numbers, bool, nullable numbers and
-    bool, text or None, categoricals)."""
+    out and written there (a trace loaded without the cache: just worked out, and written if the
+    trace is stored after). ``make`` must be a function of the trace alone, its columns of plain
+    dtypes (numbers, bool, nullable numbers and bool, text or None, categoricals)."""
     where = trace.derived.get(_ENTRY_KEY)
-    if where is None:  # kept in the entry if this trace is stored after (load's own tables: launches)
+    if where is None:
         frame = trace.derived.setdefault(_MADE_KEY, {})[name] = make(trace)
         return frame
     entry, token = Path(where[0]), where[1]
     stem = f"derived-{token}-{name}"
-    with contextlib.suppress(Exception):  # missing, half-written, damaged: worked out again
+    kept = _kept_frame(entry, stem)
+    if kept is not None:
+        return kept
+    frame = make(trace)
+    with contextlib.suppress(Exception):  # a failure to write never fails the analysis
+        _write_derived(entry, stem, frame)
+    return frame
+
+
+def _kept_frame(entry: Path, stem: str) -> pd.DataFrame | None:
+    """The table ``stem`` kept in ``entry``; None where it is missing, half-written or damaged."""
+    with contextlib.suppress(Exception):
         with _Folder(entry) as d:
             spec = _verified_info(d.read(stem + ".json"))
             data = d.read(stem + ".arrow", spec["size"])
         if _crc(data) == spec["crc32"]:
             return _derived_frame(data, spec)
-    frame = make(trace)
-    with contextlib.suppress(Exception):  # a failure to write never fails the analysis
-        _write_derived(entry, stem, frame)
-    return frame
+    return None
 
 
 def _derived_frame(data: bytearray, spec: dict) -> pd.DataFrame:

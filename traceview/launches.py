@@ -22,7 +22,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from . import cache, schema
+from . import schema
 from .errors import TraceviewError
 from .units import human_ns
 
@@ -69,10 +69,10 @@ def launches(trace) -> pd.DataFrame:
     """The runtime launch calls of the file: ``api``, ``kind`` (kernel/copy), ``lost`` (no GPU
     activity links to it), ``ts_ns`` (when the host called it). A driver call under a runtime call
     of the same correlation is the same launch (``link`` links activities to the runtime call), so
-    it is left out. Worked out once per loaded trace (completeness and host launches each ask),
-    and kept in a cached trace's entry; its readers never change it."""
+    it is left out. Worked out once per loaded trace (completeness and host launches each ask;
+    a cached trace's entry keeps it: ``cache._LINK_TABLES``); its readers never change it."""
     if "launches" not in trace.derived:
-        trace.derived["launches"] = cache.derived_frame(trace, "launches", _launches)
+        trace.derived["launches"] = _launches(trace)
     return trace.derived["launches"]
 
 

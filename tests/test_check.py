@@ -662,10 +662,10 @@ def test_the_ci_recipe_records_runs_keeps_a_baseline_artifact_and_gates_with_jun
     doc = yaml.safe_load((SAMPLES.parent / "docs" / "ci-check.yml").read_text(encoding="utf-8"))
     assert int(doc["env"]["BASELINE_RUNS"]) >= 3 and int(doc["env"]["CANDIDATE_RUNS"]) >= 2
     assert "--device cpu" in doc["env"]["COLLECT"] and str(doc["env"]["OMP_NUM_THREADS"]) == "1"
-    assert doc["env"]["LD_PRELOAD"].endswith("libjemalloc.so.2")  # glibc malloc's faulting states
+    assert doc["env"]["JEMALLOC"].endswith("libjemalloc.so.2")  # glibc malloc's faulting states
     for job in ("baseline", "gate"):
         runs = " ".join(str(s.get("run", "")) for s in doc["jobs"][job]["steps"])
-        assert "apt-get install -y libjemalloc2" in runs
+        assert "apt-get install -y libjemalloc2" in runs and 'LD_PRELOAD="$JEMALLOC" $COLLECT' in runs
     base = " ".join(str(s.get("uses", s.get("run", ""))) for s in doc["jobs"]["baseline"]["steps"])
     assert "upload-artifact" in base and "$COLLECT" in base
     gate = " ".join(str(s.get("uses", s.get("run", ""))) for s in doc["jobs"]["gate"]["steps"])

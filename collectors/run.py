@@ -182,9 +182,9 @@ def fault_note(faults: list[int] | None, device: str) -> str:
     """A line when the recorded CPU steps page-faulted (median > 0), else "": such a run's CPU times
     include taking fresh memory every step, a state that varies between processes of the same code
     (profiling.py's _minor_faults says why)."""
-    if device != "cpu" or not faults:
-        return ""
-    median = sorted(faults)[len(faults) // 2]
+    from traceview.analyses.variants.check_runs import fault_median  # the number check says too
+
+    median = fault_median(faults) if device == "cpu" else 0
     if median <= 0:
         return ""
     return (

@@ -141,20 +141,26 @@ def cluster_words(
     )
 
 
+def fault_median(faults) -> int:
+    """The median of a run's minor page faults per recorded step (the collectors' count; 0 when not
+    counted or not a list of numbers): the one number the collectors' note and ``check`` both say."""
+    if not isinstance(faults, list):
+        return 0
+    counts = sorted(int(f) for f in faults if isinstance(f, int | float) and math.isfinite(f))
+    return counts[len(counts) // 2] if counts else 0
+
+
 def fault_words(label: str, trace_meta: dict) -> str:
     """A sentence on a run whose recorded steps page-faulted, by the collectors' count in the trace
     (``traceview.minor_faults_per_step``; "" when none or not counted): its CPU time then depends on
     the allocator's state, which differs between processes of the same code (up to 2.5x measured with
     glibc malloc; benchmarks/README.md)."""
     info = trace_meta.get("traceview")
-    faults = info.get("minor_faults_per_step") if isinstance(info, dict) else None
-    if not isinstance(faults, list):
-        return ""
-    counts = sorted(int(f) for f in faults if isinstance(f, int | float) and math.isfinite(f))
-    if not counts or counts[len(counts) // 2] <= 0:
+    median = fault_median(info.get("minor_faults_per_step") if isinstance(info, dict) else None)
+    if median <= 0:
         return ""
     return (
-        f"{label}: median {counts[len(counts) // 2]:,} minor page faults per step (the collector's "
+        f"{label}: median {median:,} minor page faults per step (the collector's "
         "count): its steps took fresh memory, so its CPU time depends on the allocator's state; "
         "record with jemalloc preloaded (docs/ci-check.yml)"
     )

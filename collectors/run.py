@@ -188,10 +188,8 @@ def fault_note(faults: list[int] | None, device: str) -> str:
     if median <= 0:
         return ""
     return (
-        f"median {median:,} minor page faults per step (fresh memory taken during the step): CPU "
-        "times of such runs depend on the allocator's state and differ between runs of the same code "
-        "(up to 2.5x measured); for stable timings preload jemalloc (LD_PRELOAD=libjemalloc.so.2, "
-        "docs/ci-check.yml)"
+        f"median {median:,} minor page faults per step: CPU time varies between runs (up to "
+        "2.5x); preload jemalloc for stable timings (docs/ci-check.yml)"
     )
 
 

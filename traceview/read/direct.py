@@ -337,9 +337,11 @@ class _Stream:
             found = chunks.next_cut(memoryview(self.buf)[: self.fill], at) if at < self.fill else None
             if found is not None:
                 return self.base + found[0], self.base + found[1]
-            last = self.buf.rfind(b"}", max(0, at), self.fill)
-            if last >= 0:
-                search = self.base + last  # a cut that spans what is inflated so far starts there
+            # a cut that spans what is inflated so far starts at its last "}", looked for only in
+            # the last WINDOW bytes: else text without a cut (a long string) is searched again with
+            # every piece inflated, quadratic in its length; a cut missed there only makes a chunk longer
+            last = self.buf.rfind(b"}", max(0, at, self.fill - WINDOW), self.fill)
+            search = self.base + (last if last >= 0 else self.fill)
             if not self.more():
                 return None
 

@@ -18,6 +18,7 @@ shown in each signature (``help(tv.diff)``):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -31,7 +32,6 @@ from .discover import load_all
 from .filenames import as_text
 from .model import Trace
 from .options import LoadOptions
-from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from .report import Report
 
 if TYPE_CHECKING:  # the names the signatures below use (help() shows them as written)
@@ -58,7 +58,7 @@ __all__ = [
 Warn = Callable[[str], None]
 
 #: a path given where a run is wanted must be a folder (``compare --run`` and ``tv.compare_runs`` alike)
-NOT_A_RUN = "not a folder; a run is a folder of rank traces (in Python also a list of them, or a Run)"
+NOT_A_RUN = "not a folder; a run is a folder of rank traces"
 
 
 class LoadKeywords(TypedDict, total=False):
@@ -95,7 +95,9 @@ class MemoryOptions(LoadKeywords, total=False):
 
 
 #: the keywords whose default is not None
-_DEFAULTS: dict[str, Any] = {"salvage": False, "max_bytes": DEFAULT_MAX_BYTES, "max_ratio": DEFAULT_MAX_RATIO}
+_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(LoadOptions) if f.default is not None
+}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -129,7 +131,10 @@ def _command(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        bound = sig.bind(*args, **kwargs)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:  # as Python says it: the function's name first
+            raise TypeError(f"{f.__name__}() {e}") from None
         if spec.takes == "runs":  # a file is no run: ``compare --run`` says the same (issue 37)
             _runs_are_folders([bound.arguments[p.name] for p in own if p.default is p.empty])
         if spec.refuse:

@@ -39,8 +39,9 @@ def words(text: str, cli: bool) -> str:
 
 def refusal(names: list[str], why: str, cli: bool) -> str:
     """One line: the options given that do not apply, and why."""
-    given = ", ".join(words("{" + n + "}", cli) for n in names)
-    return f"{given}: {words(why, cli)}"
+    given = [words("{" + n + "}", cli) for n in names]
+    reason = words(why, cli)
+    return reason if all(g in reason for g in given) else f"{', '.join(given)}: {reason}"
 
 
 @dataclass(frozen=True)

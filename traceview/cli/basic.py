@@ -100,4 +100,4 @@ def kernels(trace, out, sel, options, unclassified, plot, ops, by, library):
     )
     emit(report, out)
     if plot is not None:
-        click.echo(f"wrote {plot}", err=True)
+        say(f"wrote {plot}")

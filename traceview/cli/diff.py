@@ -66,7 +66,7 @@ def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
         a, b, sel=sel, annotation_b=annotation_b, top=top, plot=plot, options=options, on_warning=say
     )  # top 0: every row, in both
     if plot is not None:
-        click.echo(f"wrote {plot}", err=True)
+        say(f"wrote {plot}")
     emit(report, out)
 
 
@@ -113,7 +113,7 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
         on_warning=say,
     )  # baseline: a path, a label or None
     if plot is not None:
-        click.echo(f"wrote {plot}", err=True)
+        say(f"wrote {plot}")
     emit(report, out)
 
 
@@ -142,5 +142,5 @@ def timeline(trace, plot, out, sel, options):
             if "gpu_busy_pct" in report.info
             else ""
         )
-        click.echo(f"wrote {plot}{busy}", err=True)
+        say(f"wrote {plot}{busy}")
     emit(report, out)  # the help promises the table in every format, table included

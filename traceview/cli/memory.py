@@ -33,7 +33,7 @@ def memory(trace, plot, out, sel, options):
 
     report = api.memory(trace, sel=sel, plot=plot, options=options, on_warning=say)
     if plot is not None:
-        click.echo(f"wrote {plot}", err=True)
+        say(f"wrote {plot}")
         # drawn, not printed (one row per event): a copy without it, the API's Report left whole
         report = dataclasses.replace(
             report, tables={k: v for k, v in report.tables.items() if k != "timeline"}

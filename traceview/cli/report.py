@@ -45,6 +45,4 @@ def report(traces, output, baseline, sel, options, recursive):
         options=options,
         on_warning=say,
     )
-    click.echo(
-        f"wrote {Path(output)}", err=True
-    )  # written atomically: a full disk leaves no truncated report
+    say(f"wrote {Path(output)}")  # written atomically: a full disk leaves no truncated report

@@ -16,8 +16,8 @@ import pandas as pd
 from ...run import rank_info
 from ..measure import intervals as iv
 from ..measure.exposed import exposed
-from ..measure.gpu_breakdown import categories, category_time, gpu_class, gpu_states, states_of
-from ..measure.overlap import overlap, overlap_of
+from ..measure.gpu_breakdown import categories, category_time, gpu_class, states_of
+from ..measure.overlap import overlap_of
 from ..measure.registry import metrics_of, parts
 from ..measure.stream_idle import launch_times, stream_idle
 from ..select.region import Selection, region
@@ -39,7 +39,13 @@ class RankWork:
 
 def gpu_metrics(acts: pd.DataFrame) -> dict:
     """The GPU breakdown and the overlap of a set of activities."""
-    return {**gpu_states(acts), **overlap(acts)}
+    cls = gpu_class(acts)
+    return _metrics_of(iv.spans(acts), cls == "computation", cls == "communication")
+
+
+def _metrics_of(every: iv.Spans, comp: np.ndarray, comm: np.ndarray) -> dict:
+    """``gpu_metrics`` of activities given as their spans and class masks (a frame, or a step of one)."""
+    return {**states_of(every, comp, comm), **overlap_of(every, comp, comm)}
 
 
 def step_gpu_metrics(trace) -> pd.DataFrame:
@@ -62,9 +68,7 @@ def step_gpu_metrics(trace) -> pd.DataFrame:
         steps["step"].tolist(), steps["dur_ns"].tolist(), lo.tolist(), hi.tolist(), strict=True
     ):
         every, c, m = (starts[a:b], ends[a:b]), comp[a:b], comm[a:b]
-        rows.append(
-            {"step": int(s), "cpu_step_ns": int(dur), **states_of(every, c, m), **overlap_of(every, c, m)}
-        )
+        rows.append({"step": int(s), "cpu_step_ns": int(dur), **_metrics_of(every, c, m)})
     cols = ["step", "cpu_step_ns", *gpu_metrics(acts.iloc[:0]).keys()]
     return pd.DataFrame(rows, columns=cols)
 

@@ -112,13 +112,12 @@ def shown_in(output: str, gpu: bool = True) -> list[Metric]:
 
 def metrics_of(r: Region) -> dict:
     """Every metric of the region, by its one name (counts and times per region where the name says);
-    each is computed once per trace and selection (``derived.of_region``; also in ``r.measured``),
-    however many outputs and calls ask."""
+    each is computed once per trace and selection (``derived.of_region``), however many outputs and
+    calls ask."""
     held = of_region(r, "metrics", lambda _: {})
     for x in METRICS:
         if x.name not in held:
             held[x.name] = x.compute(r)
-    r.measured.update(held)
     return {x.name: held[x.name] for x in METRICS}
 
 

@@ -73,8 +73,6 @@ class Region:
     cpu_wall_ns: int  # wall time of the regions on the CPU
     left_out: int = 0  # selected GPU activities launched outside every step
     notes: list = field(default_factory=list)
-    #: the registry's metrics of this region, each computed once however many outputs show it
-    measured: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -100,12 +98,12 @@ def region(trace, sel: Selection | None = None) -> Region:
     per trace and selection (kept in ``trace.derived``): every Region of the two holds the same
     ``activities`` and ``ops`` frames (never changed by their readers), which is what lets the
     tables derived from a region be kept (``measure.derived.of_region``); each call gets its own
-    ``notes`` and ``measured``."""
+    ``notes``."""
     sel = sel or Selection()
     key = ("region", sel)
     if key not in trace.derived:
         trace.derived[key] = _cut(trace, sel)
-    return replace(trace.derived[key], notes=list(trace.derived[key].notes), measured={})
+    return replace(trace.derived[key], notes=list(trace.derived[key].notes))
 
 
 def _cut(trace, sel: Selection) -> Region:

@@ -22,16 +22,10 @@ if TYPE_CHECKING:  # for the annotations only
     from ..select.region import Region
 
 
-def tables_of(trace) -> dict:
-    """The derived tables of this loaded trace (what has been worked out so far): its ``derived``
-    field, so that they live and die with it. A Trace made from another with other data must
-    start with an empty one (``dataclasses.replace(t, ..., derived={})``)."""
-    return trace.derived
-
-
 def of_trace(trace, what: str, make: Callable[[Any], Any]) -> Any:
-    """``make(trace)`` once per loaded trace."""
-    held = tables_of(trace)
+    """``make(trace)`` once per loaded trace, held in its ``derived`` field so that it lives and dies
+    with it (a Trace made from another with other data starts with an empty one)."""
+    held = trace.derived
     if what not in held:
         held[what] = make(trace)
     return held[what]
@@ -41,7 +35,7 @@ def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> An
     """``make(r)`` once per trace and selection. Kept with the region's frames and used only for a
     region that holds those very frames (``region`` hands every caller the same ones): a Region
     built by hand with other activities (annotate's whole trace, a test's) gets its own."""
-    held, key = tables_of(r.trace), (what, r.selection)
+    held, key = r.trace.derived, (what, r.selection)
     got = held.get(key)
     if got is None or got[0] is not r.activities or got[1] is not r.ops:
         got = held[key] = (r.activities, r.ops, make(r))
@@ -54,7 +48,7 @@ def kept_for_region(r: Region, what: str, make: Callable[[Region], pd.DataFrame]
     run reads it back. A region built by hand is never served a kept table; a narrower selection's
     is held in memory only (``check`` asks for every step: a file per step would be hundreds of
     small files written and read on its path, in an entry only a store evicts)."""
-    own = tables_of(r.trace).get(("region", r.selection))
+    own = r.trace.derived.get(("region", r.selection))
     if own is None or own.activities is not r.activities or own.ops is not r.ops:
         return of_region(r, what, make)
     if r.selection != type(r.selection)():

@@ -41,8 +41,8 @@ from ...model import list_codes
 from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
-from .derived import is_text, of_region, texts
-from .work import counted_owner, has_shapes, memo, trace_work
+from .derived import is_text, of_region, of_trace, texts
+from .work import counted_owner, has_shapes, trace_work
 from .work import rules as work_rules
 
 #: the columns ``kernel_efficiency`` gives each GPU activity, by their one name
@@ -73,7 +73,7 @@ LATENCY_PCT = 20.0
 def kernel_work(trace) -> pd.DataFrame:
     """Per GPU activity of ``trace.kernels`` (same index): ``owner`` (ops row, -1: none),
     the FLOPs and bytes it is given, its op's precision and whether it is a ``helper``."""
-    return memo(trace, "kernel_work", lambda t: cache.derived_frame(t, "kernel_work", _kernel_work))
+    return of_trace(trace, "kernel_work", lambda t: cache.derived_frame(t, "kernel_work", _kernel_work))
 
 
 def _kernel_work(trace) -> pd.DataFrame:
@@ -139,7 +139,7 @@ def kernel_efficiency(trace, activities: pd.DataFrame | None = None) -> pd.DataF
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
     Region's; default all), indexed like it. Empty where the trace has no shapes. Every column is
     a function of its own row, so the whole trace's table is worked out once and cut."""
-    every = memo(trace, "kernel_efficiency", _every_kernel_efficiency)
+    every = of_trace(trace, "kernel_efficiency", _every_kernel_efficiency)
     return every if activities is None else every.loc[activities.index]
 
 

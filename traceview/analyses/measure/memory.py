@@ -22,7 +22,6 @@ import pandas as pd
 from ...link import ARROW
 from ...model import memory_rules
 from ..wording.words import Cite, size
-from .derived import tables_of
 
 NO_OP = "(no op)"  # an event outside every CPU op (e.g. the profiler's own bookkeeping)
 RECORDED, RUNNING_SUM = "recorded", "running sum"
@@ -212,7 +211,7 @@ def size_words(n: int) -> str:
 def peaks(trace) -> pd.DataFrame:
     """Per device of ``trace``: the peak (``devices``' columns device, peak_allocated_bytes,
     peak_ts_ns, peak_made_by); empty without [memory] events. Kept with the trace."""
-    held = tables_of(trace)
+    held = trace.derived
     if "memory_peaks" not in held:
         s = series(trace)
         held["memory_series"] = s
@@ -287,7 +286,7 @@ def _grew_most(a, b, device: str, delta: int) -> tuple[str | None, int | None]:
     alive = []
     for t in (a, b):
         peaks(t)
-        al = alive_at_peak(tables_of(t)["memory_series"])
+        al = alive_at_peak(t.derived["memory_series"])
         alive.append(al[(al["device"] == device) & (al["made_by"] != BEFORE)].set_index("made_by")["bytes"])
     change = alive[1].sub(alive[0], fill_value=0).astype("int64")
     if not len(change) or not delta:

@@ -64,15 +64,10 @@ def has_shapes(ops: pd.DataFrame) -> bool:
 _BLOCK = 4096
 
 
-def memo(trace, what: str, make):
-    """``make(trace)`` once per loaded trace (:func:`.derived.of_trace`), so it goes with the trace."""
-    return of_trace(trace, what, make)
-
-
 def trace_work(trace) -> pd.DataFrame:
     """``op_work(trace.ops)``, worked out once per loaded trace; a cached trace keeps it in its
     cache entry (``cache.derived_frame``), so a warm run reads it back."""
-    return memo(trace, "work", lambda t: cache.derived_frame(t, "op_work", lambda t: op_work(t.ops)))
+    return of_trace(trace, "work", lambda t: cache.derived_frame(t, "op_work", lambda t: op_work(t.ops)))
 
 
 def op_work(ops: pd.DataFrame) -> pd.DataFrame:

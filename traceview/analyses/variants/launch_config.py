@@ -19,7 +19,7 @@ import pandas as pd
 from ...errors import TraceviewError
 from ...read.document import split_document
 from ...read.source import read_source
-from ..measure.work import memo
+from ..measure.derived import of_trace
 
 _MAX_DIM = 2**31  # CUDA's grid x limit; anything larger is junk
 
@@ -45,7 +45,7 @@ def _kernel(cat: str) -> bool:
 def launch_configs(trace) -> pd.DataFrame:
     """Per kernel event of the file: ``name``, ``correlation``, ``grid``, ``block`` (tuples, None
     where not recorded). Empty when the file cannot be read again (moved since it was loaded)."""
-    return memo(trace, "launch_configs", _read)
+    return of_trace(trace, "launch_configs", _read)
 
 
 def _read(trace) -> pd.DataFrame:

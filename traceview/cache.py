@@ -599,25 +599,6 @@ class _Folder:
                 got += n
             return buf
 
-    def mapped(self, name: str, size: int):
-        """The file ``name`` mapped read-only (the page cache's pages, not a copy: what is read
-        from it is copied into new frames anyway); another ``size`` than recorded fails as
-        ``read`` does. It stays valid after a store renames a new entry into this one's place."""
-        import mmap
-
-        fd = (
-            os.open(name, os.O_RDONLY, dir_fd=self.fd)
-            if self.fd is not None
-            else os.open(self.path / name, os.O_RDONLY)
-        )
-        try:
-            have = os.fstat(fd).st_size
-            if have != size:
-                raise _Damaged(f"{name} is {have} bytes, not {size}")
-            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""
-        finally:
-            os.close(fd)
-
 
 def _describe(frame: pd.DataFrame) -> dict:
     """What Parquet may not bring back by itself: the exact dtype of each column."""
@@ -661,7 +642,9 @@ def _tables(d: _Folder, info: dict) -> dict:
     with ThreadPoolExecutor(max_workers=1) as pool:
 
         def start(name: str):
-            data = d.mapped(f"{name}.arrow", info["files"][name]["size"])
+            # read, not mapped: the bytes checked are the bytes used, and a file cut or rewritten in
+            # place by another program afterwards cannot fault a frame still built on its pages
+            data = d.read(f"{name}.arrow", info["files"][name]["size"])
             return data, pool.submit(_crc, data)
 
         ahead = start(_TABLES[0])

@@ -91,27 +91,18 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
     from .. import api
 
     refuse("compare", run=run)
-    if run:  # every path one run: a file is refused there ("not a folder"), as tv.compare_runs does
-        dask = executor(workers, scheduler)
-        report = api.compare_runs(
-            list(traces),
-            baseline=baseline,
-            recursive=recursive,
-            sel=sel,
-            options=options,
-            on_warning=say,
-            **dask,
-        )
-        return emit(report, out)
+    # with --run every path is one run: a file is refused there ("not a folder"), as in the API
     report = api.compare(
         list(traces),
-        baseline=baseline,
-        sel=sel,
+        baseline=baseline,  # a path, a label or None
         recursive=recursive,
+        run=run,
         plot=plot,
+        sel=sel,
         options=options,
         on_warning=say,
-    )  # baseline: a path, a label or None
+        **executor(workers, scheduler),
+    )
     if plot is not None:
         say(f"wrote {plot}")
     emit(report, out)

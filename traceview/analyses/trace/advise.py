@@ -548,7 +548,8 @@ def _memory_words(c: Cite, key: dict, t) -> str:
 def advice_of(sides: list[tuple[str, Region]]) -> tuple[pd.DataFrame, list[str]]:
     """The advice of several traces (``(label, region)`` pairs) as one table with a ``trace``
     column, ranked by time at stake, and its sentences: what summary, compare and report show."""
-    parts = [advice_table(r)[0].assign(trace=label) for label, r in sides]
+    # a trace without advice adds no rows: its empty (untyped) table would turn the numbers to objects
+    parts = [p.assign(trace=label) for label, r in sides if len(p := advice_table(r)[0])]
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", *COLUMNS])
     table = table[["trace", *COLUMNS]].sort_values("stake_ns_per_step", ascending=False, kind="stable")
     table = table.reset_index(drop=True)

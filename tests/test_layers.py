@@ -30,6 +30,8 @@ LAYERS = [
             "schema",
             "devices",
             "filenames",
+            "fingerprint",
+            "replay",
         ],
     ),
     ("read", ["read"]),

@@ -60,7 +60,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import tempfile
 import time
 import zlib
@@ -69,18 +68,17 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pandas as pd
-import platformdirs
 
 from ._version import __version__
 from .atomic import temporary
 from .errors import TraceviewError
 from .filenames import as_text
+from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
+from .fingerprint import _code_digest, cache_dir, identity
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
-_SAMPLE = 64 * 1024  # bytes hashed at each end of the trace for its identity
 _CHUNK = 1 << 20
 _TABLES = ("events", "kernels", "ops", "steps", "memory")
-_PKG = Path(__file__).parent
 DEFAULT_MAX_MB = 2048
 MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"
 DEFAULT_MIN_MB = 1.0  # smaller trace files load about as fast as an entry reads back
@@ -89,20 +87,6 @@ _STAMP = "stamp"  # the code version that wrote the entry; its mtime is the entr
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 _TMP_NAME = re.compile(r"[0-9a-f]{32}\.tmp-[A-Za-z0-9_]+")
 _TMP_MAX_AGE_S = 3600  # a half-written entry older than this was left by a crash
-
-
-def cache_dir(cache=None) -> Path | None:
-    """The folder ``cache`` names: None/True -> the default folder, False -> None."""
-    if cache is False:
-        return None
-    if cache is None or cache is True:
-        env = os.environ.get("TRACEVIEW_CACHE_DIR")
-        if env:
-            return Path(env).expanduser()
-        # the platform's user cache folder: $XDG_CACHE_HOME or ~/.cache on Linux,
-        # ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows (no vendor level: appauthor=False)
-        return Path(platformdirs.user_cache_dir("traceview", appauthor=False))
-    return Path(os.fspath(cache)).expanduser()
 
 
 def available() -> bool:
@@ -116,38 +100,6 @@ def available() -> bool:
 
 class _Damaged(Exception):
     """An entry of this traceview that fails verification: discarded, rebuilt, noted."""
-
-
-def identity(path) -> dict | None:
-    """What the trace at ``path`` is now: size, mtime_ns, ctime_ns, inode, device and a hash of
-    its first and last ``_SAMPLE`` bytes. None for what is not a regular file (a pipe or a
-    device is never cached, and never read here). Taken before a load reads the trace and again
-    after: the entry is stored only when both agree."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return None
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # never waits on a swapped-in pipe
-    except (OSError, ValueError):
-        return None
-    try:
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            h = hashlib.sha256(fh.read(_SAMPLE))
-            if st.st_size > _SAMPLE:
-                fh.seek(max(_SAMPLE, st.st_size - _SAMPLE))
-                h.update(fh.read(_SAMPLE))
-    except OSError:
-        return None
-    return {
-        "size": st.st_size,
-        "mtime_ns": st.st_mtime_ns,
-        "ctime_ns": st.st_ctime_ns,
-        "ino": st.st_ino,
-        "dev": st.st_dev,
-        "sample": h.hexdigest()[:32],
-    }
 
 
 def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
@@ -470,24 +422,6 @@ def clear(cache=None) -> dict:
         removed += not f.tmp
         freed += f.size
     return {"folder": str(folder), "removed": removed, "bytes": freed}
-
-
-_digest_memo: dict = {}
-
-
-def _code_digest() -> str:
-    """Digest of traceview's modules and rule files (re-hashed only when one changes)."""
-    files = sorted(
-        p for p in _PKG.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts
-    )
-    sig = tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files)
-    if sig not in _digest_memo:
-        h = hashlib.sha256()
-        for p in files:
-            h.update(str(p.relative_to(_PKG)).encode() + b"\0" + p.read_bytes() + b"\0")
-        _digest_memo.clear()
-        _digest_memo[sig] = h.hexdigest()
-    return _digest_memo[sig]
 
 
 def _enc_hook(obj):

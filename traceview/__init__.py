@@ -11,32 +11,49 @@ Quick start::
 Every CLI command is a function here (``help(tv.diff)``) returning a :class:`Report`: named
 ``tables`` (DataFrames), ``findings`` (sentences whose figures cite their cells) and ``notes``.
 
-``import traceview`` loads only what :func:`load` needs; the commands (``tv.summary``, ...),
+``import traceview`` imports neither pandas nor numpy: :func:`load`, ``Trace``, ``LoadOptions``,
+``Report`` and :func:`classify` (the load layer), the commands (``tv.summary``, ...),
 ``tv.Selection`` and the ``api``/``render``/``analyses`` modules are imported the first time
-one of them is asked for (PEP 562 ``__getattr__``, issue 23): a script that only loads traces
-does not pay for the analyses and renderers. A Report finds its renderer when it is shown
-(``report.DISPLAY``), so nothing has to be imported for that here.
+one of them is asked for (PEP 562 ``__getattr__``, issues 23 and 35): a script that only loads
+traces does not pay for the analyses and renderers, and the command line answers a repeated
+command from its record (``traceview.replay``) before any of them is imported. A Report finds
+its renderer when it is shown (``report.DISPLAY``), so nothing has to be imported for that here.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .classify import classify
 from .errors import CheckRuleError, NotATraceError, RuleError, TraceReadError, TraceviewError
-from .load import load
-from .model import Trace
-from .options import LoadOptions
-from .report import Report
 
-# ``report`` is the HTML report function; the module of that name stays ``traceview.report``
-# (``from traceview.report import Report``), and ``tv.Report`` is its class. Importing the
-# module above set the package's ``report`` to it; dropped, ``tv.report`` reaches
-# ``__getattr__`` (the function), also where ``traceview.report`` was imported first: an import
-# sets the package attribute only when the module first loads, which is here.
-del globals()["report"]
+#: the load layer's names, imported on first use like the commands (they import pandas): the
+#: command line's replay of a repeated command answers before any of them is needed
+_LIGHT = {
+    "load": "load",
+    "classify": "classify",
+    "Trace": "model",
+    "LoadOptions": "options",
+    "Report": "report",
+}
+
+
+class _Package(types.ModuleType):
+    """The package: ``load``, ``classify`` and ``report`` are its functions, never the submodules
+    of those names. An import sets the package attribute of a submodule when it first loads it
+    (``traceview.load`` the module, wherever it is first imported); here that attribute is not
+    kept, so the name reaches ``__getattr__`` and is the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("load", "classify", "report") and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time ``__getattr__`` imports these
     from . import analyses as analyses
@@ -64,6 +81,11 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time ``__getattr__`
         summary_run,
         timeline,
     )
+    from .classify import classify
+    from .load import load
+    from .model import Trace
+    from .options import LoadOptions
+    from .report import Report
 
 __all__ = [
     "CheckRuleError",
@@ -101,7 +123,7 @@ __all__ = [
 ]
 
 #: the names ``__getattr__`` supplies: those of ``__all__`` defined by ``api`` (functions, Selection)
-_FROM_API = frozenset(__all__) - set(globals())
+_FROM_API = frozenset(__all__) - set(globals()) - set(_LIGHT)
 #: modules ``import traceview`` used to import and scripts reach as attributes (``tv.api.breakdown``)
 _MODULES = ("analyses", "api", "render")
 
@@ -111,6 +133,10 @@ if not TYPE_CHECKING:  # hidden from type checkers: they see the names above, an
     def __getattr__(name: str) -> Any:
         """The commands and the heavier modules, imported on first use. Both ``api`` and ``render``
         are imported, so that after it the package holds what an eager ``import traceview`` held."""
+        if name in _LIGHT:
+            found = getattr(importlib.import_module(f"{__name__}.{_LIGHT[name]}"), name)
+            globals()[name] = found
+            return found
         if name not in _FROM_API and name not in _MODULES:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
         # import_module, not ``from . import``: that asks this package for the names first (hasattr),

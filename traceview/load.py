@@ -10,6 +10,7 @@ from .classify import annotate
 from .devices import load_devices
 from .errors import NotATraceError, TraceReadError
 from .launches import completeness
+from .limits import give_back_freed_memory
 from .link import Linked, link
 from .model import Trace, build_events
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
@@ -95,21 +96,26 @@ def _load_uncached(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace
     built = build_events(raw.columns, raw.meta)
     raw.columns = {}  # the events frame holds what it needs: the raw columns go before linking (peak memory)
     linked = link(built)
-    activities, ops, stack_notes = _annotate(linked, built.events, held["rules"])
-    notes = [*built.notes, *linked.notes, *stack_notes]
+    events, steps, counts, notes = built.events, built.steps, built.counts, built.notes
+    # the flow table's columns and the op arg texts (a tenth of the file at 1 GB) are link's alone:
+    # they go, and what link freed goes back to the system, before annotate and the completeness check
+    del built
+    give_back_freed_memory()
+    activities, ops, stack_notes = _annotate(linked, events, held["rules"])
+    notes = [*notes, *linked.notes, *stack_notes]
     trace = Trace(
         path=path,
-        events=built.events,
+        events=events,
         kernels=activities,
         ops=ops,
-        steps=built.steps,
+        steps=steps,
         meta=raw.meta,
-        warnings=[*raw.warnings, *_phase_warnings(path, built.counts), *(f"{path}: {n}" for n in notes)],
+        warnings=[*raw.warnings, *_phase_warnings(path, counts), *(f"{path}: {n}" for n in notes)],
         stats={
             "n_events": raw.n_events,
             "json_bytes": raw.json_bytes,
             "decoder": raw.decoder,
-            "phases": built.counts,
+            "phases": counts,
             **linked.shares,
         },
         memory=linked.memory,

@@ -40,7 +40,7 @@ from ...units import human_ns
 from ..select.region import Region, Selection, _matching_activities, annotation_spans, region
 from . import intervals as iv
 from .derived import is_text, kept_for_region, of_region, texts
-from .gpu_breakdown import gpu_class
+from .gpu_breakdown import gpu_masks
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "exposed.toml"
 COMM, MEMCPY, MEMSET = "communication exposed", "memcpy exposed", "memset exposed"
@@ -192,19 +192,23 @@ def _empty(cols) -> pd.DataFrame:
 
 def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
     """(cause, spans) of the GPU causes in priority order; and (communication, computation)."""
-    cls = gpu_class(acts)
+    computing, communicating = gpu_masks(acts)
     codes, values = texts(acts["category"])
-    computing = cls == "computation"
+    starts, ends = iv.spans(acts)  # cut by masks below: no frame copied per layer
+
+    def of(mask: np.ndarray) -> iv.Spans:
+        return starts[mask], ends[mask]
+
     order = rules().compute_order
     present = set(values[np.unique(codes[computing])])
     cats = [c for c in order if c in present] + sorted(present - set(order))
     at = {v: i for i, v in enumerate(values[:-1])}
-    layers = [(f"compute: {c}", iv.spans(acts[computing & (codes == at.get(c, -1))])) for c in cats]
-    comm = iv.spans(acts[cls == "communication"])
+    layers = [(f"compute: {c}", of(computing & (codes == at.get(c, -1)))) for c in cats]
+    comm = of(communicating)
     layers.append((COMM, comm))
     for name, k in ((MEMCPY, "memcpy"), (MEMSET, "memset")):
-        layers.append((name, iv.spans(acts[is_text(acts["kind"], k)])))
-    return layers, (comm, iv.spans(acts[computing]))
+        layers.append((name, of(is_text(acts["kind"], k))))
+    return layers, (comm, of(computing))
 
 
 def host_layers(events: pd.DataFrame) -> list:
@@ -231,8 +235,9 @@ def split_windows(layers: list, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarr
     covered = (np.empty(0, np.int64), np.empty(0, np.int64))
     before, out = np.zeros(len(lo), dtype=np.int64), []
     for _, s in layers:
-        covered = iv.merged(iv.join(covered, s))
-        now = iv.lengths_within(covered, lo, hi)
+        if len(s[0]):  # an empty layer covers nothing more
+            covered = iv.merged(iv.join(covered, s))
+        now = iv.union_lengths_within(covered, lo, hi)
         out.append(now - before)
         before = now
     out.append((hi - lo) - before)

@@ -34,9 +34,16 @@ CLASSES = ("computation", "communication", "memory")
 
 def gpu_class(acts: pd.DataFrame) -> np.ndarray:
     """Each activity's class: computation, communication or memory."""
+    comp, comm = gpu_masks(acts)
+    return np.where(comp, "computation", np.where(comm, "communication", "memory"))
+
+
+def gpu_masks(acts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Which activities are computation and which communication (``gpu_class``, as two masks):
+    a memcpy/memset is memory whatever its category."""
     memory = acts["kind"].isin(("memcpy", "memset")).to_numpy(dtype=bool)
-    comm = is_text(acts["category"], "communication")
-    return np.where(memory, "memory", np.where(comm, "communication", "computation"))
+    comm = is_text(acts["category"], "communication") & ~memory
+    return ~memory & ~comm, comm
 
 
 def gpu_states(acts: pd.DataFrame) -> dict:

@@ -58,7 +58,12 @@ def clip(s: Spans, lo: int, hi: int) -> Spans:
 def lengths_within(s: Spans, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Length of the union of ``s`` inside each window [lo[i], hi[i]), in ns: one cumulative sum
     and two binary searches instead of clipping every interval once per window."""
-    starts, ends = merged(s)
+    return union_lengths_within(merged(s), lo, hi)
+
+
+def union_lengths_within(u: Spans, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``lengths_within`` of ``u`` that is a union already (sorted, disjoint: ``merged``'s)."""
+    starts, ends = u
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     if not len(starts) or not len(lo):
         return np.zeros(len(lo), dtype=np.int64)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +68,24 @@ _BLOCK = 4096
 def trace_work(trace) -> pd.DataFrame:
     """``op_work(trace.ops)``, worked out once per loaded trace; a cached trace keeps it in its
     cache entry (``cache.derived_frame``), so a warm run reads it back."""
-    return of_trace(trace, "work", lambda t: cache.derived_frame(t, "op_work", lambda t: op_work(t.ops)))
+    return of_trace(trace, "work", lambda t: cache.derived_frame(t, "op_work", _op_work))
 
 
-def op_work(ops: pd.DataFrame) -> pd.DataFrame:
+def _op_work(trace) -> pd.DataFrame:
+    return op_work(trace.ops, lambda: dims_codes(trace))
+
+
+def dims_codes(trace) -> tuple[np.ndarray, np.ndarray]:
+    """``list_codes`` of the trace's ``input_dims`` (codes, distinct lists), once per loaded trace:
+    the op work and advise's shape check both start from it."""
+    return of_trace(trace, "input_dims_codes", lambda t: list_codes(t.ops["input_dims"].to_numpy(object)))
+
+
+def op_work(ops: pd.DataFrame, dims: Callable[[], tuple] | None = None) -> pd.DataFrame:
     """Per op (aligned with ``ops``): formula, flops (executed), torch_flops (torch's count), bytes,
-    precision, causal, counted."""
+    precision, causal, counted. ``formula`` and ``precision`` are categoricals (a few distinct
+    texts over every op, never a string per row). ``dims``: gives ``list_codes`` of ``ops["input_dims"]``
+    where the caller holds it already."""
     out = pd.DataFrame(index=ops.index)
     if not len(ops) or not has_shapes(ops):
         out["formula"] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
@@ -83,7 +96,7 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
         out["causal"] = pd.array([None] * len(ops), dtype="boolean")
         out["counted"] = np.zeros(len(ops), dtype=bool)
         return out
-    coded = [_codes(ops[c]) for c in _ARG_COLUMNS]
+    coded = [dims() if c == "input_dims" and dims is not None else _codes(ops[c]) for c in _ARG_COLUMNS]
     codes = np.stack([c for c, _ in coded], axis=1)
     keys, inverse = _distinct_rows(codes, [len(u) for _, u in coded])
     cats = [u for _, u in coded]
@@ -96,11 +109,11 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     ]
     table = pd.DataFrame(rows, columns=COLUMNS[:-1])
     inverse = inverse.reshape(-1)
-    out["formula"] = table["formula"].to_numpy(dtype=object)[inverse]
+    out["formula"] = _categorical(table["formula"], inverse)
     # typed once per distinct key, then taken per op (a take of Int64, not a cast of objects)
     for c in ("flops", "torch_flops", "bytes_moved"):
         out[c] = pd.array(table[c].to_numpy(dtype=object), dtype="Int64").take(inverse)
-    out["precision"] = table["precision"].to_numpy(dtype=object)[inverse]
+    out["precision"] = _categorical(table["precision"], inverse)
     out["causal"] = pd.array(table["causal"].to_numpy(dtype=object), dtype="boolean").take(inverse)
     out["counted"] = counted(
         ops["parent"].to_numpy(), out["flops"].notna().to_numpy(), out["bytes_moved"].notna().to_numpy()
@@ -109,6 +122,13 @@ def op_work(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 _NONE = (None, None, None, None, None, None)
+
+
+def _categorical(per_key: pd.Series, inverse: np.ndarray) -> pd.Categorical:
+    """The texts of the distinct keys (None: missing), per op: a categorical whose categories are
+    sorted, so that grouping on it orders as grouping on the texts would."""
+    codes, uniques = pd.factorize(per_key.to_numpy(dtype=object), sort=True, use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques, dtype=object))
 
 
 def _distinct_rows(codes: np.ndarray, sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.derived import is_text, of_trace, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
+from ..measure.work import dims_codes
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite
 
@@ -109,9 +110,18 @@ class Facts:
         return self.trace.ops["parent"].to_numpy()
 
     @functools.cached_property
+    def name_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        return texts(self.trace.ops["name"])
+
+    @functools.cached_property
     def names(self) -> np.ndarray:
-        codes, values = texts(self.trace.ops["name"])
+        codes, values = self.name_codes
         return values[codes]
+
+    def named(self, wanted: list[str]) -> np.ndarray:
+        """Per op, whether its name is one of ``wanted``: each distinct name compared once."""
+        codes, values = self.name_codes
+        return np.isin(values, wanted)[codes]
 
     @functools.cached_property
     def sources(self) -> pd.DataFrame | None:
@@ -204,8 +214,8 @@ def copy_under_op(f: Facts, rule: Rule) -> list[dict]:
     """A copy op directly under an out-of-place op that has an in-place form. The copy's own
     bytes and time: the subtree of the copy op, not of the op above it."""
     names, parent = f.names, f.parent
-    copy = np.flatnonzero(np.isin(names, rule.copies))
-    copy = f.in_region(copy[(parent[copy] >= 0) & np.isin(names[np.clip(parent[copy], 0, None)], rule.ops)])
+    copy = np.flatnonzero(f.named(rule.copies))
+    copy = f.in_region(copy[(parent[copy] >= 0) & f.named(rule.ops)[np.clip(parent[copy], 0, None)]])
     out = []
     for op in np.unique(names[parent[copy]]):
         mine = copy[names[parent[copy]] == op]
@@ -223,7 +233,7 @@ def copy_under_op(f: Facts, rule: Rule) -> list[dict]:
 
 def sdpa_backend(f: Facts, rule: Rule) -> list[dict]:
     """The SDPA math backend, with what the recorded arguments say about the fused backends."""
-    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    hits = f.in_region(np.flatnonzero(f.named(rule.ops)))
     if not len(hits):
         return []
     outer = np.where(f.parent[hits] >= 0, f.parent[hits], hits)  # the aten::scaled_dot_product_attention op
@@ -340,7 +350,7 @@ def host_sync(f: Facts, rule: Rule) -> list[dict]:
     """GPU idle while the host synchronises, with the ops that read values back."""
     if not f.gpu or not f.cause("idle: host sync"):
         return []
-    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    hits = f.in_region(np.flatnonzero(f.named(rule.ops)))
     ops = ", ".join(f"{n} x{c}" for n, c in zip(*np.unique(f.names[hits], return_counts=True), strict=True))
     what = "the GPU idles while the host synchronises" + (f" (ops that read back: {ops})" if ops else "")
     return [row(f, rule, what, ops or "(sync calls)", f.source_of(hits), len(hits), 0,
@@ -385,7 +395,7 @@ def exposed_communication(f: Facts, rule: Rule) -> list[dict]:
 
 def gemm_alignment(f: Facts, rule: Rule) -> list[dict]:
     """Half-precision GEMM ops with a dimension that is not a multiple of ``rule.multiple``."""
-    hits = f.in_region(np.flatnonzero(np.isin(f.names, rule.ops)))
+    hits = f.in_region(np.flatnonzero(f.named(rule.ops)))
     ops = f.trace.ops
     dims, types = ops["input_dims"].to_numpy(dtype=object), ops["input_types"]
     # each distinct (dims, types) is tried once: rows sharing one parsed list share a code
@@ -512,9 +522,8 @@ def _has_shapes(trace) -> bool:
 
 
 def _shapes_with_numbers(trace) -> bool:
-    dims = trace.ops["input_dims"].to_numpy(dtype=object)
-    # each distinct list once (``list_codes``), as the text ``astype(str)`` gives it
-    return any(_DIGIT.search(str(v)) for v in list_codes(dims)[1] if isinstance(v, (list, str)))
+    # each distinct list once (``list_codes``, shared with the op work), as ``astype(str)`` gives it
+    return any(_DIGIT.search(str(v)) for v in dims_codes(trace)[1] if isinstance(v, (list, str)))
 
 
 def findings(table: pd.DataFrame, per: str) -> list[str]:

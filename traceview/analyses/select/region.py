@@ -250,14 +250,20 @@ def _every_step(trace, sel: Selection, acts, ops) -> Region:
     return Region(
         trace,
         sel,
-        acts[stepped],
-        ops[ops["step"].notna().to_numpy()],
+        _rows(acts, stepped),
+        _rows(ops, ops["step"].notna().to_numpy()),
         len(trace.steps),
         "steps",
         int(trace.steps["dur_ns"].clip(lower=0).sum()),
         left_out,
         notes,
     )
+
+
+def _rows(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """``frame[keep]``, or ``frame`` itself when every row is kept: a 400k-row op table is not
+    copied to keep all of it (a region's frames are never changed by their readers)."""
+    return frame if keep.all() else frame[keep]
 
 
 def _whole_trace(trace, sel: Selection, acts, ops) -> Region:

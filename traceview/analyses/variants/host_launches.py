@@ -45,9 +45,10 @@ def host_launches(r: Region) -> dict:
 
 
 def _host_launches(r: Region) -> dict:
-    lw = launches(r.trace)
-    lw = lw[(lw["kind"] == "kernel").to_numpy()]
-    lw = lw[_in_region(r, lw["ts_ns"].to_numpy())]
+    every = launches(r.trace)
+    rows = np.flatnonzero((every["kind"] == "kernel").to_numpy())
+    rows = rows[_in_region(r, every["ts_ns"].to_numpy()[rows])]
+    lw = every[["api", "lost"]].iloc[rows]  # the two columns read below, not the launch table
     by = lw.groupby("api", sort=True).size().sort_values(ascending=False, kind="stable")
     per_step = r.per_region_count(by.to_numpy())
     return {

@@ -33,7 +33,7 @@ from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
-from ..measure.derived import as_text, is_text
+from ..measure.derived import as_text, is_text, texts
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -136,7 +136,7 @@ class Side:
     phase_how: str
     graph_pct: float  # share of GPU time in CUDA graph replays
     region: Region
-    k: pd.DataFrame  # the region's kernels
+    k: pd.DataFrame  # the region's kernels: the columns the verdict reads (``_KERNEL_COLUMNS``)
     read: dict | None = None  # exact kernel name -> Kernel, once read
 
     @property
@@ -154,9 +154,14 @@ class Side:
         return self.read
 
 
+#: what the verdict reads of a side's kernels (its phase, and their launch configurations)
+_KERNEL_COLUMNS = ["name", "correlation", "dur_ns", "category"]
+
+
 def side_facts(r: Region) -> Side:
     flops, precision = _shape_work(r)
-    k = r.activities[is_text(r.activities["kind"], "kernel")] if r.has_gpu else r.activities
+    k = r.activities[_KERNEL_COLUMNS]  # four columns copied, not all of the region's activities
+    k = k[is_text(r.activities["kind"], "kernel")] if r.has_gpu else k
     phase, how = _phase(r, k)
     dur = np.clip(r.activities["dur_ns"].to_numpy(), 0, None) if r.has_gpu else np.zeros(0)
     graph = graph_replays(r.activities) if r.has_gpu else np.zeros(0, bool)
@@ -168,19 +173,21 @@ def _shape_work(r: Region) -> tuple[float | None, str | None]:
     """torch's FLOPs per step of the counted ops, and the precision holding most of them."""
     if not len(r.ops) or not has_shapes(r.trace.ops):
         return None, None
-    w = trace_work(r.trace).loc[r.ops.index]
-    w = w[w["counted"].to_numpy()]
-    fl = w["torch_flops"].fillna(0).astype("int64").to_numpy()
+    work = trace_work(r.trace)  # aligned with the trace's ops: the region's rows by position
+    rows = work.index.get_indexer(r.ops.index)
+    rows = rows[work["counted"].to_numpy()[rows]]
+    fl = work["torch_flops"].iloc[rows].fillna(0).astype("int64").to_numpy()
     if not fl.any():
         return 0.0, None
-    by = pd.Series(fl).groupby(as_text(w["precision"])).sum()
+    by = pd.Series(fl).groupby(as_text(work["precision"].iloc[rows])).sum()
     by = by[by.index != "None"]
     return float(fl.sum()) / r.regions, (str(by.idxmax()) if len(by) else None)
 
 
 def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
     ev = r.trace.events
-    names = ev.loc[(ev["role"] == "annotation").to_numpy(), "name"].astype(str).unique()
+    codes, values = texts(ev["name"])  # the distinct annotation names, in order, by their codes
+    names = values[pd.unique(codes[(ev["role"] == "annotation").to_numpy()])]
     ru = rules()
     dec = [n for n in names if re.search(ru.decode_annotation, n, re.I)]
     pre = [n for n in names if re.search(ru.prefill_annotation, n, re.I)]
@@ -191,7 +198,8 @@ def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
     g = k[is_text(k["category"], "gemm")] if len(k) else k
     if not len(g):
         return None, ""
-    mv = g["name"].astype(str).str.contains(ru.matrix_vector_kernel, regex=True).to_numpy()
+    codes, values = texts(g["name"])
+    mv = np.array([bool(re.search(ru.matrix_vector_kernel, str(v))) for v in values])[codes]
     share = 100.0 * g["dur_ns"].to_numpy()[mv].sum() / max(g["dur_ns"].sum(), 1)
     if share >= ru.matrix_vector_pct:
         return "one-row GEMMs", f"{pct(share)} of GEMM time in matrix-vector kernels (gemv: M = 1, decode)"

@@ -291,12 +291,13 @@ def test_info_and_clear_return_data(tmp_path):
     assert (d["entries"], d["other_versions"], d["bytes"]) == (2, 0, on_disk)
     assert d["size_mib"] == round(on_disk / 2**20, 1)
     out = cache_mod.clear()
-    assert out == {"folder": str(folder), "removed": 2, "bytes": on_disk}
+    assert out == {"folder": str(folder), "removed": 2, "replays": 0, "bytes": on_disk}
     assert sorted(p.name for p in folder.iterdir()) == ["README", "notes"]
     assert cache_mod.info()["entries"] == 0
     assert cache_mod.clear(tmp_path / "nowhere") == {
         "folder": str(tmp_path / "nowhere"),
         "removed": 0,
+        "replays": 0,
         "bytes": 0,
     }
 

@@ -27,6 +27,7 @@ import threading
 from pathlib import Path
 
 from .errors import TraceviewError
+from .replay import spoil
 
 _NAME_KEEP = 100  # characters of the target's name kept in the temporary name (NAME_MAX is 255)
 _TRIES = 100  # random temporary names tried before giving up
@@ -102,6 +103,7 @@ def atomic_path(path, suffix: str = ""):
     (the file it points to is replaced, the link stays), and a file replaced keeps its
     permission bits."""
     shown = Path(path)
+    spoil("wrote a file")  # a command that writes a file is never answered from a record
     refuse_inputs([shown])
     kind = _kind(shown)
     if kind == "special":  # a FIFO or a device: written in place, never replaced by a regular file

@@ -75,6 +75,9 @@ from .errors import TraceviewError
 from .filenames import as_text
 from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
 from .fingerprint import _code_digest, cache_dir, identity
+from .replay import clear as replays_clear
+from .replay import info as replays_info
+from .replay import spoil
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _CHUNK = 1 << 20
@@ -117,6 +120,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
         trace = _lookup(entry, _key(path, seen), path)
     except _Damaged as exc:
         _discard(entry)
+        spoil("a cache entry was rebuilt")  # the note is this run's alone: not replayed
         if notes is not None:
             notes.append(f"{path}: its cache entry failed verification ({exc}); rebuilt from the trace")
         return None
@@ -363,9 +367,10 @@ def _folder(cache) -> Path:
 def info(cache=None) -> dict:
     """The cache folder and what it holds: a dict with ``folder``, ``exists``, ``entries``,
     ``writable``, ``other_versions`` (entries no current load can hit; removed at the next store),
-    ``bytes``, ``size_mib``, ``max_bytes``, ``max_mib`` and ``enabled`` (pyarrow is installed, the
-    cap is not 0 and the folder is writable). Raises ``TraceviewError`` (one line) for a folder
-    it cannot read or a bad cap."""
+    ``replays`` (recorded outputs of repeated commands, ``traceview.replay``), ``bytes``,
+    ``size_mib``, ``max_bytes``, ``max_mib`` and ``enabled`` (pyarrow is installed, the cap is not 0
+    and the folder is writable). Raises ``TraceviewError`` (one line) for a folder it cannot read or
+    a bad cap."""
     folder = _folder(cache)
     cap = max_bytes()
     found = []
@@ -376,7 +381,8 @@ def info(cache=None) -> dict:
             raise TraceviewError(f"{folder}: cannot read the cache folder: {exc.strerror or exc}") from None
     current = _current_stamp()
     entries = [f for f in found if not f.tmp]
-    total = sum(f.size for f in found)
+    replays = replays_info(folder)  # the recorded outputs of repeated commands (traceview.replay)
+    total = sum(f.size for f in found) + replays["bytes"]
     writable = _writable(folder)
     return {
         "folder": str(folder),
@@ -384,6 +390,7 @@ def info(cache=None) -> dict:
         "writable": writable,
         "entries": len(entries),
         "other_versions": sum(f.stamp != current for f in entries),
+        "replays": replays["records"],
         "bytes": total,
         "size_mib": round(total / 2**20, 1),
         "max_bytes": cap,
@@ -401,12 +408,13 @@ def _writable(folder: Path) -> bool:
 
 
 def clear(cache=None) -> dict:
-    """Remove every entry (and half-written one) from the cache folder, nothing else: a dict with
-    ``folder``, ``removed`` (entries) and ``bytes`` freed. Raises ``TraceviewError`` (one line) when
-    the folder cannot be read or an entry cannot be removed."""
+    """Remove every entry (and half-written one) and every recorded output (``traceview.replay``)
+    from the cache folder, nothing else: a dict with ``folder``, ``removed`` (entries), ``replays``
+    (records) and ``bytes`` freed. Raises ``TraceviewError`` (one line) when the folder cannot be
+    read or an entry cannot be removed."""
     folder = _folder(cache)
     if not folder.is_dir():
-        return {"folder": str(folder), "removed": 0, "bytes": 0}
+        return {"folder": str(folder), "removed": 0, "replays": 0, "bytes": 0}
     try:
         found = _scan(folder)
     except OSError as exc:
@@ -421,7 +429,13 @@ def clear(cache=None) -> dict:
             raise TraceviewError(f"{f.path}: cannot remove this cache entry: {exc.strerror or exc}") from None
         removed += not f.tmp
         freed += f.size
-    return {"folder": str(folder), "removed": removed, "bytes": freed}
+    replays = replays_clear(folder)
+    return {
+        "folder": str(folder),
+        "removed": removed,
+        "replays": replays["records"],
+        "bytes": freed + replays["bytes"],
+    }
 
 
 def _enc_hook(obj):

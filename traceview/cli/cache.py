@@ -68,6 +68,7 @@ def info(folder, fmt):
     rows = [
         ("folder", d["folder"]),
         ("entries", entries),
+        ("replays", f"{d['replays']} recorded outputs of repeated commands"),
         ("size", f"{d['size_mib']:.1f} MiB"),
         ("cap", f"{d['max_mib']:g} MiB (set with {cache_mod.MAX_ENV})"),
         ("caching", state),
@@ -81,9 +82,12 @@ def info(folder, fmt):
 @_FMT
 @friendly
 def clear(folder, fmt):
-    """Remove every cache entry (nothing else in the folder)."""
+    """Remove every cache entry and recorded output (nothing else in the folder)."""
     d = cache_mod.clear(folder)
     if fmt == "json":
         click.echo(json.dumps(d, indent=2))
         return
-    click.echo(f"removed {d['removed']} entries ({d['bytes'] / 2**20:.1f} MiB) from {d['folder']}")
+    click.echo(
+        f"removed {d['removed']} entries ({d['bytes'] / 2**20:.1f} MiB, with {d['replays']} recorded "
+        f"outputs of repeated commands) from {d['folder']}"
+    )

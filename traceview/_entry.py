@@ -1,9 +1,12 @@
 """The ``traceview`` command's entry point.
 
+A command line that ran before on the same inputs, with the same traceview, is answered from the
+record of its output (``traceview.replay``) before pandas, numpy, click or any command is
+imported; any other run is recorded when it may be replayed.
+
 Once the commands run, ``cli.common.friendly`` turns Ctrl-C into one line and exit 130; this
-also covers the import of the commands themselves and click's parsing of the command line.
-Ctrl-C in the first moment, while ``import traceview`` (pandas, numpy) runs before this module
-is reached, still ends with Python's own KeyboardInterrupt report.
+also covers the import of the commands themselves, click's parsing of the command line and the
+replay.
 """
 
 from __future__ import annotations
@@ -14,6 +17,42 @@ from .errors import EXIT_INTERRUPTED
 
 
 def main():
+    try:
+        recorder = _replayed(sys.argv[1:])
+    except KeyboardInterrupt:
+        _interrupted()
+    try:
+        _run()
+    except SystemExit as exc:
+        if recorder is not None:
+            cache = sys.modules.get("traceview.cache")  # not imported: no trace was read
+            recorder.finish(exc.code, None if cache is None else cache._min_bytes())
+        raise
+    finally:
+        if recorder is not None:
+            recorder.stop()  # an exception that is not an exit: streams back, nothing recorded
+
+
+def _replayed(argv: list[str]):
+    """Exit 0 here when the record of ``argv`` was replayed; else the Recorder of this run (its
+    copy of stdout and stderr started), or None when it cannot be replayed later."""
+    from . import replay
+
+    try:
+        where = replay.folder()
+        name = None if where is None else replay.key(argv)
+    except Exception:
+        return None
+    if where is None or name is None:
+        return None
+    if replay.replay(name, where):
+        sys.exit(0)
+    recorder = replay.Recorder(name, where, argv)
+    recorder.start()
+    return recorder
+
+
+def _run():
     try:
         from .cli import main as cli_main
     except KeyboardInterrupt:

@@ -167,10 +167,10 @@ recursive_option = click.option(
 
 def _check_scheduler(_ctx, _param, value):
     """A malformed address is a usage error, told before any trace is read or connection tried."""
+    if value is None:  # the default: nothing to check, and Dask's pipeline is not imported
+        return None
     from ..scale import AddressError, check_address, connect_timeout
 
-    if value is None:
-        return None
     try:
         connect_timeout()
     except TraceviewError as exc:

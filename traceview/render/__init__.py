@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..analyses.report_set import ReportSet
 from ..atomic import write_bytes, write_text
 from ..report import Report
 from . import csvout, html, jsonout, markdown, text
+from .html import is_report_set
+
+if TYPE_CHECKING:  # for the annotations only: the module imports every analysis
+    from ..analyses.report_set import ReportSet
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,10 @@ def format_for_path(path) -> str | None:
 def _as_list(reports, fmt: Format) -> list:
     """The reports to render: a ReportSet (``traceview report``) stays whole for HTML, its
     page; any other format gets its reports one after another."""
-    items = [reports] if isinstance(reports, (Report, ReportSet)) else list(reports)
+    items = [reports] if isinstance(reports, Report) or is_report_set(reports) else list(reports)
     if fmt.name == "html" and len(items) == 1:
         return items
-    return [r for item in items for r in (_set_reports(item) if isinstance(item, ReportSet) else [item])]
+    return [r for item in items for r in (_set_reports(item) if is_report_set(item) else [item])]
 
 
 def _set_reports(rs: ReportSet) -> list:

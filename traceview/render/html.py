@@ -5,11 +5,21 @@ Every text escaped (:mod:`.htmlreport`)."""
 
 from __future__ import annotations
 
-from ..analyses.report_set import ReportSet
+import sys
+
 from .htmlreport import esc, page, render_report_set, report_html
 
 EXTENSIONS = (".html", ".htm")
 BINARY = False
+
+_REPORT_SET = __name__.split(".")[0] + ".analyses.report_set"
+
+
+def is_report_set(x) -> bool:
+    """Whether ``x`` is ``traceview report``'s ReportSet. Its module imports every analysis, and a
+    command that never imported it (summary, diff, ...) holds none: asked without importing it."""
+    module = sys.modules.get(_REPORT_SET)
+    return module is not None and isinstance(x, module.ReportSet)
 
 
 def render_html(report) -> str:
@@ -17,7 +27,7 @@ def render_html(report) -> str:
 
 
 def render_reports(reports, *, rich=None, width=None) -> str:
-    if len(reports) == 1 and isinstance(reports[0], ReportSet):
+    if len(reports) == 1 and is_report_set(reports[0]):
         n = len(reports[0].timelines)  # one per trace
         return render_report_set(reports[0], f"traceview report: {n} trace{'s' if n != 1 else ''}")
     if len(reports) == 1:

@@ -15,7 +15,10 @@ The jobs (``--jobs``, comma-separated; all by default):
 - ``diff`` / ``summary`` / ``compare`` / ``ranks``: ``traceview diff A B``, ``traceview summary
   A``, ``traceview compare A B C``, ``traceview ranks RUN`` (output to /dev/null), ``cold`` with
   ``--no-cache``, ``warm`` with every trace already in a cache folder of the benchmark's own
-  (``TRACEVIEW_CACHE_DIR``, filled before the first round, never ``~/.cache``);
+  (``TRACEVIEW_CACHE_DIR``, filled before the first round, never ``~/.cache``) and no replay
+  record (``<cache>/replay`` is emptied before each warm run): the analyses on cached traces;
+  ``repeat``: the same command line again, answered from the record of its output
+  (``traceview.replay``; one untimed run before each makes sure the record is there);
 - HTA 0.5.0 where it has the job, run by ``--hta-python``: ``hta diff`` = two ``Trace`` parses
   and ``TraceDiff.compare_traces``; ``hta summary`` = ``TraceAnalysis`` with
   ``get_gpu_kernel_breakdown`` and ``get_temporal_breakdown``; ``hta ranks`` = ``TraceAnalysis``
@@ -48,12 +51,16 @@ JOBS = (
     "load A+B",
     "diff cold",
     "diff warm",
+    "diff repeat",
     "summary cold",
     "summary warm",
+    "summary repeat",
     "compare cold",
     "compare warm",
+    "compare repeat",
     "ranks cold",
     "ranks warm",
+    "ranks repeat",
     "hta diff",
     "hta summary",
     "hta ranks",
@@ -144,7 +151,7 @@ def commands(f: dict, hta_python: str, hta_dir: str) -> dict[str, list[str]]:
     out = {}
     for job in JOBS:
         base, _, how = job.rpartition(" ")
-        if how in ("cold", "warm") and base in cmds:
+        if how in ("cold", "warm", "repeat") and base in cmds:
             out[job] = cmds[base] + (["--no-cache"] if how == "cold" else [])
         elif job in cmds:
             out[job] = cmds[job]
@@ -211,7 +218,7 @@ def table(runs: dict, f: dict) -> str:
     floor = {"diff": "load A+B", "summary": "load A", "compare": None, "ranks": None}
     for job, m in med.items():
         base, _, how = job.rpartition(" ")
-        ref = floor.get(base) if how in ("cold", "warm") else None
+        ref = floor.get(base) if how in ("cold", "warm", "repeat") else None
         vs = f"{m['wall_s'] / med[ref]['wall_s']:.2f}x {ref}" if ref in med else "-"
         hta = f"hta {base}"
         ratio = f"{med[hta]['wall_s'] / m['wall_s']:.1f}x" if hta in med and hta != job else "-"
@@ -255,6 +262,11 @@ def main() -> None:
     runs: dict = {j: [] for j in cmds}
     for rnd in range(a.rounds):
         for job, cmd in cmds.items():
+            if job.endswith(" warm"):  # the analyses on cached traces, not a replay of their output
+                shutil.rmtree(cache / "replay", ignore_errors=True)
+            if job.endswith(" repeat"):  # the command ran before: its record is there
+                quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+                subprocess.run(cmd, **quiet, env=env, check=False)
             r = measure(cmd, env, a.timeout)
             runs[job].append(r)
             state = "ok" if r["ok"] else "FAILED"

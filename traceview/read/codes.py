@@ -18,8 +18,8 @@ CODE_DTYPE = np.int32  # a column's codes once joined: the scanner's tables hold
 class Codes:
     """A factorized column: integer ``codes`` (-1 = missing) into ``uniques``, which are
     the distinct raw values in order of first appearance (what ``pd.factorize`` gives). The
-    reader's joined columns hold int32 codes (``CODE_DTYPE``): half the bytes of int64, and
-    pandas narrows them again for a categorical."""
+    reader's joined columns hold the narrowest codes that fit (``_code_dtype``: int8, int16 or
+    ``CODE_DTYPE``), as pandas keeps a categorical's."""
 
     codes: np.ndarray
     uniques: list
@@ -81,8 +81,13 @@ class Factorizer:
         self.parts.append((codes, uniques))
 
     def add_codes(self, part: Codes) -> None:
-        """Append another factorizer's finished part: the same as having ``add``-ed its values here."""
-        self.parts.append((part.codes, part.uniques))
+        """Append another factorizer's finished part: the same as having ``add``-ed its values here.
+        Its codes are kept in the narrowest type that holds them: the flows' parts wait unjoined
+        through link (``columns.LazyColumns``), a few distinct phases or threads a byte a row."""
+        codes, narrow = part.codes, _code_dtype(len(part.uniques))
+        if codes.dtype.itemsize > np.dtype(narrow).itemsize:
+            codes = codes.astype(narrow)
+        self.parts.append((codes, part.uniques))
 
     def finish(self) -> Codes:
         if not self.parts:
@@ -108,9 +113,14 @@ class Factorizer:
 
 
 def _code_dtype(n_uniques: int):
-    """``CODE_DTYPE``, or int64 for more distinct values than it holds (only msgspec's parts
-    can have them)."""
-    return CODE_DTYPE if n_uniques < np.iinfo(CODE_DTYPE).max else np.int64
+    """The narrowest of int8, int16 and ``CODE_DTYPE`` that holds every code and -1, or int64 for
+    more distinct values than those hold (only msgspec's parts can have them). A column of a few
+    distinct values (an op arg's types, the flows' phases) then takes a byte a row, not four:
+    the op arg texts stay held through link, the stage of the load's peak."""
+    for dtype in (np.int8, np.int16, CODE_DTYPE):
+        if n_uniques < np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

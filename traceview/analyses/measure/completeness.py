@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -59,46 +60,76 @@ def _workload(r: Region) -> dict:
     t = r.trace
     if not len(r.ops) or not has_shapes(t.ops):
         return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
-    w = trace_work(t).loc[r.ops.index]
-    ops = r.ops[["name", "input_dims"]][w["counted"].to_numpy()]  # the two columns read below
-    w = w[w["counted"].to_numpy()]
+    w = trace_work(t)
+    # arrays of the trace's op table taken at the region's counted ops (in the region's order),
+    # not a frame cut per column; names as their codes, Input Dims as codes of their lists
+    at = _positions(t.ops.index, r.ops.index)
+    at = at[w["counted"].to_numpy()[at]]
+    flops = w["flops"].to_numpy(dtype=np.int64, na_value=0)[at]
+    moved = w["bytes_moved"].to_numpy(dtype=np.int64, na_value=0)[at]
+    names, name_text = texts(t.ops["name"])
+    dims, distinct = list_codes(t.ops["input_dims"].to_numpy(dtype=object)[at])
+    ops = _Coded(names[at], dims, name_text, distinct)
     # the shapes of the ops that carry FLOPs (matrix products, convolutions, attention): an
     # elementwise op made in-place or fused is a change of code, not of the work asked for
-    fl = (w["flops"].fillna(0) > 0).to_numpy()
+    fl = flops > 0
     return {
-        "flops": int(w["flops"].fillna(0).sum()) / r.regions,
-        "bytes": int(w["bytes_moved"].fillna(0).sum()) / r.regions,
-        "shapes": _shapes(ops[fl]),
+        "flops": int(flops.sum()) / r.regions,
+        "bytes": int(moved.sum()) / r.regions,
+        "shapes": _shapes(ops.at(fl)),
         "gemm_m_by_op": (by_op := _gemm_m(ops)),
         "gemm_m": _m_of(by_op, {n for n, _ in by_op}),
     }
 
 
-def _shapes(ops: pd.DataFrame) -> set:
+def _positions(index: pd.Index, labels: pd.Index) -> np.ndarray:
+    """Where each of ``labels`` stands in ``index`` (the trace's op table and a region's ops)."""
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return labels.to_numpy(dtype=np.int64)
+    return index.get_indexer(labels)
+
+
+class _Coded(NamedTuple):
+    """Some ops' names and Input Dims as codes: ``name_text[names]`` is the name's text (the last:
+    missing), ``distinct[dims]`` the Input Dims (-1: none)."""
+
+    names: np.ndarray
+    dims: np.ndarray
+    name_text: np.ndarray
+    distinct: np.ndarray
+
+    def at(self, rows: np.ndarray) -> _Coded:
+        return self._replace(names=self.names[rows], dims=self.dims[rows])
+
+    def pairs(self) -> np.ndarray:
+        """Each op's (name, Input Dims) as one int64: name * (distinct + 1) + dims + 1."""
+        return self.names * (len(self.distinct) + 1) + (self.dims + 1)
+
+    def pair(self, key: int) -> tuple[str, object]:
+        """The (name text, Input Dims or None) of a ``pairs`` key."""
+        name, dims = divmod(key, len(self.distinct) + 1)
+        return self.name_text[name], self.distinct[dims - 1] if dims else None
+
+
+def _shapes(ops: _Coded) -> set:
     """The set of (op name, Input Dims as JSON text), each distinct pair written once."""
-    names, name_text = texts(ops["name"])
-    dims, distinct = list_codes(ops["input_dims"].to_numpy(dtype=object))
-    dims_text = [_text(d) for d in distinct] + ["None"]  # code -1: no list
-    pairs = pd.DataFrame({"n": names, "d": np.where(dims < 0, len(distinct), dims)}).drop_duplicates()
-    pairs_ = zip(pairs["n"].tolist(), pairs["d"].tolist(), strict=True)
-    return {(name_text[n], dims_text[d]) for n, d in pairs_}
+    return {(name, _text(dims)) for name, dims in map(ops.pair, np.unique(ops.pairs()).tolist())}
 
 
 def _text(dims) -> str:
     return json.dumps(dims) if isinstance(dims, list) else str(dims)
 
 
-def _gemm_m(ops: pd.DataFrame) -> dict:
+def _gemm_m(ops: _Coded) -> dict:
     """(op name, M) -> how many matrix-product ops had it (M: rows of the left operand)."""
     at = rules().gemm_m
-    pick = ops[ops["name"].isin(list(at)).to_numpy(dtype=bool)]
-    names, name_text = texts(pick["name"])
-    dims, distinct = list_codes(pick["input_dims"].to_numpy(dtype=object))
+    gemm = np.flatnonzero([isinstance(n, str) and n in at for n in ops.name_text])
     # each distinct (op, dims) once, with how many ops had it, in the order the ops first have it
-    pairs = pd.DataFrame({"n": names, "d": dims}).groupby(["n", "d"], sort=False).size()
+    keys, distinct = pd.factorize(ops.at(np.isin(ops.names, gemm)).pairs())
+    counts = np.bincount(keys, minlength=len(distinct))
     out: dict = {}
-    for (n, d), count in zip(pairs.index.tolist(), pairs.tolist(), strict=True):
-        name, held = name_text[n], distinct[d] if d >= 0 else None
+    for key, count in zip(distinct.tolist(), counts.tolist(), strict=True):
+        name, held = ops.pair(key)
         i = at[name]
         shape = held[i] if isinstance(held, list) and len(held) > i else None
         if isinstance(shape, list) and len(shape) >= 2:

@@ -284,6 +284,9 @@ def _far(start: np.ndarray, end: np.ndarray, usable: np.ndarray) -> np.ndarray:
     they are a minority: with no bulk of events near the median there is no "rest" to stray from."""
     if not usable.any():
         return usable
+    first, last = float(start[usable].min()), float(end[usable].max())
+    if last - first <= TIME_WINDOW_NS:  # nothing can be that far from a median between them
+        return np.zeros(len(start), dtype=bool)
     mid = float(np.median(start[usable]))
     far = usable & ((np.abs(start - mid) > TIME_WINDOW_NS) | (np.abs(end - mid) > TIME_WINDOW_NS))
     return far if 2 * far.sum() < usable.sum() else np.zeros(len(start), dtype=bool)

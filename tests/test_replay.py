@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import corpus
 import pytest
 
 from traceview import replay
@@ -223,3 +224,35 @@ def test_small_inputs_are_not_recorded_into_the_cache(home):
     assert records(home) == []
     assert run(home, "summary", SAMPLE.name, env={"TRACEVIEW_CACHE_MIN_MB": "0.01"}).returncode == 0
     assert len(records(home)) == 1  # the trace is 0.02-0.1 MiB: above this threshold
+
+
+def test_a_progress_display_on_a_terminal_is_never_recorded(home):
+    """ranks draws its count of ranks done on stderr when that is a terminal: such a run is not
+    recorded (a replay would show a display of work it did not do); piped, it is."""
+    ranks = corpus.corpus_files("param/dlrm_kineto__worker*.json.gz")
+    if not ranks:
+        pytest.skip(corpus.SKIP_REASON)
+    import select
+
+    leader, follower = os.openpty()
+    try:
+        env = {**os.environ, "TRACEVIEW_CACHE_DIR": str(home / "cache"), "TRACEVIEW_CACHE_MIN_MB": "0"}
+        done = subprocess.run(
+            [sys.executable, "-m", "traceview", "ranks", *map(str, ranks)],
+            cwd=home,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=300,
+            check=False,
+        )
+        drawn = b""
+        while select.select([leader], [], [], 0.5)[0]:
+            drawn += os.read(leader, 1 << 16)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert done.returncode == 0 and b"\rranks: " in drawn, drawn
+    assert records(home) == []
+    assert run(home, "ranks", *ranks).returncode == 0
+    assert len(records(home)) == 1

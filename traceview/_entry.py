@@ -38,6 +38,8 @@ def _replayed(argv: list[str]):
     copy of stdout and stderr started), or None when it cannot be replayed later."""
     from . import replay
 
+    if not all(hasattr(s, "buffer") for s in (sys.stdout, sys.stderr)):  # no streams of bytes to copy
+        return None
     try:
         where = replay.folder()
         name = None if where is None else replay.key(argv)

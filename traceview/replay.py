@@ -56,7 +56,7 @@ SUFFIX = ".rec"
 MAX_OUTPUT = 4 * 2**20  # stdout + stderr bytes a record may hold
 MAX_RECORDS = 256
 MAX_BYTES = 64 * 2**20
-MAX_LISTED = 10_000  # entries of the folders named on the command line
+MAX_LISTED = 2_000  # entries of the folders named on the command line (each file's ends are read)
 _TMP_MAX_AGE_S = 3600  # a temporary record older than this was left by a crash
 
 #: commands that read traces and print: the others write files, run programs or change the cache
@@ -371,15 +371,13 @@ class Recorder:
         self.stop()
         if code not in (0, None) or _SPOILED or self.size > MAX_OUTPUT or least is None:
             return
-        if named_bytes(self.argv) < least:
-            return
         err = b"".join(c[2] for c in self.chunks if c[0] == b"e")
         if b"\r" in err and _terminal(2):  # a progress display drawn on the terminal
             return
-        if key(self.argv) != self.name:  # an input (or traceview) changed while it ran
-            return
-        with contextlib.suppress(OSError):  # a full disk, a read-only folder: no record, never an error
-            _store(self.where, self.name, self.chunks)
+        # a full disk, a read-only folder, a current folder removed meanwhile: no record, no error
+        with contextlib.suppress(Exception):
+            if named_bytes(self.argv) >= least and key(self.argv) == self.name:  # inputs unchanged
+                _store(self.where, self.name, self.chunks)
 
 
 def _store(where: Path, name: str, chunks: list) -> None:

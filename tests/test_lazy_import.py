@@ -87,3 +87,31 @@ def test_an_unknown_name_is_an_attribute_error(tmp_path):
         tmp_path,
     )
     assert got == {"has": False, "api": False}
+
+
+def test_import_traceview_imports_no_pandas_and_names_stay_the_functions(tmp_path):
+    """``import traceview`` imports neither pandas nor numpy (the command line's replay answers
+    before them, issue 35); ``load``, ``classify`` and ``report`` stay the functions however their
+    submodules were first imported (an import sets the package attribute to the module)."""
+    got = fresh(
+        "import json, sys\nimport traceview as tv\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'numpy', 'click'))\n"
+        "import traceview.load, traceview.classify, traceview.report, traceview.cli\n"
+        "from traceview import load\n"
+        "print(json.dumps({'heavy': heavy, 'names': [f.__module__ + '.' + f.__name__ for f in\n"
+        "  (tv.load, tv.classify, tv.report, load)], 'Report': tv.Report.__module__,\n"
+        "  'Trace': tv.Trace.__name__, 'LoadOptions': tv.LoadOptions.__name__}))",
+        tmp_path,
+    )
+    assert got == {
+        "heavy": [],
+        "names": [
+            "traceview.load.load",
+            "traceview.classify.classify",
+            "traceview.api.report",
+            "traceview.load.load",
+        ],
+        "Report": "traceview.report",
+        "Trace": "Trace",
+        "LoadOptions": "LoadOptions",
+    }

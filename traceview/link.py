@@ -211,27 +211,97 @@ def _launch_rows_by_correlation(events: pd.DataFrame) -> tuple[np.ndarray, np.nd
 
 
 def _launch_by_flow(kernels: pd.DataFrame, events: pd.DataFrame, flows: pd.DataFrame) -> np.ndarray:
-    key = ["pid", "tid", "ts_ns"]
-    ends = flows[flows["ph"].astype(str) == "f"]
-    starts = flows[flows["ph"].astype(str) == "s"]
-    k = kernels[key].astype({"pid": str, "tid": str}).reset_index(drop=True)
-    k["i"] = np.arange(len(k))
-    # a flow id with two starts, or two flows ending on one activity: which is meant cannot be told
-    e = _unique_by(ends[[*key, "id"]].astype({"pid": str, "tid": str, "id": str}), key)
-    s = _unique_by(starts[[*key, "id"]].astype({"pid": str, "tid": str, "id": str}), ["id"])
-    rt = events[events["role"] == "runtime"][key].astype({"pid": str, "tid": str})
-    rt = rt.assign(row=rt.index.to_numpy()).drop_duplicates(key)
-    m = k.merge(e, on=key).merge(s, on="id", suffixes=("", "_s"))
-    m = m.merge(rt, left_on=["pid_s", "tid_s", "ts_ns_s"], right_on=key, suffixes=("", "_r"))
-    out = np.full(len(k), -1, dtype=np.int64)
-    out[m["i"].to_numpy()] = m["row"].to_numpy()
+    """events row of the runtime launch each of ``kernels`` is tied to by a flow, -1 if none: the
+    flow that ends on the activity (same pid, tid and ts), the start of that flow id, and the
+    runtime call at the start's pid, tid and ts (the first in the file where several are).
+
+    A flow id with two starts, or two flows ending on one activity: which is meant cannot be
+    told, so it links nothing. Exact copies of a flow event count as one. pid, tid and id match
+    by their text (pid 1 and "1" are one process), worked out per category, not per row; each
+    join is a search in sorted int64 keys, one key per (pid, tid, ts)."""
+    rt = np.flatnonzero((events["role"] == "runtime").to_numpy())  # compares codes, not strings
+    ph = flows["ph"]
+    fl = np.flatnonzero(per_category(ph, lambda p: str(p) in ("s", "f"), False, bool))
+    is_end = per_category(ph, lambda p: str(p) == "f", False, bool)[fl]
+    k_key, f_key, r_key = _thread_time_keys([(kernels, None), (flows, fl), (events, rt)])
+    (ids,) = _text_codes([flows["id"]], [fl])
+    # only the flows ending on these activities, and the starts of those flows' ids, can matter:
+    # the copies and clashes are looked for among them, not among all the trace's flows
+    e = is_end & _in_sorted(f_key, np.unique(k_key))
+    e_key, e_id = _sole(*_distinct_pairs(f_key[e], ids[e]))
+    flow_id = sorted_lookup(e_key, e_id, k_key)  # codes and keys are >= 0: -1 finds nothing
+    s = ~is_end & np.isin(ids, e_id)
+    s_id, s_key = _sole(*_distinct_pairs(ids[s], f_key[s]))
+    start_key = sorted_lookup(s_id, s_key, flow_id)
+    r = _in_sorted(r_key, np.unique(start_key))
+    r_keys, first = np.unique(r_key[r], return_index=True)  # rt rows rise: the first in the file
+    return sorted_lookup(r_keys, rt[r][first], start_key)
+
+
+def _text_codes(cols: list, rows: list) -> list[np.ndarray]:
+    """Each column's values at its ``rows`` (None: all) as codes of their text (``str`` of each
+    category), in one code space shared by all ``cols``: pid 1 in one table and "1" in another
+    read one code. A missing value reads one more code of its own: missing matches missing, not
+    the text "nan"."""
+    cats = [c.array if isinstance(c.dtype, pd.CategoricalDtype) else pd.Categorical(c) for c in cols]
+    codes = [
+        np.asarray(c.codes) if r is None else np.asarray(c.codes)[r] for c, r in zip(cats, rows, strict=True)
+    ]
+    if len(cats) == 1 and cats[0].categories.inferred_type == "string":  # the codes are text codes
+        return [np.where(codes[0] >= 0, codes[0], len(cats[0].categories)).astype(np.int64)]
+    texts = [np.array([str(v) for v in c.categories], dtype=object) for c in cats]
+    shared, uniq = pd.factorize(np.concatenate(texts))
+    out, at = [], 0
+    for c, t in zip(codes, texts, strict=True):
+        lookup = np.append(shared[at : at + len(t)], len(uniq)).astype(np.int64)  # code -1 reads the last
+        out.append(lookup[c])
+        at += len(t)
     return out
 
 
-def _unique_by(frame: pd.DataFrame, key: list) -> pd.DataFrame:
-    """The rows whose ``key`` no other (different) row shares; exact copies count as one."""
-    frame = frame.drop_duplicates()
-    return frame[~frame.duplicated(key, keep=False).to_numpy()]
+def _thread_time_keys(parts: list) -> list[np.ndarray]:
+    """For each (frame, rows) of ``parts`` (rows None: all), one int64 >= 0 per row, equal exactly
+    where (pid text, tid text, ts_ns) are equal, across all the frames."""
+    rows = [r for _, r in parts]
+    pid = _text_codes([f["pid"] for f, _ in parts], rows)
+    tid = _text_codes([f["tid"] for f, _ in parts], rows)
+    width = max(int(t.max(initial=0)) for t in tid) + 1
+    thread = np.concatenate([p * width + t for p, t in zip(pid, tid, strict=True)])
+    ts = np.concatenate([f["ts_ns"].to_numpy() if r is None else f["ts_ns"].to_numpy()[r] for f, r in parts])
+    key = _time_key(thread, ts, ts) if len(ts) else ts
+    if key is None:  # times too far apart to share one int64 with the thread: number the pairs
+        order = np.lexsort((ts, thread))
+        th, t = thread[order], ts[order]
+        new = np.ones(len(ts), dtype=np.int64)
+        new[1:] = (th[1:] != th[:-1]) | (t[1:] != t[:-1])
+        key = np.empty(len(ts), dtype=np.int64)
+        key[order] = np.cumsum(new) - 1
+    return np.split(key, np.cumsum([len(p) for p in pid])[:-1])
+
+
+def _in_sorted(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is among ``keys`` (sorted, distinct): a binary search each."""
+    if not len(keys):
+        return np.zeros(len(values), dtype=bool)
+    return keys[np.clip(np.searchsorted(keys, values), 0, len(keys) - 1)] == values
+
+
+def _distinct_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (a, b) pairs, sorted by a then b: exact copies count as one."""
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[new], b[new]
+
+
+def _sole(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs whose ``a`` (sorted) no other pair has: a key with two values names neither."""
+    once = np.ones(len(a), dtype=bool)
+    same = a[1:] == a[:-1]
+    once[1:] &= ~same
+    once[:-1] &= ~same
+    return a[once], b[once]
 
 
 @dataclass(frozen=True)

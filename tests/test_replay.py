@@ -182,6 +182,28 @@ def test_a_failed_run_is_never_recorded(home):
     assert records(home) == []
 
 
+def test_a_run_into_a_closed_pipe_is_never_recorded(home):
+    """``traceview summary t | head -c 0``: the run exits 0 having delivered nothing; a record of
+    what it wrote would answer a later ``> file`` with less than the run prints."""
+    for _ in range(2):
+        read, write = os.pipe()
+        os.close(read)
+        env = {**os.environ, "TRACEVIEW_CACHE_DIR": str(home / "cache"), "TRACEVIEW_CACHE_MIN_MB": "0"}
+        done = subprocess.run(
+            [sys.executable, "-m", "traceview", "summary", SAMPLE.name],
+            cwd=home,
+            env=env,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=300,
+            check=False,
+        )
+        os.close(write)
+        assert done.returncode in (0, 120), done.stderr  # friendly's exit 0; 120: a flush at exit
+    assert records(home) == []
+    assert run(home, "summary", SAMPLE.name).stdout  # then a full run, printed whole
+
+
 def test_a_damaged_record_is_a_miss_and_is_replaced(home):
     done = run(home, "summary", SAMPLE.name)
     (rec,) = records(home)

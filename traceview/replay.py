@@ -5,7 +5,8 @@ before pandas, numpy, click or any command is imported (issue 35).
 Standard library only (and ``platformdirs`` for the default cache folder): ``_entry`` asks here
 first. A record is written by a normal run of an analysis command (``RECORDED``) that
 
-* exits 0 and printed at most ``MAX_OUTPUT`` bytes;
+* exits 0 and printed at most ``MAX_OUTPUT`` bytes, every one of them delivered (a pipe closed
+  early, ``| head``, is never recorded);
 * wrote no file (``-o``, ``--junit``, ``--plot``: ``atomic`` calls ``spoil``), read no standard
   input (``-``, a pipe or a device among the arguments is never recorded) and runs no Dask workers;
 * ran with the cache on: no ``--no-cache``, ``TRACEVIEW_CACHE_MAX_MB`` not 0, a usable folder;
@@ -294,12 +295,20 @@ class _Tee(io.BufferedIOBase):
         self.real, self.tag, self.recorder = real, tag, recorder
 
     def write(self, data) -> int:
-        n = self.real.write(data)
+        try:
+            n = self.real.write(data)
+        except BaseException:  # a closed pipe (``| head``): the user saw less than the run printed
+            self.recorder.broken = True
+            raise
         self.recorder.add(self.tag, bytes(data))
         return len(data) if n is None else n
 
     def flush(self) -> None:
-        self.real.flush()
+        try:
+            self.real.flush()
+        except BaseException:
+            self.recorder.broken = True
+            raise
         self.recorder.flushed(self.tag)
 
     def close(self) -> None:  # the real stream stays open
@@ -326,6 +335,7 @@ class Recorder:
         self.chunks: list[list] = []  # [tag, flushed, bytearray]
         self.size = 0
         self.saved: tuple = ()
+        self.broken = False  # a write or flush failed: what was seen is not what a record holds
 
     def add(self, tag: bytes, data: bytes) -> None:
         self.size += len(data)
@@ -369,7 +379,7 @@ class Recorder:
         a command on small files is not recorded into the default folder, as they are not
         cached; None: it read nothing through the cache)."""
         self.stop()
-        if code not in (0, None) or _SPOILED or self.size > MAX_OUTPUT or least is None:
+        if code not in (0, None) or _SPOILED or self.broken or self.size > MAX_OUTPUT or least is None:
             return
         err = b"".join(c[2] for c in self.chunks if c[0] == b"e")
         if b"\r" in err and _terminal(2):  # a progress display drawn on the terminal

@@ -419,7 +419,10 @@ def link(built: Built) -> Linked:
     above = ancestors(parents(events), events)
     launch, by_corr = launches(built.activities, events, built.flows)
     activities, by_ext = link_activities(built.activities.copy(deep=False), launch, events, above, steps)
-    ops = ops_table(events, above, steps, activities, built.op_args)
+    rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
+    op_above = ancestry(rows, above)
+    del above  # six arrays over every events row (133 MB at 1 GB) go before the op table is made (the peak)
+    ops = ops_table(events, rows, op_above, steps, activities, built.op_args)
     n = len(activities)
     shares = {
         "linked_to_op": float(activities["op"].notna().mean()) if n else 1.0,
@@ -506,15 +509,14 @@ def _names_at(names: pd.Series, rows: np.ndarray) -> pd.Categorical:
 # ------------------------------------------------------------------ the op table
 
 
-def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.DataFrame:
-    """One row per cpu_op: name, times, thread, parent op, depth, chain, self time, step,
+def ops_table(events, rows: np.ndarray, anc: dict, steps, kernels, op_args: dict) -> pd.DataFrame:
+    """One row per cpu_op (``rows``: their events rows; ``anc``: their ``ancestry``, emptied as it
+    is read): name, times, thread, parent op, depth, chain, self time, step,
     its raw ``Input Dims``/``Input type``/``Concrete Inputs`` texts (``op_args``: name ->
     texts row-aligned with ``events``), and the GPU activities it launched (self and inclusive)."""
-    rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy())
-    anc = ancestry(rows, above)
     pos = np.full(len(events) + 1, -1, dtype=np.int64)  # events row -> ops row; row -1 reads -1
     pos[rows] = np.arange(len(rows))
-    parent = pos[anc["op_row"]]
+    parent = pos[anc.pop("op_row")]
     # numpy takes at the rows, not a sub-frame: pandas' take of the categoricals cost more
     ops = pd.DataFrame(
         {
@@ -531,8 +533,9 @@ def ops_table(events, above: Ancestors, steps, kernels, op_args: dict) -> pd.Dat
     )
     for name, texts in op_args.items():
         ops[name] = arg_texts_at(texts, rows)
-    ops["annotation"] = _names_at(events["name"], anc["annotation_row"])
-    step = _steps_where_missing(anc["step"], ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
+    ops["annotation"] = _names_at(events["name"], anc.pop("annotation_row"))
+    step = _steps_where_missing(anc.pop("step"), ops["ts_ns"].to_numpy(), ops["pid"].array, steps)
+    anc.clear()
     ops["step"] = _nullable(step)
     ops["event"] = rows
     ops["chain"] = op_chains(ops)

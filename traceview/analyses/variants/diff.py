@@ -23,7 +23,7 @@ import pandas as pd
 from ...report import Finding, Report
 from ..measure import memory, metrics
 from ..measure.completeness import completeness_table, incomplete_findings, workload_table
-from ..measure.derived import is_text, texts
+from ..measure.derived import is_text, kept_for_region, texts
 from ..measure.efficiency import efficiency_notes, efficiency_table
 from ..measure.exposed import diff_table as exposed_diff_table
 from ..measure.groups import by_kernel, category_times, chain_table, kernel_key_codes, op_table, trace_labels
@@ -134,16 +134,26 @@ def _cite_names(f: str) -> Finding:
 
 
 def _kernel_diff(A: Region, B: Region) -> KernelDiff:
-    ea, eb = exact_kernels(A), exact_kernels(B)
-    only_a, only_b, both = _only(_named(by_kernel(A), ea), _named(by_kernel(B), eb))
-    merged = _merged_kernels(ea, eb)
+    only_a, only_b, both = _only(named_kernels(A), named_kernels(B))
+    merged = _merged_kernels(A, B)
     return KernelDiff(_by_category(A, B), only_a, only_b, both, gemm_stats(A), gemm_stats(B), merged)
 
 
 def exact_kernels(r: Region) -> pd.DataFrame:
     """Per matching key and exact kernel name: count and time per step, largest time first. A key
     (``normalise_kernel_name``) matches kernels across tiles, templates and dtypes, so one key may
-    stand for several kernels; this table names each with its own figures."""
+    stand for several kernels; this table names each with its own figures. Worked out once per
+    trace and selection, and kept in a cached trace's entry (a warm diff normalises no name)."""
+    return kept_for_region(r, "exact_kernels", _exact_kernels).copy()
+
+
+def named_kernels(r: Region) -> pd.DataFrame:
+    """``by_kernel`` with each key's ``kernels`` and ``label`` (``_named``), kept as
+    ``exact_kernels`` is: a warm diff reads the readable names instead of working them out."""
+    return kept_for_region(r, "named_kernels", lambda r: _named(by_kernel(r), exact_kernels(r))).copy()
+
+
+def _exact_kernels(r: Region) -> pd.DataFrame:
     k = r.activities
     (key, keys), (name, names) = kernel_key_codes(k), texts(k["name"])
     f = pd.DataFrame({"key": key, "name": name, "dur": k["dur_ns"].clip(lower=0).to_numpy()})
@@ -165,25 +175,29 @@ def _named(side: pd.DataFrame, exact: pd.DataFrame) -> pd.DataFrame:
     return side
 
 
-def _merged_kernels(ea: pd.DataFrame, eb: pd.DataFrame) -> pd.DataFrame:
+def _merged_kernels(A: Region, B: Region) -> pd.DataFrame:
     """Table ``merged_kernels``: each exact kernel of a key that stands for several on its side,
     with its own count and time per step (``side`` A or B)."""
     parts = []
-    for side, e in (("A", ea), ("B", eb)):
-        many = e[e["key"].map(e.groupby("key").size()).to_numpy() > 1]
-        parts.append(
-            pd.DataFrame(
-                {
-                    "side": side,
-                    "match_key": many["key"].astype(str).to_numpy(),
-                    "kernel": distinct_labels(list(many["name"])),
-                    "name": many["name"].to_numpy(),
-                    "count": many["count"].to_numpy(),
-                    "time_ns": many["time_ns"].to_numpy(),
-                }
-            )
-        )
+    for side, r in (("A", A), ("B", B)):
+        many = kept_for_region(r, "merged_kernels", lambda r: _several(exact_kernels(r)))
+        parts.append(pd.DataFrame({"side": side, **{c: many[c].to_numpy() for c in many.columns}}))
     return pd.concat(parts, ignore_index=True)
+
+
+def _several(e: pd.DataFrame) -> pd.DataFrame:
+    """One side's rows of ``merged_kernels`` (but ``side``), from its ``exact_kernels``; kept as
+    ``exact_kernels`` is, so a warm diff reads their labels instead of working them out."""
+    many = e[e["key"].map(e.groupby("key").size()).to_numpy() > 1]
+    return pd.DataFrame(
+        {
+            "match_key": many["key"].astype(str).to_numpy(),
+            "kernel": distinct_labels(list(many["name"])),
+            "name": many["name"].to_numpy(),
+            "count": many["count"].to_numpy(),
+            "time_ns": many["time_ns"].to_numpy(),
+        }
+    )
 
 
 def gemm_stats(r: Region) -> dict:

@@ -8,7 +8,7 @@ import pandas as pd
 from ...domain import domain
 from ...link import ARROW
 from ...report import Finding
-from ..measure.derived import as_text
+from ..measure.derived import as_text, of_region, texts
 from ..measure.efficiency import efficiency_findings
 from ..measure.groups import NO_OP, chain_table
 from ..measure.metrics import on_tensor_cores
@@ -316,14 +316,20 @@ def _precision_findings(A: Region, B: Region) -> list[Finding]:
 
 
 def precision(side: Region) -> tuple[str, float] | None:
-    """The precision with the most GPU time and its share of the side's GPU time (percent)."""
+    """The precision with the most GPU time and its share of the side's GPU time (percent).
+    Worked out once per trace and selection (diff's info and its findings each ask)."""
+    return of_region(side, "gpu_precision", _gpu_precision)
+
+
+def _gpu_precision(side: Region) -> tuple[str, float] | None:
     k = side.activities
     if not len(k) or "precision" not in k.columns:
         return None
-    p = k[k["precision"].notna().to_numpy()]
-    if not len(p):
+    keep = k["precision"].notna().to_numpy()
+    if not keep.any():
         return None
-    s = p.groupby(as_text(p["precision"]))["dur_ns"].sum()
+    dur = k["dur_ns"][keep]  # the two columns read, not a copy of the activities
+    s = dur.groupby(as_text(k["precision"][keep])).sum()
     total = k["dur_ns"].clip(lower=0).sum()
     return (str(s.idxmax()), 100.0 * float(s.max()) / total) if total else None
 
@@ -507,8 +513,9 @@ def _copy_findings(table, other, here: str, there: str, unit: str) -> list[str]:
 
 
 def _first_seen(side: Region) -> dict:
-    o = side.ops.sort_values("ts_ns", kind="stable")
-    return {n: i for i, n in enumerate(dict.fromkeys(o["name"].astype(str)))}
+    order = np.argsort(side.ops["ts_ns"].to_numpy(), kind="stable")
+    codes, values = texts(side.ops["name"])  # the names in order of first start, by their codes
+    return {n: i for i, n in enumerate(dict.fromkeys(values[pd.unique(codes[order])]))}
 
 
 def _same(A: Region, B: Region, kernels, ops_t, chains_a, chains_b) -> bool:

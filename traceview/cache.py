@@ -541,8 +541,14 @@ class _Folder:
                 raise _Damaged(f"{name} is {have} bytes, not {size}")
             # a table's bytes go to a numpy buffer: numpy asks the kernel for huge pages when it
             # is large (one page fault per 2 MiB instead of 512), half the time to read it here
-            buf = np.empty(have, np.uint8) if table else bytearray(have)
-            view, got = memoryview(buf).cast("B"), 0
+            buf: bytearray | np.ndarray
+            if table:
+                buf = np.empty(have, np.uint8)
+                view = buf.data
+            else:
+                buf = bytearray(have)
+                view = memoryview(buf)
+            got = 0
             while got < have:
                 n = fh.readinto(view[got:])
                 if not n:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,26 +67,15 @@ _BLOCK = 4096
 def trace_work(trace) -> pd.DataFrame:
     """``op_work(trace.ops)``, worked out once per loaded trace; a cached trace keeps it in its
     cache entry (``cache.derived_frame``), so a warm run reads it back."""
-    return of_trace(trace, "work", lambda t: cache.derived_frame(t, "op_work", _op_work))
+    return of_trace(trace, "work", lambda t: cache.derived_frame(t, "op_work", lambda t: op_work(t.ops)))
 
 
-def _op_work(trace) -> pd.DataFrame:
-    return op_work(trace.ops, lambda: dims_codes(trace))
-
-
-def dims_codes(trace) -> tuple[np.ndarray, np.ndarray]:
-    """``list_codes`` of the trace's ``input_dims`` (codes, distinct lists), once per loaded trace:
-    the op work and advise's shape check both start from it."""
-    return of_trace(trace, "input_dims_codes", lambda t: list_codes(t.ops["input_dims"].to_numpy(object)))
-
-
-def op_work(ops: pd.DataFrame, dims: Callable[[], tuple] | None = None) -> pd.DataFrame:
+def op_work(ops: pd.DataFrame) -> pd.DataFrame:
     """Per op (aligned with ``ops``): formula, flops (executed), torch_flops (torch's count), bytes,
     precision, causal, counted. ``formula`` and ``precision`` are categoricals (a few distinct
-    texts over every op, never a string per row). ``dims``: gives ``list_codes`` of ``ops["input_dims"]``
-    where the caller holds it already."""
-    out = pd.DataFrame(index=ops.index)
+    texts over every op, never a string per row)."""
     if not len(ops) or not has_shapes(ops):
+        out = pd.DataFrame(index=ops.index)
         out["formula"] = pd.Series([None] * len(ops), index=ops.index, dtype=object)
         out["flops"] = pd.array([None] * len(ops), dtype="Int64")
         out["torch_flops"] = pd.array([None] * len(ops), dtype="Int64")
@@ -96,29 +84,39 @@ def op_work(ops: pd.DataFrame, dims: Callable[[], tuple] | None = None) -> pd.Da
         out["causal"] = pd.array([None] * len(ops), dtype="boolean")
         out["counted"] = np.zeros(len(ops), dtype=bool)
         return out
-    coded = [dims() if c == "input_dims" and dims is not None else _codes(ops[c]) for c in _ARG_COLUMNS]
-    codes = np.stack([c for c, _ in coded], axis=1)
-    keys, inverse = _distinct_rows(codes, [len(u) for _, u in coded])
-    cats = [u for _, u in coded]
+    # only ops whose name has a formula can have work: the others' args are never read
+    names, name_values = _codes(ops["name"])
     known = rules()["ops"]
-    rows = [
+    has_formula = np.append(np.array([str(v) in known for v in name_values], dtype=bool), False)
+    rows = np.flatnonzero(has_formula[names])
+    coded = [(names[rows], name_values)] + [_codes(ops[c].iloc[rows]) for c in _ARG_COLUMNS[1:]]
+    keys, inverse_known = _distinct_rows(np.stack([c for c, _ in coded], axis=1), [len(u) for _, u in coded])
+    cats = [u for _, u in coded]
+    work = [
         _work_of(*(cat[k] if k >= 0 else None for cat, k in zip(cats, key, strict=True)))
-        if key[0] >= 0 and str(cats[0][key[0]]) in known
-        else _NONE
         for key in keys.tolist()
     ]
-    table = pd.DataFrame(rows, columns=COLUMNS[:-1])
-    inverse = inverse.reshape(-1)
-    out["formula"] = _categorical(table["formula"], inverse)
+    table = pd.DataFrame([*work, _NONE], columns=COLUMNS[:-1])  # last: the ops without a formula
+    inverse = np.full(len(ops), len(work), dtype=np.int64)
+    inverse[rows] = inverse_known.reshape(-1)
     # typed once per distinct key, then taken per op (a take of Int64, not a cast of objects)
-    for c in ("flops", "torch_flops", "bytes_moved"):
-        out[c] = pd.array(table[c].to_numpy(dtype=object), dtype="Int64").take(inverse)
-    out["precision"] = _categorical(table["precision"], inverse)
-    out["causal"] = pd.array(table["causal"].to_numpy(dtype=object), dtype="boolean").take(inverse)
-    out["counted"] = counted(
-        ops["parent"].to_numpy(), out["flops"].notna().to_numpy(), out["bytes_moved"].notna().to_numpy()
+    flops, torch_flops, nbytes = (
+        pd.array(table[c].to_numpy(dtype=object), dtype="Int64").take(inverse)
+        for c in ("flops", "torch_flops", "bytes_moved")
     )
-    return out
+    parent = ops["parent"].to_numpy()
+    return pd.DataFrame(
+        {
+            "formula": _categorical(table["formula"], inverse),
+            "flops": flops,
+            "torch_flops": torch_flops,
+            "bytes_moved": nbytes,
+            "precision": _categorical(table["precision"], inverse),
+            "causal": pd.array(table["causal"].to_numpy(dtype=object), dtype="boolean").take(inverse),
+            "counted": counted(parent, ~flops.isna(), ~nbytes.isna()),
+        },
+        index=ops.index,
+    )
 
 
 _NONE = (None, None, None, None, None, None)

@@ -35,7 +35,6 @@ from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.derived import is_text, of_trace, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
-from ..measure.work import dims_codes
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite
 
@@ -522,8 +521,18 @@ def _has_shapes(trace) -> bool:
 
 
 def _shapes_with_numbers(trace) -> bool:
-    # each distinct list once (``list_codes``, shared with the op work), as ``astype(str)`` gives it
-    return any(_DIGIT.search(str(v)) for v in dims_codes(trace)[1] if isinstance(v, (list, str)))
+    dims = trace.ops["input_dims"].to_numpy(dtype=object)
+    # each distinct list once (``list_codes``), as the text ``astype(str)`` gives it; a block of ops
+    # at a time, so that a trace with shapes answers at its first ops
+    return any(
+        _DIGIT.search(str(v))
+        for i in range(0, len(dims), _BLOCK)
+        for v in list_codes(dims[i : i + _BLOCK])[1]
+        if isinstance(v, (list, str))
+    )
+
+
+_BLOCK = 1 << 16
 
 
 def findings(table: pd.DataFrame, per: str) -> list[str]:

@@ -234,6 +234,7 @@ MODULE_STATE_ALLOWED = {
     ("atomic.py", "_SAVED"),
     # why this process's output may not be recorded for a replay (a file written, a rebuilt entry)
     ("replay.py", "_SPOILED"),
+    ("replay.py", "_DEPENDS"),  # and the files beyond its arguments that its output depends on
 }
 
 

@@ -51,7 +51,7 @@ from . import fingerprint
 from ._version import __version__
 
 FORMAT = 1
-MAGIC = b"TVREPLAY1\n"
+MAGIC = b"TVREPLAY2\n"
 FOLDER = "replay"  # inside the cache folder
 SUFFIX = ".rec"
 MAX_OUTPUT = 4 * 2**20  # stdout + stderr bytes a record may hold
@@ -97,6 +97,30 @@ _SPOILED: list[str] = []
 def spoil(reason: str) -> None:
     """This run's output must not be recorded: it wrote a file, or said what only it can say."""
     _SPOILED.append(reason)
+
+
+#: the files beyond its arguments that this run's output depends on (``depend``), each with its
+#: identity when first looked at (None: absent, or not a regular file)
+_DEPENDS: dict[str, dict | None] = {}
+MAX_DEPENDS = 1000
+
+
+def depend(path) -> None:
+    """This run's output depends on the file at ``path`` (a source file a trace names, read from the
+    current folder to find a line): a record holds its identity, and a replay first checks that it
+    is still that file, or still absent. Called before the file is read."""
+    try:
+        name = os.fspath(path)
+        if name not in _DEPENDS:
+            _DEPENDS[name] = fingerprint.identity(name)
+    except (TypeError, ValueError):  # no path: nothing a replay could check
+        spoil("a file that cannot be named")
+    if len(_DEPENDS) > MAX_DEPENDS:
+        spoil("too many files to check")
+
+
+def _unchanged(depends: dict) -> bool:
+    return all(fingerprint.identity(name) == ident for name, ident in depends.items())
 
 
 # --------------------------------------------------------------------------- the key
@@ -224,8 +248,11 @@ def replay(name: str, where: Path) -> bool:
     """Write record ``name``'s output to stdout and stderr, as it was written; False (nothing
     written) when there is no such record or it fails its check (then it is removed)."""
     path = where / (name + SUFFIX)
-    chunks = _read(path)
-    if chunks is None:
+    found = _read(path)
+    if found is None:
+        return False
+    depends, chunks = found
+    if not _unchanged(depends):  # a source file it read changed: a miss (the run records anew)
         return False
     streams = {b"o": sys.stdout, b"e": sys.stderr}
     try:
@@ -245,7 +272,7 @@ def replay(name: str, where: Path) -> bool:
 
 
 def _read(path: Path):
-    """The chunks of the record at ``path``, or None; a damaged one is removed."""
+    """(files it depends on, chunks) of the record at ``path``, or None; a damaged one is removed."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
@@ -270,7 +297,16 @@ def _parse(raw: bytes, name: str):
     body = raw[head:]
     if len(body) != size or zlib.crc32(body) != crc or body[:64] != name.encode():
         return None
-    chunks, at = [], 64
+    if len(body) < 68:
+        return None
+    (n_depends,) = struct.unpack_from("<I", body, 64)
+    try:
+        depends = json.loads(body[68 : 68 + n_depends])
+    except ValueError:
+        return None
+    if not isinstance(depends, dict):
+        return None
+    chunks, at = [], 68 + n_depends
     while at < len(body):
         if at + _CHUNK.size > len(body):
             return None
@@ -280,7 +316,7 @@ def _parse(raw: bytes, name: str):
             return None
         chunks.append((tag, flushed, body[at : at + n]))
         at += n
-    return chunks
+    return depends, chunks
 
 
 # --------------------------------------------------------------------------- recording
@@ -386,12 +422,14 @@ class Recorder:
             return
         # a full disk, a read-only folder, a current folder removed meanwhile: no record, no error
         with contextlib.suppress(Exception):
-            if named_bytes(self.argv) >= least and key(self.argv) == self.name:  # inputs unchanged
-                _store(self.where, self.name, self.chunks)
+            unchanged = key(self.argv) == self.name and _unchanged(_DEPENDS)  # inputs, source files
+            if named_bytes(self.argv) >= least and unchanged:
+                _store(self.where, self.name, self.chunks, _DEPENDS)
 
 
-def _store(where: Path, name: str, chunks: list) -> None:
-    parts = [name.encode()]
+def _store(where: Path, name: str, chunks: list, depends: dict) -> None:
+    listed = json.dumps(depends, sort_keys=True).encode()  # ASCII: odd bytes of names as escapes
+    parts = [name.encode(), struct.pack("<I", len(listed)), listed]
     for tag, flushed, data in chunks:
         parts += [_CHUNK.pack(tag, flushed, len(data)), bytes(data)]
     body = b"".join(parts)

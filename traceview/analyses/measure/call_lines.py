@@ -17,6 +17,8 @@ import re
 import stat
 from pathlib import Path
 
+from ...replay import depend
+
 #: larger files are not read: the largest module of torch and transformers is under 1 MiB
 MAX_SOURCE_BYTES = 4 * 2**20
 FROM_SOURCE = "source"
@@ -52,6 +54,7 @@ class CallLines:
 
     def _tree(self, file: str) -> ast.Module | None:
         if file not in self._trees:
+            depend(self.root / file)  # what the command prints depends on it: a replay checks it first
             self._trees[file] = _parsed(self._readable(file))
         return self._trees[file]
 

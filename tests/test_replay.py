@@ -56,9 +56,12 @@ def records(home: Path) -> list[Path]:
 
 
 def plant(home: Path) -> Path:
-    """Overwrite the one record with ``PLANTED`` (a valid record: the module's writer)."""
+    """Overwrite the one record's output with ``PLANTED`` (a valid record: the module's writer;
+    the files it depends on kept)."""
     (rec,) = records(home)
-    replay._store(rec.parent, rec.name[: -len(replay.SUFFIX)], [(b"o", 1, PLANTED)])
+    name = rec.name[: -len(replay.SUFFIX)]
+    depends, _chunks = replay._parse(rec.read_bytes(), name)
+    replay._store(rec.parent, name, [(b"o", 1, PLANTED)], depends)
     return rec
 
 
@@ -79,8 +82,10 @@ def test_a_repeated_command_prints_the_same_bytes_from_its_record(home):
     (rec,) = records(home)
     again = run(home, *args)
     assert (again.returncode, again.stdout, again.stderr) == (0, cold.stdout, cold.stderr)
-    # the record holds the output and nothing else: its name is the key's hash, its body the bytes
-    chunks = replay._parse(rec.read_bytes(), rec.name[: -len(replay.SUFFIX)])
+    # the record holds the output and the files the output depends on (the source file the
+    # trace names, looked for to find a line: absent here), nothing else; its name is the key's hash
+    depends, chunks = replay._parse(rec.read_bytes(), rec.name[: -len(replay.SUFFIX)])
+    assert depends == {str(home / "collectors" / "attention.py"): None}
     assert b"".join(c[2] for c in chunks if c[0] == b"o") == cold.stdout
     assert b"".join(c[2] for c in chunks if c[0] == b"e") == cold.stderr
     assert len(rec.name) == 64 + len(replay.SUFFIX) and SAMPLE.name.encode() not in rec.name.encode()
@@ -119,6 +124,29 @@ def test_a_replaced_input_is_a_full_run(home):
     again = run(home, "summary", SAMPLE.name)
     assert again.returncode == 0 and again.stdout == run(home, "summary", SAMPLE.name, "--no-cache").stdout
     assert again.stdout not in (done.stdout, PLANTED)
+
+
+def test_a_source_file_the_trace_names_is_checked_before_a_replay(home):
+    """summary's advice looks for the line to edit in the Python files the trace names, under the
+    current folder (collectors/attention.py for the naive sample): absent when recorded, then
+    present, then edited, each is a miss and a full run."""
+    done = first(home, "summary", SAMPLE.name)
+    (rec,) = records(home)
+    depends, _chunks = replay._parse(rec.read_bytes(), rec.name[: -len(replay.SUFFIX)])
+    source = home / "collectors" / "attention.py"
+    assert depends == {str(source): None}  # looked for, not there
+    source.parent.mkdir()
+    shutil.copy(REPO / "collectors" / "attention.py", source)
+    present = run(home, "summary", SAMPLE.name)
+    assert present.returncode == 0 and present.stdout != PLANTED
+    assert present.stdout == run(home, "summary", SAMPLE.name, "--no-cache").stdout
+    assert present.stdout != done.stdout  # the line to edit now comes from the source
+    plant(home)
+    assert run(home, "summary", SAMPLE.name).stdout == PLANTED
+    with open(source, "a", encoding="utf-8") as fh:
+        fh.write("\n# edited\n")
+    edited = run(home, "summary", SAMPLE.name)
+    assert edited.returncode == 0 and edited.stdout == present.stdout
 
 
 def test_another_option_or_environment_is_a_full_run(home):
@@ -232,9 +260,9 @@ def test_records_are_bounded(home):
     where = home / "cache" / replay.FOLDER
     names = [f"{i:064x}" for i in range(replay.MAX_RECORDS + 1)]
     for i, name in enumerate(names[:-1]):
-        replay._store(where, name, [(b"o", 0, b"x" * 10)])
+        replay._store(where, name, [(b"o", 0, b"x" * 10)], {})
         os.utime(where / (name + replay.SUFFIX), ns=(10**18 + i, 10**18 + i))  # the first is the oldest
-    replay._store(where, names[-1], [(b"o", 0, b"x" * 10)])
+    replay._store(where, names[-1], [(b"o", 0, b"x" * 10)], {})
     assert [r.name[:64] for r in records(home)] == names[1:]
 
 

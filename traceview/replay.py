@@ -15,6 +15,11 @@ first. A record is written by a normal run of an analysis command (``RECORDED``)
 * said nothing that only one run can say (a cache entry rebuilt after failing its check: the
   cache calls ``spoil``), and whose inputs were the same files after the run as before it.
 
+Beyond its arguments, a command's output can depend on files a trace names: the Python source
+files under the current folder in which the line to edit is looked for (``call_lines`` calls
+``depend`` first). A record holds their identities (or that they were absent), and a replay
+checks them before it prints.
+
 The record's key (``key``) is a SHA-256 of a canonical JSON of: the arguments (as their own
 hash), the current folder, the identity (``fingerprint.identity``) of every argument that names
 a file (a ``--opt=value``'s value too) and, for a folder, the sorted listing of its files with
@@ -23,7 +28,7 @@ its compiled parts' sizes and times; the interpreter and the folders it imports 
 installed or upgraded package changes them); every environment variable that can change the
 output (``ENV_NAMES``, ``ENV_PREFIXES``); whether stdin/stdout/stderr are terminals and their
 size. The arguments' text reaches the disk only through that hash: the record is named by the
-key and holds the output alone.
+key and holds the output and the files it depends on.
 
 Records live in ``<cache folder>/replay/`` (private, 0700), each written to a temporary name and
 renamed, CRC-32 checked when read (a damaged one is a miss, and removed), at most

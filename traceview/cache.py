@@ -526,10 +526,9 @@ class _Folder:
         if self.fd is not None:
             os.close(self.fd)
 
-    def read(self, name: str, size: int | None = None, *, table: bool = False) -> bytearray | np.ndarray:
-        """The whole file ``name`` (a bytearray, or for a ``table`` file a numpy array of bytes:
-        frames built on either stay writable); a file of another ``size`` than the entry recorded
-        fails verification before it is read."""
+    def read(self, name: str, size: int | None = None) -> bytearray:
+        """The whole file ``name`` (a bytearray: frames built on it stay writable); a file of
+        another ``size`` than the entry recorded fails verification before it is read."""
         fd = (
             os.open(name, os.O_RDONLY, dir_fd=self.fd)
             if self.fd is not None
@@ -539,16 +538,8 @@ class _Folder:
             have = os.fstat(fd).st_size
             if size is not None and have != size:
                 raise _Damaged(f"{name} is {have} bytes, not {size}")
-            # a table's bytes go to a numpy buffer: numpy asks the kernel for huge pages when it
-            # is large (one page fault per 2 MiB instead of 512), half the time to read it here
-            buf: bytearray | np.ndarray
-            if table:
-                buf = np.empty(have, np.uint8)
-                view = buf.data
-            else:
-                buf = bytearray(have)
-                view = memoryview(buf)
-            got = 0
+            buf = bytearray(have)
+            view, got = memoryview(buf), 0
             while got < have:
                 n = fh.readinto(view[got:])
                 if not n:
@@ -601,7 +592,7 @@ def _tables(d: _Folder, info: dict) -> dict:
         def start(name: str):
             # read, not mapped: the bytes checked are the bytes used, and a file cut or rewritten in
             # place by another program afterwards cannot fault a frame still built on its pages
-            data = d.read(f"{name}.arrow", info["files"][name]["size"], table=True)
+            data = d.read(f"{name}.arrow", info["files"][name]["size"])
             return data, pool.submit(_crc, data)
 
         ahead = start(_TABLES[0])
@@ -726,13 +717,13 @@ def _kept_frame(entry: Path, stem: str) -> pd.DataFrame | None:
     with contextlib.suppress(Exception):
         with _Folder(entry) as d:
             spec = _verified_info(d.read(stem + ".json"))
-            data = d.read(stem + ".arrow", spec["size"], table=True)
+            data = d.read(stem + ".arrow", spec["size"])
         if _crc(data) == spec["crc32"]:
             return _derived_frame(data, spec)
     return None
 
 
-def _derived_frame(data: bytearray | np.ndarray, spec: dict) -> pd.DataFrame:
+def _derived_frame(data: bytearray, spec: dict) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.feather as feather
 

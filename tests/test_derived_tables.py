@@ -219,3 +219,36 @@ def test_as_text_is_astype_str_row_by_row():
         got = as_text(col)
         assert len(got) == len(want)
         assert all((g == w) or (g != g and w != w) for g, w in zip(got, want, strict=True)), (got, want)
+
+
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+@pytest.mark.parametrize("with_objects", [False, True])
+def test_a_kept_table_reads_back_every_kind_of_column_exactly(tmp_path, with_objects):
+    """Kept tables are read as their Arrow schema's pandas metadata says, except that a table with
+    object columns reads ints through nullable types: both ways each column comes back exactly
+    (ints beyond 2**53, missing values, None in object columns)."""
+    big = 2**53 + 1
+    frame = pd.DataFrame(
+        {
+            "i": np.array([big, -3, 0], dtype=np.int64),
+            "n": pd.array([big, None, 7], dtype="Int64"),
+            "b": np.array([True, False, True]),
+            "nb": pd.array([True, None, False], dtype="boolean"),
+            "f": [1.5, np.nan, -0.0],
+            "c": pd.Categorical(["x", None, "y"]),
+            "s": pd.Series(["a", None, "c"], dtype="str"),
+        }
+    )
+    if with_objects:
+        frame["o"] = pd.Series(["t", None, "u"], dtype=object)
+        frame["oi"] = pd.Series([big, None, 2], dtype=object)
+    entry = tmp_path / "entry"
+    entry.mkdir()
+    cache._write_derived(entry, "derived-x-t", frame)
+    back = cache._kept_frame(entry, "derived-x-t")
+    assert back is not None
+    pd.testing.assert_frame_equal(back, frame, check_exact=True)
+    assert list(back.dtypes) == list(frame.dtypes)
+    assert back["i"].tolist() == frame["i"].tolist() and back["n"].tolist() == frame["n"].tolist()
+    if with_objects:
+        assert back["oi"].tolist() == [big, None, 2] and back["o"].tolist() == ["t", None, "u"]

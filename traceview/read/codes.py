@@ -80,13 +80,14 @@ class Factorizer:
             codes, uniques = remap[codes], [u for u in uniques if len(u)]
         self.parts.append((codes, uniques))
 
-    def add_codes(self, part: Codes) -> None:
+    def add_codes(self, part: Codes, narrow: bool = False) -> None:
         """Append another factorizer's finished part: the same as having ``add``-ed its values here.
-        Its codes are kept in the narrowest type that holds them: the flows' parts wait unjoined
-        through link (``columns.LazyColumns``), a few distinct phases or threads a byte a row."""
-        codes, narrow = part.codes, _code_dtype(len(part.uniques))
-        if codes.dtype.itemsize > np.dtype(narrow).itemsize:
-            codes = codes.astype(narrow)
+        ``narrow``: keep its codes in the narrowest type that holds them (for parts that wait long
+        unjoined: the flows' wait through link, ``columns.LazyColumns``; a byte a row for a few
+        distinct phases or threads)."""
+        codes = part.codes
+        if narrow and codes.dtype.itemsize > np.dtype(dtype := _code_dtype(len(part.uniques))).itemsize:
+            codes = codes.astype(dtype)
         self.parts.append((codes, part.uniques))
 
     def finish(self) -> Codes:
@@ -117,10 +118,13 @@ def _code_dtype(n_uniques: int):
     more distinct values than those hold (only msgspec's parts can have them). A column of a few
     distinct values (an op arg's types, the flows' phases) then takes a byte a row, not four:
     the op arg texts stay held through link, the stage of the load's peak."""
-    for dtype in (np.int8, np.int16, CODE_DTYPE):
-        if n_uniques < np.iinfo(dtype).max:
+    for dtype, top in _CODE_TYPES:
+        if n_uniques < top:
             return dtype
     return np.int64
+
+
+_CODE_TYPES = [(t, int(np.iinfo(t).max)) for t in (np.int8, np.int16, CODE_DTYPE)]
 
 
 def _factorize(values: list) -> tuple[np.ndarray, list]:

@@ -169,7 +169,7 @@ class ColumnBuilder:
         for name, codes in part.x_codes.items():
             self.x[name].add_codes(codes)
         for name, codes in part.flow_codes.items():
-            self.flows[name].add_codes(codes)
+            self.flows[name].add_codes(codes, narrow=True)
         for key, value in part.arrays.items():
             self.arrays[key].append(value)
         for name, codes in part.memory_codes.items():

@@ -17,6 +17,7 @@ from ...domain import domain
 from ...link import ARROW
 from ...trees import nearest
 from ..measure.call_lines import CallLines, line_to_edit
+from ..measure.derived import texts
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..select.region import Region
 from ..wording.words import Cite
@@ -40,11 +41,12 @@ def _rows(side: str, r: Region, chains: pd.DataFrame, n: int) -> list[tuple]:
     t = chains[chains["op"].isin(copy_ops) & chains["chain"].str.contains(ARROW, regex=False)]
     lines = op_sources(r.trace)
     parent = r.trace.ops["parent"].to_numpy()
-    chain = r.ops["chain"].astype(str).to_numpy()
+    codes, chains_text = texts(r.ops["chain"])  # compared by code, not 400k strings per chain
     out, seen = [], set()
     lines_in = CallLines()  # the line of the call, where the file is in the current folder (issue 36)
     for c in t["chain"]:
-        mine = r.ops.index.to_numpy()[chain == c]  # the copy ops themselves: the chain's last op
+        # the copy ops themselves: the chain's last op
+        mine = r.ops.index.to_numpy()[np.isin(codes, np.flatnonzero(chains_text == c))]
         src, call = lines["source"].to_numpy()[mine[0]], lines["call"].to_numpy()[mine[0]]
         if src == NO_SOURCE or (src, call, c.split(ARROW)[0]) in seen:
             continue

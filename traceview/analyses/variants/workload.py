@@ -186,8 +186,8 @@ def _shape_work(r: Region) -> tuple[float | None, str | None]:
 
 def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
     ev = r.trace.events
-    codes, values = texts(ev["name"])  # the distinct annotation names, in order, by their codes
-    names = values[pd.unique(codes[(ev["role"] == "annotation").to_numpy()])]
+    codes, values = texts(ev["name"][(ev["role"] == "annotation").to_numpy()])
+    names = values[pd.unique(codes)]  # the distinct annotation names, in order, by their codes
     ru = rules()
     dec = [n for n in names if re.search(ru.decode_annotation, n, re.I)]
     pre = [n for n in names if re.search(ru.prefill_annotation, n, re.I)]

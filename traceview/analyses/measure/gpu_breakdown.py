@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import intervals as iv
-from .derived import as_text, is_text
+from .derived import is_text, texts
 
 CLASSES = ("computation", "communication", "memory")
 
@@ -89,17 +89,28 @@ def category_time(acts: pd.DataFrame, by: dict | None = None) -> pd.DataFrame:
     one label per activity; default the kernel category) the activities' ``count`` and ``time_ns``,
     their summed durations, each clipped at 0 as ``gpu_time_ns`` is (so the groups add up to it);
     largest first, ties in the order first seen."""
-    by = by if by is not None else {"category": as_text(acts["category"]) if len(acts) else []}
     if not len(acts):
-        empty = {c: pd.Series(dtype=object) for c in by}
+        empty = {c: pd.Series(dtype=object) for c in (["category"] if by is None else by)}
         return pd.DataFrame({**empty, "count": pd.Series(dtype="int64"), "time_ns": pd.Series(dtype="int64")})
-    frame = pd.DataFrame({**by, "time_ns": acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64)})
-    out = (
-        frame.groupby(list(by), sort=False)
+    time_ns = acts["dur_ns"].clip(lower=0).to_numpy(dtype=np.int64)
+    if by is None:  # by the category's codes, its few texts put back after (no text per row grouped)
+        codes, values = texts(acts["category"])
+        known = codes < len(values) - 1  # the last value is "missing": left out, as groupby leaves NaN
+        out = _sums(pd.DataFrame({"category": codes[known], "time_ns": time_ns[known]}))
+        out["category"] = values[out["category"].to_numpy()]
+    else:
+        out = _sums(pd.DataFrame({**by, "time_ns": time_ns}))
+    return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _sums(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per group of the columns before ``time_ns`` (in the order first seen): count and summed time."""
+    keys = [c for c in frame.columns if c != "time_ns"]
+    return (
+        frame.groupby(keys, sort=False)
         .agg(count=("time_ns", "size"), time_ns=("time_ns", "sum"))
         .reset_index()
     )
-    return out.sort_values("time_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def categories(acts: pd.DataFrame) -> pd.DataFrame:

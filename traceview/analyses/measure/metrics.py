@@ -26,6 +26,11 @@ def _time(frame: pd.DataFrame) -> int:
     return int(frame["dur_ns"].clip(lower=0).sum()) if len(frame) else 0
 
 
+def _time_of(frame: pd.DataFrame, rows: np.ndarray) -> int:
+    """``_time(frame[rows])``, one column cut instead of the frame."""
+    return int(np.clip(frame["dur_ns"].to_numpy()[rows], 0, None).sum()) if len(frame) else 0
+
+
 def _of_kind(r: Region, kind: str) -> pd.DataFrame:
     a = r.activities
     return a[(a["kind"] == kind).to_numpy()] if len(a) else a
@@ -84,27 +89,34 @@ def cpu_ops(r: Region) -> int:
 
 def cpu_op_time_ns(r: Region) -> int:
     """Time in the region's outermost CPU ops (nested ops are inside it, so not added again)."""
-    return _time(r.ops[r.ops["outer"].to_numpy()])
+    return _time_of(r.ops, r.ops["outer"].to_numpy(dtype=bool))
 
 
 def gemm_time_ns(r: Region) -> int:
-    return _time(_gemms(r))
+    return _time_of(r.activities, _is_gemm(r))
 
 
 def _gemms(r: Region) -> pd.DataFrame:
     a = r.activities
-    return a[is_text(a["category"], "gemm")] if len(a) else a
+    return a[_is_gemm(r)] if len(a) else a
+
+
+def _is_gemm(r: Region) -> np.ndarray:
+    """Which of the region's activities are GEMMs (the rows ``_gemms`` keeps, not copied)."""
+    a = r.activities
+    return is_text(a["category"], "gemm") if len(a) else np.zeros(0, dtype=bool)
 
 
 def tensor_core_ns(r: Region) -> tuple[int, int]:
     """(GEMM time on tensor cores, GEMM time whose path is known), ns: what ``tensor_core_pct`` divides."""
-    g = _gemms(r)
-    if not len(g):
+    gemm = _is_gemm(r)
+    if not gemm.any():
         return 0, 0
-    tc = g["tensor_core"]
-    known = tc.notna().to_numpy()
-    dur = g["dur_ns"].clip(lower=0).to_numpy()
-    return int(dur[known & tc.fillna(False).to_numpy(dtype=bool)].sum()), int(dur[known].sum())
+    a = r.activities
+    tc = a["tensor_core"]
+    known, on = tc.notna().to_numpy()[gemm], tc.fillna(False).to_numpy(dtype=bool)[gemm]
+    dur = np.clip(a["dur_ns"].to_numpy()[gemm], 0, None)
+    return int(dur[known & on].sum()), int(dur[known].sum())
 
 
 def tensor_core_pct(r: Region) -> float:

@@ -38,7 +38,12 @@ COLUMNS = (
 
 
 def has_stacks(trace) -> bool:
-    return "stack" in trace.ops.columns and bool(trace.ops["stack"].notna().any())
+    if "stack" not in trace.ops.columns:
+        return False
+    stack = trace.ops["stack"]
+    if isinstance(stack.dtype, pd.CategoricalDtype):  # no category: no stack, without a pass over the ops
+        return bool(len(stack.cat.categories)) and bool((stack.cat.codes.to_numpy() >= 0).any())
+    return bool(stack.notna().any())
 
 
 def op_sources(trace, library: tuple[str, ...] = ()) -> pd.DataFrame:

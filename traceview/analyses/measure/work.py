@@ -165,10 +165,10 @@ def _below(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
     return out
 
 
-def _above(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
-    """Ops with an ancestor that has ``flag``."""
-    out = np.zeros(len(parent), dtype=bool)
-    idx, cur = np.arange(len(parent)), parent.copy()
+def _above(parent: np.ndarray, flag: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Whether each of ``rows`` has an ancestor that has ``flag`` (walked up from those rows only)."""
+    out = np.zeros(len(rows), dtype=bool)
+    idx, cur = np.arange(len(rows)), parent[rows]
     while len(idx):
         ok = cur >= 0
         idx, cur = idx[ok], cur[ok]
@@ -181,8 +181,10 @@ def counted(parent: np.ndarray, has_flops: np.ndarray, has_bytes: np.ndarray) ->
     """The ops whose work counts: FLOP ops with no FLOP op below them, and bytes-only ops
     with no work below them and no counted FLOP op above them."""
     flop_ops = has_flops & ~_below(parent, has_flops)
-    bytes_only = has_bytes & ~has_flops
-    return flop_ops | (bytes_only & ~_below(parent, has_flops | has_bytes) & ~_above(parent, flop_ops))
+    bytes_only = np.flatnonzero(has_bytes & ~has_flops & ~_below(parent, has_flops | has_bytes))
+    out = flop_ops.copy()
+    out[bytes_only[~_above(parent, flop_ops, bytes_only)]] = True
+    return out
 
 
 def counted_owner(parent: np.ndarray, is_counted: np.ndarray) -> np.ndarray:

@@ -89,6 +89,17 @@ def rules() -> AdviceRules:
 # ------------------------------------------------------------------ what every detector reads
 
 
+class _Names:
+    """The ops' names, indexed as an array of them is (``names[positions]``), each looked up from
+    its code when asked: no text per op made."""
+
+    def __init__(self, codes: np.ndarray, values: np.ndarray) -> None:
+        self.codes, self.values = codes, values
+
+    def __getitem__(self, at):
+        return self.values[self.codes[at]]
+
+
 class Facts:
     """What the detectors share, each computed once for the region: its exposed split, the op
     tree's positions, the source lines, and the denominators of time at stake."""
@@ -113,9 +124,8 @@ class Facts:
         return texts(self.trace.ops["name"])
 
     @functools.cached_property
-    def names(self) -> np.ndarray:
-        codes, values = self.name_codes
-        return values[codes]
+    def names(self) -> _Names:
+        return _Names(*self.name_codes)
 
     def named(self, wanted: list[str]) -> np.ndarray:
         """Per op, whether its name is one of ``wanted``: each distinct name compared once."""
@@ -137,8 +147,16 @@ class Facts:
         mark[roots] = True
         return nearest(self.parent, mark) >= 0
 
+    @functools.cached_property
+    def _in_region(self) -> np.ndarray:
+        """Per op of the trace, whether the region holds it (its rows' labels, as positions)."""
+        rows = self.r.ops.index.to_numpy()
+        mark = np.zeros(len(self.parent), dtype=bool)
+        mark[rows[(rows >= 0) & (rows < len(mark))]] = True
+        return mark
+
     def in_region(self, positions: np.ndarray) -> np.ndarray:
-        return positions[np.isin(positions, self.r.ops.index.to_numpy())]
+        return positions[self._in_region[positions]]
 
     def source_of(self, positions: np.ndarray) -> str:
         """The first source line among ``positions`` ('' without stacks)."""

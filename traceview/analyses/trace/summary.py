@@ -83,7 +83,7 @@ def with_share(t: pd.DataFrame) -> pd.DataFrame:
 
 def step_totals(k: pd.DataFrame) -> pd.DataFrame:
     """GPU activities and GPU time of each step (the summary table ``per_step``)."""
-    stepped = k.dropna(subset=["step"])
+    stepped = k[["step", "dur_ns"]].dropna(subset=["step"])  # the two columns read, not every one
     g = stepped.groupby("step", observed=True)["dur_ns"]
     return pd.DataFrame({"gpu_activities": g.size(), "gpu_time_ns": g.sum()}).reset_index()
 

@@ -95,7 +95,6 @@ def _load_uncached(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace
         raise NotATraceError(path, "no trace events (an empty capture): nothing to analyse")
     built = build_events(raw.columns, raw.meta)
     raw.columns = {}  # the events frame holds what it needs: the raw columns go before linking (peak memory)
-    give_back_freed_memory()  # and what the model freed, before link (the stage of the peak) allocates anew
     linked = link(built)
     events, steps, counts, notes = built.events, built.steps, built.counts, built.notes
     # the flow table's columns and the op arg texts (a tenth of the file at 1 GB) are link's alone:

@@ -526,9 +526,10 @@ class _Folder:
         if self.fd is not None:
             os.close(self.fd)
 
-    def read(self, name: str, size: int | None = None) -> bytearray:
+    def read(self, name: str, size: int | None = None, on_read=None) -> bytearray:
         """The whole file ``name`` (a bytearray: frames built on it stay writable); a file of
-        another ``size`` than the entry recorded fails verification before it is read."""
+        another ``size`` than the entry recorded fails verification before it is read.
+        ``on_read``: called with each piece (a memoryview) as soon as it is read."""
         fd = (
             os.open(name, os.O_RDONLY, dir_fd=self.fd)
             if self.fd is not None
@@ -541,11 +542,36 @@ class _Folder:
             buf = bytearray(have)
             view, got = memoryview(buf), 0
             while got < have:
-                n = fh.readinto(view[got:])
+                n = fh.readinto(view[got : got + _PIECE])
                 if not n:
                     raise _Damaged(f"{name} ended early")
+                if on_read is not None:
+                    on_read(view[got : got + n])
                 got += n
             return buf
+
+
+_PIECE = 8 << 20  # a table file is read in pieces, each checksummed on a thread while the next is read
+
+
+class _RunningCrc:
+    """The CRC-32 of a file's pieces in order, each worked out on ``pool``'s one thread as soon as
+    it is read (the pool runs its tasks in the order given), so that a file's checksum is ready
+    about when its last piece is."""
+
+    def __init__(self, pool):
+        self.pool, self.value, self.steps = pool, 0, []
+
+    def add(self, piece: memoryview) -> None:
+        self.steps.append(self.pool.submit(self._step, piece))
+
+    def _step(self, piece: memoryview) -> None:
+        self.value = _crc(piece, self.value)
+
+    def result(self) -> int:
+        for step in self.steps:
+            step.result()
+        return self.value
 
 
 def _describe(frame: pd.DataFrame) -> dict:
@@ -582,8 +608,9 @@ def _read(d: _Folder, info: dict, path) -> object:
 
 
 def _tables(d: _Folder, info: dict) -> dict:
-    """The entry's tables, in order, each read into a frame once its file's checksum matches; the
-    next file's checksum is worked out on a thread (zlib lets go of the GIL) meanwhile."""
+    """The entry's tables, in order, each read into a frame once its file's checksum matches; each
+    file's checksum is worked out on a thread (zlib lets go of the GIL) piece by piece as it is
+    read, the next file read meanwhile."""
     from concurrent.futures import ThreadPoolExecutor
 
     frames: dict = {}
@@ -592,8 +619,8 @@ def _tables(d: _Folder, info: dict) -> dict:
         def start(name: str):
             # read, not mapped: the bytes checked are the bytes used, and a file cut or rewritten in
             # place by another program afterwards cannot fault a frame still built on its pages
-            data = d.read(f"{name}.arrow", info["files"][name]["size"])
-            return data, pool.submit(_crc, data)
+            crc = _RunningCrc(pool)
+            return d.read(f"{name}.arrow", info["files"][name]["size"], crc.add), crc
 
         ahead = start(_TABLES[0])
         for i, name in enumerate(_TABLES):

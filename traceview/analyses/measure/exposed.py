@@ -214,12 +214,16 @@ def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
 def host_layers(events: pd.DataFrame) -> list:
     """(cause, spans) of the host causes, in priority order, from the CPU ops and runtime calls."""
     host = events["role"].isin(HOST_ROLES).to_numpy(dtype=bool)  # three columns read, no frame copied
-    codes, values = texts(events["name"])
-    codes = codes[host]
+    name = events["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):  # its codes as they are: -1 (no name) picks no flag
+        codes, values = name.cat.codes.to_numpy()[host], [str(v) for v in name.cat.categories]
+    else:
+        coded, text = texts(name)
+        codes, values = coded[host], list(text[:-1])
     starts = events["ts_ns"].to_numpy(dtype=np.int64)[host]
     ends = starts + events["dur_ns"].to_numpy(dtype=np.int64)[host].clip(0)
     h = rules().host
-    named = pd.Series(values[:-1], dtype=object)  # each distinct name tried once
+    named = pd.Series(values, dtype=object)  # each distinct name tried once
     sync = np.append(named.str.contains(h.sync, regex=True).to_numpy(dtype=bool), False)[codes]
     loader = np.append(named.str.contains(h.data_loader, regex=True).to_numpy(dtype=bool), False)[codes]
     return [

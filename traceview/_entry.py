@@ -11,6 +11,7 @@ replay.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .errors import EXIT_INTERRUPTED
@@ -55,6 +56,11 @@ def _replayed(argv: list[str]):
 
 
 def _run():
+    # numpy asks the kernel for huge pages on every array of 4 MB or more (madvise); on machines
+    # like this project's, faulting them in cost a diff of two 300 MB traces 0.3-0.5 s of system
+    # time (benchmarks/bench_jobs.py). The command is its own process: it turns that off unless
+    # the user chose (a library call inherits the user's setting: ``import traceview`` sets nothing)
+    os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     try:
         from .cli import main as cli_main
     except KeyboardInterrupt:

@@ -23,6 +23,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
@@ -200,6 +201,21 @@ class Loader:
         if isinstance(t, Trace):
             return same_options(t, self.options)
         return self._said(self.options.load(os.fspath(t)))
+
+    def pair(self, a: TraceLike, b: TraceLike) -> tuple[Trace, Trace]:
+        """``(one(a), one(b))``; two paths are read at once, B on a second thread: a load is
+        half compiled scanning and numpy copies, which release the GIL, and half linking in
+        Python, so one trace's linking runs beside the other's scan (two 300 MB traces: see
+        benchmarks/bench_jobs.py). The warnings are said A's first; A's error is raised first."""
+        if isinstance(a, Trace) or isinstance(b, Trace):
+            return self.one(a), self.one(b)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            later = pool.submit(self.options.load, os.fspath(b))
+            try:
+                ta = self._said(self.options.load(os.fspath(a)))
+            finally:
+                later.cancel()  # not started yet: not read at all
+        return ta, self._said(later.result())
 
     def many(self, items: Traces, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:
         """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in
@@ -473,7 +489,7 @@ def diff(
             a, b, options=load.options, on_warning=load.warn, workers=workers, scheduler=scheduler
         )
     check_plot(plot)
-    ta, tb = load.one(a), load.one(b)
+    ta, tb = load.pair(a, b)
     sb = sel_b(s, annotation_b)
     report = _diff(ta, tb, s, sel_b=sb, top=top or None)
     if plot is not None:

@@ -11,7 +11,8 @@ at each start. The inputs are tiled from the corpus (``make_large_trace.py``):
 The jobs (``--jobs``, comma-separated; all by default):
 
 - ``load A`` and ``load A+B``: ``tv.load(..., cache=False)`` in one process: the floor the
-  analyses are set against (diff cold ≤ 1.3x load A+B, summary cold ≤ 1.2x load A);
+  analyses are set against (diff cold ≤ 1.3x load A+B, summary cold ≤ 1.2x load A), with
+  numpy's huge-page madvise off as the ``traceview`` command runs (``NUMPY_MADVISE_HUGEPAGE=0``);
 - ``diff`` / ``summary`` / ``compare`` / ``ranks``: ``traceview diff A B``, ``traceview summary
   A``, ``traceview compare A B C``, ``traceview ranks RUN`` (output to /dev/null), ``cold`` with
   ``--no-cache``, ``warm`` with every trace already in a cache folder of the benchmark's own
@@ -135,7 +136,12 @@ def inputs(work: Path, size_mb: float, rank_mb: float, need_run: bool) -> dict:
 
 def commands(f: dict, hta_python: str, hta_dir: str) -> dict[str, list[str]]:
     py, tv = sys.executable, [sys.executable, "-m", "traceview"]
-    load = "import sys, traceview as tv\nfor p in sys.argv[1:]: tv.load(p, cache=False)"
+    # the floor under the traceview command's own setting (it turns numpy's huge-page madvise
+    # off, ``_entry``): loads of a script that keeps numpy's default take ~0.3-0.5 s longer here
+    load = (
+        "import os, sys\nos.environ.setdefault('NUMPY_MADVISE_HUGEPAGE', '0')\n"
+        "import traceview as tv\nfor p in sys.argv[1:]: tv.load(p, cache=False)"
+    )
     cmds = {
         "load A": [py, "-c", load, f["A"]],
         "load A+B": [py, "-c", load, f["A"], f["B"]],

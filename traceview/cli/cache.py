@@ -7,6 +7,7 @@ import json
 import click
 
 from .. import cache as cache_mod
+from ..analyses.wording.words import plural
 from .common import friendly
 from .group import main
 
@@ -68,7 +69,7 @@ def info(folder, fmt):
     rows = [
         ("folder", d["folder"]),
         ("entries", entries),
-        ("replays", f"{d['replays']} recorded outputs of repeated commands"),
+        ("replays", f"{plural(d['replays'], 'recorded output')} of repeated commands"),
         ("size", f"{d['size_mib']:.1f} MiB"),
         ("cap", f"{d['max_mib']:g} MiB (set with {cache_mod.MAX_ENV})"),
         ("caching", state),
@@ -88,6 +89,6 @@ def clear(folder, fmt):
         click.echo(json.dumps(d, indent=2))
         return
     click.echo(
-        f"removed {d['removed']} entries ({d['bytes'] / 2**20:.1f} MiB, with {d['replays']} recorded "
-        f"outputs of repeated commands) from {d['folder']}"
+        f"removed {d['removed']} entries ({d['bytes'] / 2**20:.1f} MiB, with "
+        f"{plural(d['replays'], 'recorded output')} of repeated commands) from {d['folder']}"
     )

@@ -19,7 +19,7 @@ BINARY = False
 
 
 def render_json(report) -> str:
-    return _dump(report_to_dict(json_report(report)))
+    return _dump(report_to_dict(raw_report(report)))
 
 
 def render_reports(reports, *, rich=None, width=None) -> str:
@@ -29,16 +29,10 @@ def render_reports(reports, *, rich=None, width=None) -> str:
         {
             "schema": "traceview.reports",
             "schema_version": SCHEMA_VERSION,
-            "reports": [report_to_dict(json_report(r)) for r in reports],
+            "reports": [report_to_dict(raw_report(r)) for r in reports],
         }
     )
 
 
 def _dump(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
-
-
-def json_report(report):
-    """A copy of ``report`` whose whole floats are integers; every value as the Report holds it (the
-    rule CSV follows too: ``raw.raw_report``)."""
-    return raw_report(report)

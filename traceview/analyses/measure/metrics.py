@@ -31,13 +31,8 @@ def _time_of(frame: pd.DataFrame, rows: np.ndarray) -> int:
     return int(np.clip(frame["dur_ns"].to_numpy()[rows], 0, None).sum()) if len(frame) else 0
 
 
-def _of_kind(r: Region, kind: str) -> pd.DataFrame:
-    a = r.activities
-    return a[(a["kind"] == kind).to_numpy()] if len(a) else a
-
-
 def _is_kind(r: Region, kind: str) -> np.ndarray:
-    """Which of the region's activities are of ``kind`` (the rows ``_of_kind`` keeps, not copied)."""
+    """Which of the region's activities are of ``kind`` (a mask: the rows are not copied)."""
     a = r.activities
     return (a["kind"] == kind).to_numpy() if len(a) else np.zeros(0, dtype=bool)
 

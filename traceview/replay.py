@@ -71,6 +71,8 @@ RECORDED = frozenset(
 )
 #: options after which a run is never recorded: no cache, Dask workers (their own processes)
 NEVER = frozenset({"--no-cache", "--workers", "--scheduler"})
+#: options that print click's help or version instead of running the command
+HELP = frozenset({"--help", "-h", "--version"})
 #: the environment that can change what a command prints (the renderers, rich, click, Python's I/O)
 ENV_NAMES = (
     "COLUMNS",
@@ -148,6 +150,8 @@ def key(argv: list[str]) -> str | None:
     """The record's name for command line ``argv`` (the arguments after the program's name) as
     things are now; None when this command line is never replayed."""
     if not argv or argv[0] not in RECORDED or any(a == "-" or a.split("=")[0] in NEVER for a in argv):
+        return None
+    if any(a in HELP for a in argv):  # click's help names the program as it was called: not recorded
         return None
     files = _files(argv)
     if files is None:
@@ -279,7 +283,8 @@ def replay(name: str, where: Path) -> bool:
 def _read(path: Path):
     """(files it depends on, chunks) of the record at ``path``, or None; a damaged one is removed."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        # O_NONBLOCK: a FIFO put under a record's name is refused below, not waited on
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:

@@ -33,6 +33,7 @@ from .discover import load_all
 from .filenames import as_text
 from .model import Trace
 from .options import LoadOptions
+from .read import read_together
 from .report import Report
 
 if TYPE_CHECKING:  # the names the signatures below use (help() shows them as written)
@@ -207,14 +208,16 @@ class Loader:
         half compiled scanning and numpy copies, which release the GIL, and half linking in
         Python, so one trace's linking runs beside the other's scan (two 300 MB traces: see
         benchmarks/bench_jobs.py). The warnings are said A's first; A's error is raised first."""
-        if isinstance(a, Trace) or isinstance(b, Trace):
+        if isinstance(a, Trace) or isinstance(b, Trace) or not read_together([a, b]):
             return self.one(a), self.one(b)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            later = pool.submit(self.options.load, os.fspath(b))
-            try:
-                ta = self._said(self.options.load(os.fspath(a)))
-            finally:
-                later.cancel()  # not started yet: not read at all
+        pool = ThreadPoolExecutor(max_workers=1)
+        later = pool.submit(self.options.load, os.fspath(b))
+        try:
+            ta = self._said(self.options.load(os.fspath(a)))
+        except BaseException:
+            pool.shutdown(wait=False)  # A's error now, not after B's load (B's result is dropped)
+            raise
+        pool.shutdown()
         return ta, self._said(later.result())
 
     def many(self, items: Traces, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:

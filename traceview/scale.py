@@ -41,6 +41,7 @@ from .analyses.runs.rank_work import RunResults, rank_result
 from .analyses.runs.ranks import ranks_report
 from .analyses.select.region import Selection
 from .errors import TraceviewError
+from .read import read_together
 from .report import Report
 from .run import Loaded, load_rank, run_files, settle
 
@@ -97,12 +98,17 @@ def gather(files: list, load_kw: dict, sel=None, work=True, *, workers=None, sch
     is given (the only difference between the two)."""
     tick = progress or (lambda done, total: None)
     if workers is None and scheduler is None:
-        # two ranks at a time on threads: a load is half compiled scanning and numpy copies, which
-        # release the GIL, so one rank's linking runs beside the next one's scan (8 x 90 MB ranks:
-        # see benchmarks/bench_jobs.py); results, progress and errors come in file order
+        # two ranks at a time on threads where they may be read together (``read_together``): a
+        # load is half compiled scanning and numpy copies, which release the GIL, so one rank's
+        # linking runs beside the next one's scan (8 x 90 MB ranks: see benchmarks/bench_jobs.py);
+        # results, progress and errors come in file order
+        def each(f):
+            return rank_task(f, load_kw, sel, work)
+
         out = []
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for got in pool.map(lambda f: rank_task(f, load_kw, sel, work), files):
+        together = read_together(files)
+        with ThreadPoolExecutor(max_workers=2) if together else contextlib.nullcontext() as pool:
+            for got in pool.map(each, files) if pool is not None else map(each, files):
                 out.append(got)
                 tick(len(out), len(files))
         return out

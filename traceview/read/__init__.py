@@ -111,3 +111,23 @@ def _check_is_trace(decoded: EventColumns, path: str) -> None:
         raise NotATraceError(
             path, f"{NOT_A_TRACE}: no trace events (objects with a 'ph' field) in traceEvents"
         )
+
+
+def read_together(paths: list) -> bool:
+    """Whether ``paths`` may be read two at a time, on threads (``api.Loader.pair``,
+    ``scale.gather``): only with the compiled decoder (the msgspec fallback forks worker
+    processes, which a second reading thread must not be running beside), and only where the
+    memory check every load makes up front passes for the two largest together (each load's own
+    check sees memory before the other has taken any); a gzip file counts its size on disk, its
+    text being checked as it inflates."""
+    from ..limits import memory_cap
+    from .compiled import available
+
+    if not available():
+        return False
+    try:
+        total = sum(sorted(os.stat(p).st_size for p in paths)[-2:])
+    except (OSError, TypeError, ValueError):
+        return False  # the loads say what is wrong, one after the other
+    cap = memory_cap()
+    return cap is not None and total <= cap

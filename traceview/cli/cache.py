@@ -7,7 +7,6 @@ import json
 import click
 
 from .. import cache as cache_mod
-from ..analyses.wording.words import plural
 from .common import friendly
 from .group import main
 
@@ -69,7 +68,7 @@ def info(folder, fmt):
     rows = [
         ("folder", d["folder"]),
         ("entries", entries),
-        ("replays", f"{plural(d['replays'], 'recorded output')} of repeated commands"),
+        ("replays", f"{_outputs(d['replays'])} of repeated commands"),
         ("size", f"{d['size_mib']:.1f} MiB"),
         ("cap", f"{d['max_mib']:g} MiB (set with {cache_mod.MAX_ENV})"),
         ("caching", state),
@@ -90,5 +89,9 @@ def clear(folder, fmt):
         return
     click.echo(
         f"removed {d['removed']} entries ({d['bytes'] / 2**20:.1f} MiB, with "
-        f"{plural(d['replays'], 'recorded output')} of repeated commands) from {d['folder']}"
+        f"{_outputs(d['replays'])} of repeated commands) from {d['folder']}"
     )
+
+
+def _outputs(n: int) -> str:
+    return f"{n} recorded output{'' if n == 1 else 's'}"

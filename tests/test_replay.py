@@ -36,15 +36,15 @@ def home(tmp_path):
     return tmp_path
 
 
-def run(home: Path, *args, env=None, code: str | None = None) -> subprocess.CompletedProcess:
+def run(home: Path, *args, env=None, code: str | None = None, flags=()) -> subprocess.CompletedProcess:
     """``traceview ARGS`` in ``home`` with its own cache folder (bytes out); ``env`` added to the
     environment (a value None: that variable removed); ``code``: run that
-    Python instead of ``-m traceview``, with the same arguments."""
+    Python instead of ``-m traceview``, with the same arguments; ``flags``: the interpreter's."""
     full = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     # the sample traces are small: recorded like the traces the cache stores (see the last test)
     full |= {"TRACEVIEW_CACHE_DIR": str(home / "cache"), "TRACEVIEW_CACHE_MIN_MB": "0", **(env or {})}
     full = {k: v for k, v in full.items() if v is not None}
-    head = [sys.executable, "-c", code] if code else [sys.executable, "-m", "traceview"]
+    head = [sys.executable, *flags, *(["-c", code] if code else ["-m", "traceview"])]
     return subprocess.run(
         [*head, *map(str, args)], cwd=home, env=full, capture_output=True, timeout=300, check=False
     )
@@ -156,6 +156,14 @@ def test_another_option_or_environment_is_a_full_run(home):
     narrow = run(home, "summary", SAMPLE.name, env={"COLUMNS": "60"})
     assert narrow.returncode == 0 and narrow.stdout != PLANTED
     assert max(len(line) for line in narrow.stdout.decode().splitlines()) <= 60
+
+
+@pytest.mark.parametrize("flags", [("-X", "utf8"), ("-W", "error"), ("-O",)])
+def test_other_interpreter_flags_are_a_full_run(home, flags):
+    done = first(home, "summary", SAMPLE.name)
+    other = run(home, "summary", SAMPLE.name, flags=flags)
+    assert other.returncode == 0, other.stderr
+    assert other.stdout == done.stdout  # the real output: the record was not used
 
 
 def test_a_folder_argument_is_keyed_on_its_files(home):

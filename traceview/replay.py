@@ -24,11 +24,12 @@ The record's key (``key``) is a SHA-256 of a canonical JSON of: the arguments (a
 hash), the current folder, the identity (``fingerprint.identity``) of every argument that names
 a file (a ``--opt=value``'s value too) and, for a folder, the sorted listing of its files with
 theirs (more than ``MAX_LISTED`` entries: no replay); traceview's version and code digest and
-its compiled parts' sizes and times; the interpreter and the folders it imports from (an
-installed or upgraded package changes them); every environment variable that can change the
-output (``ENV_NAMES``, ``ENV_PREFIXES``); whether stdin/stdout/stderr are terminals and their
-size. The arguments' text reaches the disk only through that hash: the record is named by the
-key and holds the output and the files it depends on.
+its compiled parts' sizes and times; the interpreter, its flags (``-X``, ``-W``, ``-O``) and
+the folders it imports from (an installed or upgraded package changes them); every environment
+variable that can change the output (``ENV_NAMES``, ``ENV_PREFIXES``); whether
+stdin/stdout/stderr are terminals and their size. The arguments' text reaches the disk only
+through that hash: the record is named by the key and holds the output and the files it depends
+on.
 
 Records live in ``<cache folder>/replay/`` (private, 0700), each written to a temporary name and
 renamed, CRC-32 checked when read (a damaged one is a miss, and removed), at most
@@ -165,6 +166,8 @@ def key(argv: list[str]) -> str | None:
         "code": fingerprint._code_digest(),
         "native": _stats(p for p in fingerprint.PKG.rglob("*") if p.suffix in (".so", ".pyd")),
         "python": [sys.version, sys.executable, sys.prefix],
+        # the interpreter's own flags: -X utf8, -W error, -O, -I ... can change what is printed
+        "flags": [list(sys.flags), sys.warnoptions, sorted(map(str, sys._xoptions.items()))],
         "paths": _stats(Path(p) for p in sys.path[1:] if p),
         "env": sorted((k, v) for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)),
         "tty": [_terminal(fd) for fd in (0, 1, 2)],

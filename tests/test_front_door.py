@@ -230,8 +230,8 @@ MODULE_STATE_ALLOWED = {
     # target them), the temporary files that exist now and the signal handlers saved while they
     # do (SIGTERM/SIGHUP remove them); each is emptied when its block ends
     ("atomic.py", "_INPUTS"),
-    ("atomic.py", "_LIVE"),
-    ("atomic.py", "_SAVED"),
+    ("temporaries.py", "_LIVE"),
+    ("temporaries.py", "_SAVED"),
     # why this process's output may not be recorded for a replay (a file written, a rebuilt entry)
     ("replay.py", "_SPOILED"),
     ("replay.py", "_DEPENDS"),  # and the files beyond its arguments that its output depends on

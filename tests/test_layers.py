@@ -32,6 +32,7 @@ LAYERS = [
             "filenames",
             "fingerprint",
             "replay",
+            "temporaries",
         ],
     ),
     ("read", ["read"]),

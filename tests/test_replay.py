@@ -314,3 +314,24 @@ def test_a_progress_display_on_a_terminal_is_never_recorded(home):
     assert records(home) == []
     assert run(home, "ranks", *ranks).returncode == 0
     assert len(records(home)) == 1
+
+
+def test_a_record_being_written_when_sigterm_comes_leaves_nothing(tmp_path):
+    """SIGTERM (or SIGHUP) while a record is written removes its temporary file, as the writers'
+    temporaries are removed: the signal is sent from inside the write, before the rename."""
+    code = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from traceview import replay\n"
+        "real = os.replace\n"
+        "def replace(a, b):\n"
+        "    os.kill(os.getpid(), getattr(signal, sys.argv[2]))\n"
+        "    real(a, b)\n"
+        "os.replace = replace\n"
+        "replay._store(Path(sys.argv[1]), 'a' * 64, [(b'o', 1, b'x' * 100000)], {})\n"
+    )
+    for sig in ("SIGTERM", "SIGHUP"):
+        where = tmp_path / sig
+        done = subprocess.run([sys.executable, "-c", code, str(where), sig], capture_output=True, timeout=60)
+        assert done.returncode == -getattr(__import__("signal"), sig), done.stderr
+        assert where.is_dir() and list(where.iterdir()) == []

@@ -20,14 +20,12 @@ import contextlib
 import errno
 import os
 import secrets
-import shutil
-import signal
 import stat
-import threading
 from pathlib import Path
 
 from .errors import TraceviewError
 from .replay import spoil
+from .temporaries import remove, track, untrack
 
 _NAME_KEEP = 100  # characters of the target's name kept in the temporary name (NAME_MAX is 255)
 _TRIES = 100  # random temporary names tried before giving up
@@ -121,10 +119,10 @@ def atomic_path(path, suffix: str = ""):
     try:
         for name in _temp_names(target, suffix):
             tmp = name  # named before it exists: a Ctrl-C from here on still removes it
-            _track(name)  # ... and SIGTERM or SIGHUP too
+            track(name)  # ... and SIGTERM or SIGHUP too
             if _claim(name):
                 break
-            _untrack(name)
+            untrack(name)
             tmp = None  # another writer's file: never removed
         else:
             raise FileExistsError(f"no free temporary name beside {target.name[:_NAME_KEEP]}")
@@ -132,15 +130,15 @@ def atomic_path(path, suffix: str = ""):
         yield Path(tmp)
         _fsync(tmp)
         os.replace(tmp, target)
-        _untrack(tmp)
+        untrack(tmp)
         tmp = None
         _fsync(target.parent)  # the rename itself reaches the disk
     except OSError as exc:
         raise OutputError(shown, exc.strerror or str(exc)) from None
     finally:  # also on Ctrl-C (KeyboardInterrupt) and any other exception
         if tmp is not None:
-            _remove(tmp)
-            _untrack(tmp)
+            remove(tmp)
+            untrack(tmp)
 
 
 def _kind(path: Path) -> str:
@@ -252,57 +250,3 @@ def _fsync(path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _remove(path) -> None:
-    with contextlib.suppress(OSError):
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            os.unlink(path)
-
-
-# ---- SIGTERM and SIGHUP remove temporary files, as Ctrl-C does (its KeyboardInterrupt runs the
-# ``finally`` above). Their default action ends the process on the spot; while a temporary file
-# exists, a handler removes it first and then lets the signal end the process as it would have
-# (same exit status). Signals a program already handles or ignores are left to it.
-_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
-_LIVE: set[str] = set()  # temporary files and folders that exist now
-_SAVED: dict[int, object] = {}  # signal -> its handler before ours
-
-
-def _track(name) -> None:
-    _LIVE.add(str(name))
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        return
-    for sig in _SIGNALS:
-        if sig not in _SAVED and signal.getsignal(sig) == signal.SIG_DFL:
-            _SAVED[sig] = signal.signal(sig, _on_signal)
-
-
-def _untrack(name) -> None:
-    _LIVE.discard(str(name))
-    if _LIVE or threading.current_thread() is not threading.main_thread():
-        return
-    for sig, old in _SAVED.items():
-        signal.signal(sig, old)  # type: ignore[arg-type]
-    _SAVED.clear()
-
-
-def _on_signal(signum, _frame) -> None:
-    for name in list(_LIVE):
-        _remove(name)
-    _LIVE.clear()
-    signal.signal(signum, signal.SIG_DFL)
-    os.kill(os.getpid(), signum)  # ends the process with the signal's own status
-
-
-@contextlib.contextmanager
-def temporary(path):
-    """Register ``path`` (a temporary file or folder the caller made) for removal on SIGTERM or
-    SIGHUP while the block runs; the caller removes or renames it as usual."""
-    _track(path)
-    try:
-        yield path
-    finally:
-        _untrack(path)

@@ -70,7 +70,6 @@ import numpy as np
 import pandas as pd
 
 from ._version import __version__
-from .atomic import temporary
 from .errors import TraceviewError
 from .filenames import as_text
 from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
@@ -78,6 +77,7 @@ from .fingerprint import _code_digest, cache_dir, identity
 from .replay import clear as replays_clear
 from .replay import info as replays_info
 from .replay import spoil
+from .temporaries import temporary
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _CHUNK = 1 << 20

@@ -55,6 +55,7 @@ from pathlib import Path
 
 from . import fingerprint
 from ._version import __version__
+from .temporaries import temporary
 
 FORMAT = 1
 MAGIC = b"TVREPLAY2\n"
@@ -448,11 +449,12 @@ def _store(where: Path, name: str, chunks: list, depends: dict) -> None:
     body = b"".join(parts)
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = where / f"{name}{SUFFIX}.tmp-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(MAGIC + struct.pack("<II", zlib.crc32(body), len(body)) + body)
-        os.replace(tmp, where / (name + SUFFIX))
+        with temporary(tmp):  # SIGTERM or SIGHUP while it is written: removed, as on Ctrl-C
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(MAGIC + struct.pack("<II", zlib.crc32(body), len(body)) + body)
+            os.replace(tmp, where / (name + SUFFIX))
     finally:
         _remove(tmp)
     trim(where)

@@ -1,0 +1,69 @@
+"""Temporary files removed when SIGTERM or SIGHUP ends the process, as Ctrl-C removes them.
+
+Standard library only, and importing nothing of traceview: both the writers (``atomic``) and the
+replay records (``replay``, which ``atomic`` imports) register their temporary files here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import threading
+
+
+def remove(path) -> None:
+    """Remove a file or folder (a folder's link: the link), whatever is left of it."""
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+
+
+# SIGTERM and SIGHUP remove temporary files, as Ctrl-C does (its KeyboardInterrupt runs the
+# writers' ``finally``). Their default action ends the process on the spot; while a temporary file
+# exists, a handler removes it first and then lets the signal end the process as it would have
+# (same exit status). Signals a program already handles or ignores are left to it.
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+_LIVE: set[str] = set()  # temporary files and folders that exist now
+_SAVED: dict[int, object] = {}  # signal -> its handler before ours
+
+
+def track(name) -> None:
+    """Remove ``name`` if SIGTERM or SIGHUP ends the process before ``untrack(name)``."""
+    _LIVE.add(str(name))
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        return
+    for sig in _SIGNALS:
+        if sig not in _SAVED and signal.getsignal(sig) == signal.SIG_DFL:
+            _SAVED[sig] = signal.signal(sig, _on_signal)
+
+
+def untrack(name) -> None:
+    _LIVE.discard(str(name))
+    if _LIVE or threading.current_thread() is not threading.main_thread():
+        return
+    for sig, old in _SAVED.items():
+        signal.signal(sig, old)  # type: ignore[arg-type]
+    _SAVED.clear()
+
+
+def _on_signal(signum, _frame) -> None:
+    for name in list(_LIVE):
+        remove(name)
+    _LIVE.clear()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)  # ends the process with the signal's own status
+
+
+@contextlib.contextmanager
+def temporary(path):
+    """Register ``path`` (a temporary file or folder the caller made) for removal on SIGTERM or
+    SIGHUP while the block runs; the caller removes or renames it as usual."""
+    track(path)
+    try:
+        yield path
+    finally:
+        untrack(path)

@@ -82,7 +82,10 @@ def column(values: list[str], width: int) -> list[str]:
     """One column's cells in ``width``: each shortened in the middle, unless that makes different
     values read the same (every rank file ``dlrm_kine….json.gz``); then the text the column's
     values share at both ends gives way first, so the part that tells them apart survives."""
-    short = {v: _list_cut(v, width) if _is_list(v) else middle(v, width) for v in values}
+    # a cell that fits stays as it is, list or not (both cuts return it whole)
+    short = {
+        v: v if len(v) <= width else _list_cut(v, width) if _is_list(v) else middle(v, width) for v in values
+    }
     clashes: dict[str, list[str]] = {}
     for v, cut in short.items():
         clashes.setdefault(cut, []).append(v)
@@ -127,6 +130,8 @@ def _marked(value: str, part: str) -> str:
 
 def _items(text: str) -> list[str]:
     """``text`` split at its top-level ", " (not inside brackets: ``f<int, float>`` is one item)."""
+    if ", " not in text:  # one item: no character walked
+        return [text]
     items, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         depth += (ch in "([{<") - (ch in ")]}>")

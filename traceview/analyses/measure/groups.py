@@ -29,6 +29,7 @@ __all__ = [
     "category_times",
     "chain_table",
     "kernel_keys",
+    "launch_chain_codes",
     "launch_chains",
     "op_table",
     "stacked_bar",
@@ -39,22 +40,35 @@ __all__ = [
 def launch_chains(r: Region) -> np.ndarray:
     """For each GPU activity of the region: the CPU op chain that launched it; a kernel replayed
     from a CUDA graph with no op around its launch is named as one (``(graph replay:
-    cudaGraphLaunch)``), the rest without an op ``(no CPU op)``."""
+    cudaGraphLaunch)``), the rest without an op ``(no CPU op)``; NaN for an op without a chain."""
+    codes, values = launch_chain_codes(r)
+    return np.append(values, np.nan)[codes]  # code -1: the NaN appended last
+
+
+def launch_chain_codes(r: Region) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes, values)``: each GPU activity's launching chain (``launch_chains``) as a code into
+    the distinct texts ``values`` (-1: its op has no chain). Worked out on the categorical codes of
+    the ops' chains and the activities' launch names; only the few distinct texts are Python strings."""
     k, ops = r.activities, r.trace.ops
     if not len(k):
-        return np.empty(0, dtype=object)
-    graph = graph_replays(k)
-    none = np.where(
-        graph, k["launch_name"].astype("category").cat.rename_categories(GRAPH_REPLAY.format), NO_OP
-    )
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
+    launch, launch_names = texts(k["launch_name"])
+    # what stands where no op is found: (no CPU op), or a graph replay of each launch name (NaN: none)
+    none_values = [NO_OP, *(GRAPH_REPLAY.format(v) for v in launch_names[:-1]), np.nan]
+    none = np.where(graph_replays(k), launch + 1, 0)
     events = ops["event"].to_numpy()  # ascending: ops were taken in event order
-    if not len(events):  # a trace with kernels and no CPU ops
-        return none.astype(object)
-    op_event = k["op_event"].to_numpy()
-    at = np.clip(np.searchsorted(events, op_event), 0, len(events) - 1)
-    found = (op_event >= 0) & (events[at] == op_event)
-    chains = ops["chain"].astype(object).to_numpy()
-    return np.where(found, chains[at], none)
+    if len(events):
+        op_event = k["op_event"].to_numpy()
+        at = np.clip(np.searchsorted(events, op_event), 0, len(events) - 1)
+        found = (op_event >= 0) & (events[at] == op_event)
+        chain, chain_values = texts(ops["chain"].iloc[at])  # a take of the codes: no text per op
+    else:  # a trace with kernels and no CPU ops
+        found, chain = np.zeros(len(k), dtype=bool), np.zeros(len(k), dtype=np.int64)
+        chain_values = np.array([np.nan], dtype=object)
+    codes = np.where(found, chain, len(chain_values) + none)
+    # equal texts (a chain spelt like a stand-in, the two NaNs) share one code, NaN is -1
+    of_value, values = pd.factorize(np.concatenate([chain_values, np.array(none_values, dtype=object)]))
+    return of_value[codes], np.asarray(values, dtype=object)
 
 
 def kernel_keys(k: pd.DataFrame) -> np.ndarray:
@@ -90,16 +104,17 @@ def _by_kernel(r: Region) -> pd.DataFrame:
     # grouped on codes (keys, names, categories, chains), the few distinct texts looked up after
     key, keys = kernel_key_codes(k)
     (name, names), (cat, cats), (kind, kinds) = (texts(k[c]) for c in ("name", "category", "kind"))
-    chain, chains = pd.factorize(launch_chains(r))
+    chain, chains = launch_chain_codes(r)
     f = pd.DataFrame(
         {"key": key, "name": name, "dur": k["dur_ns"].clip(lower=0).to_numpy(), "category": cat, "kind": kind}
     )
     f["chain"] = chain if (chain >= 0).all() else np.where(chain >= 0, chain, np.nan)  # no chain: not a group
     g = f.groupby("key", sort=False)
     out = pd.DataFrame({"count": r.per_region_count(g.size()), "time_ns": g["dur"].sum() / r.regions})
-    out["category"] = cats[g["category"].agg(_mode).to_numpy()]
+    at = out.index.to_numpy(np.int64)
+    out["category"] = cats[_modes(key, cat, len(keys))[at]]
     out["kind"] = kinds[g["kind"].first().to_numpy()]
-    out["example"] = names[g["name"].agg(_mode).to_numpy()]
+    out["example"] = names[_modes(key, name, len(keys))[at]]
     pairs = f.groupby(["key", "chain"], sort=False).size().reset_index(name="n")
     pairs = pairs.sort_values(["key", "n"], ascending=[True, False], kind="stable")
     first = pairs.drop_duplicates("key").set_index("key")["chain"]
@@ -111,8 +126,18 @@ def _by_kernel(r: Region) -> pd.DataFrame:
     return out.reset_index().rename(columns={"index": "key"})[cols]
 
 
-def _mode(s: pd.Series):
-    return s.value_counts().index[0]
+def _modes(key: np.ndarray, value: np.ndarray, n_keys: int) -> np.ndarray:
+    """Per key code (``0..n_keys-1``, -1 where a key has no row): its commonest value code, a tie
+    going to the value met first, as each group's ``value_counts().index[0]`` is; on one int64 per
+    (key, value) pair, counted once, instead of a value_counts per group."""
+    base = int(value.max()) + 1
+    pairs, distinct = pd.factorize(key.astype(np.int64) * base + value)  # in order of first appearance
+    of_pair = distinct // base
+    order = np.lexsort((-np.bincount(pairs), of_pair))  # stable: by key, commonest first, then first met
+    first = order[np.r_[True, of_pair[order][1:] != of_pair[order][:-1]]]
+    out = np.full(n_keys, -1, dtype=np.int64)
+    out[of_pair[first]] = distinct[first] % base
+    return out
 
 
 def category_times(r: Region) -> pd.DataFrame:

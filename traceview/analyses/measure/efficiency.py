@@ -30,7 +30,7 @@ peak of its kernels whose peak is known, and ``pct_of_peak_tflops`` is always
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,7 +41,7 @@ from ...model import list_codes
 from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
-from .derived import is_text, of_region, of_trace, texts
+from .derived import is_text, of_region, of_trace
 from .work import counted_owner, has_shapes, trace_work
 from .work import rules as work_rules
 
@@ -70,40 +70,76 @@ LOW_PRECISION = ("fp16", "bf16", "fp8", "fp4", "int8")
 LATENCY_PCT = 20.0
 
 
+#: the codes of the kept table's text columns (``_rates``: categoricals; -1 is None)
+PATHS = ("tensor", "vector", "memory")
+BOUNDS = ("compute", "memory", "latency")
+_PATH = pd.CategoricalDtype(list(PATHS))
+_BOUND = pd.CategoricalDtype(list(BOUNDS))
+_BOUND_TEXT = np.array([*BOUNDS, None], dtype=object)  # a code -1 picks the trailing None
+
+
 def kernel_work(trace) -> pd.DataFrame:
     """Per GPU activity of ``trace.kernels`` (same index): ``owner`` (ops row, -1: none),
-    the FLOPs and bytes it is given, its op's precision and whether it is a ``helper``."""
+    the FLOPs and bytes it is given, its op's precision (a categorical) and whether it is a
+    ``helper``."""
     return of_trace(trace, "kernel_work", lambda t: cache.derived_frame(t, "kernel_work", _kernel_work))
 
 
 def _kernel_work(trace) -> pd.DataFrame:
     k, ops, w = trace.kernels, trace.ops, trace_work(trace)
-    pos = np.full(len(trace.events), -1, dtype=np.int64)
-    pos[ops["event"].to_numpy()] = np.arange(len(ops))
-    op_event = k["op_event"].to_numpy()
-    op_pos = np.where(op_event >= 0, pos[np.clip(op_event, 0, None)], -1)
-    owners = np.append(counted_owner(ops["parent"].to_numpy(), w["counted"].to_numpy()), -1)
-    owner = owners[op_pos]  # op_pos -1 (no op) picks the trailing -1
-    flops = np.append(w["flops"].to_numpy(dtype=float, na_value=np.nan), np.nan)  # [-1]: no owner
-    nbytes = np.append(w["bytes_moved"].to_numpy(dtype=float, na_value=np.nan), np.nan)
+    op_pos = _op_rows(k["op_event"].to_numpy(), ops["event"].to_numpy())
+    owner = _take(counted_owner(ops["parent"].to_numpy(), w["counted"].to_numpy()), op_pos)
+    # the owners' rows only (an op row -1 takes a missing value), converted as the whole column would be
+    flops = w["flops"].array.take(owner, allow_fill=True).to_numpy(dtype=float, na_value=np.nan)
+    nbytes = w["bytes_moved"].array.take(owner, allow_fill=True).to_numpy(dtype=float, na_value=np.nan)
     helper = helpers(k)
     share = _shares(
         owner,
         k["category"].isin(COMPUTE).to_numpy(dtype=bool),
         helper,
-        k["dur_ns"].clip(lower=1).to_numpy().astype(float),
-        ~np.isnan(flops[:-1]),
+        np.maximum(k["dur_ns"].to_numpy(), 1).astype(float),
+        ~np.isnan(flops),
     )
+    precision = _coded(w["precision"])
     return pd.DataFrame(
         {
             "owner": owner,
-            "flops": flops[owner] * share,
-            "bytes_moved": nbytes[owner] * share,
-            "op_precision": np.append(w["precision"].to_numpy(dtype=object), None)[owner],
+            "flops": flops * share,
+            "bytes_moved": nbytes * share,
+            "op_precision": pd.Categorical.from_codes(_take(precision.codes, owner), dtype=precision.dtype),
             "helper": helper,
         },
         index=k.index,
     )
+
+
+def _take(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values[rows]``, -1 where a row is -1 (none; it reads the last value, which is not kept)."""
+    if not len(values):
+        return np.full(len(rows), -1, dtype=values.dtype)
+    return np.where(rows >= 0, values[rows], -1).astype(values.dtype, copy=False)
+
+
+def _op_rows(op_event: np.ndarray, ops_event: np.ndarray) -> np.ndarray:
+    """Each activity's launching op's row in the ops (-1: launched by no op): a search of the ops'
+    event numbers (in event order already, as the link layer makes them; else sorted first)."""
+    order = None
+    if len(ops_event) > 1 and not (ops_event[1:] >= ops_event[:-1]).all():
+        order = np.argsort(ops_event, kind="stable")
+        ops_event = ops_event[order]
+    if not len(ops_event):
+        return np.full(len(op_event), -1, dtype=np.int64)
+    at = np.searchsorted(ops_event, op_event, side="right") - 1  # an event twice: its last op row
+    found = (op_event >= 0) & (at >= 0) & (ops_event[np.clip(at, 0, None)] == op_event)
+    rows = at if order is None else order[np.clip(at, 0, None)]
+    return np.where(found, rows, -1)
+
+
+def _coded(col: pd.Series) -> pd.Categorical:
+    """``col`` as a categorical (its own when it is one): codes to take and compare, a few texts."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.array
+    return pd.Categorical(col.to_numpy(dtype=object))
 
 
 def helpers(k: pd.DataFrame) -> np.ndarray:
@@ -116,18 +152,19 @@ def helpers(k: pd.DataFrame) -> np.ndarray:
 
 
 def _shares(
-    owner: np.ndarray, compute: np.ndarray, helper: np.ndarray, dur: np.ndarray, flop_op: np.ndarray
+    owner: np.ndarray, compute: np.ndarray, helper: np.ndarray, dur: np.ndarray, flop: np.ndarray
 ) -> np.ndarray:
     """Each kernel's share of its owner op's work (nan for kernels left out and without owner):
     by time among the op's compute kernels, else its other non-helper kernels; helpers get
-    a share only of a bytes-only op that has nothing else (they are its work then)."""
+    a share only of a bytes-only op that has nothing else (they are its work then). ``flop``:
+    whether the kernel's owner has FLOPs."""
     has = owner >= 0
     at = np.clip(owner, 0, None)
+    bins = int(at.max(initial=0)) + 1
 
     def per_op(weight: np.ndarray) -> np.ndarray:  # each kernel's op's sum of ``weight``
-        return np.bincount(owner[has], weights=weight[has], minlength=len(flop_op) + 1)[at]
+        return np.bincount(owner[has], weights=weight[has], minlength=bins)[at]
 
-    flop = np.append(flop_op, False)[at]
     main = dur * ~helper
     weight = np.where(flop & (per_op(main * compute) > 0), main * compute, main)
     weight = np.where(~flop & (per_op(main) == 0), dur, weight)
@@ -138,42 +175,81 @@ def _shares(
 def kernel_efficiency(trace, activities: pd.DataFrame | None = None) -> pd.DataFrame:
     """``COLUMNS`` for each GPU activity (``activities``: a subset of ``trace.kernels``, e.g. a
     Region's; default all), indexed like it. Empty where the trace has no shapes. Every column is
-    a function of its own row, so the whole trace's table is worked out once and cut."""
-    every = of_trace(trace, "kernel_efficiency", _every_kernel_efficiency)
+    a function of its own row, so the whole trace's table is worked out once and cut. ``path``,
+    ``peak_precision`` and ``bound`` are texts (None: none); the analyses here read the kept
+    table's codes instead (``_rates``)."""
+    every = of_trace(trace, "kernel_efficiency", lambda t: _as_texts(_rates(t)))
     return every if activities is None else every.loc[activities.index]
 
 
-def _every_kernel_efficiency(trace) -> pd.DataFrame:
-    """Of every GPU activity; kept in a cached trace's entry where its peaks are the built-in
-    device table's (a user's table, ``devices=``, is a file the entry's key does not cover)."""
+def _as_texts(rates: pd.DataFrame) -> pd.DataFrame:
+    """``rates`` with its categoricals as object columns of texts and None, typed as pandas types
+    such a column (a text column when it holds a text)."""
+    cols = {}
+    for c in COLUMNS:
+        col = rates[c]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            words = np.array([*col.cat.categories.tolist(), None], dtype=object)
+            cols[c] = words[col.array.codes]  # a code -1 picks the trailing None
+        else:
+            cols[c] = col.to_numpy()
+    return pd.DataFrame(cols, index=rates.index)
+
+
+def _rates(trace) -> pd.DataFrame:
+    """``COLUMNS`` of every GPU activity, ``path``, ``peak_precision`` and ``bound`` as categoricals;
+    kept in a cached trace's entry where its peaks are the built-in device table's (a user's
+    table, ``devices=``, is a file the entry's key does not cover)."""
     if getattr(trace, "devices", None) is not None:
-        return _kernel_efficiency(trace, trace.kernels)
-    return cache.derived_frame(trace, "kernel_efficiency", lambda t: _kernel_efficiency(t, t.kernels))
+        return of_trace(trace, "kernel_rates", _kernel_rates)
+    return of_trace(
+        trace, "kernel_rates", lambda t: cache.derived_frame(t, "kernel_efficiency", _kernel_rates)
+    )
 
 
-def _kernel_efficiency(trace, k: pd.DataFrame) -> pd.DataFrame:
-    kw = kernel_work(trace).loc[k.index]
-    dur = k["dur_ns"].clip(lower=0).to_numpy().astype(float)
-    dur = np.where(dur > 0, dur, np.nan)
+def _rows(trace, frame: pd.DataFrame) -> np.ndarray:
+    """The rows of ``trace.kernels`` that ``frame`` (a cut of it: a Region's activities) holds."""
+    k = trace.kernels
+    if frame is k:
+        return np.arange(len(k))
+    rows = k.index.get_indexer(frame.index)
+    if (rows < 0).any():
+        raise KeyError(f"{int((rows < 0).sum())} activities are not rows of the trace's kernels")
+    return rows
+
+
+def _kernel_rates(trace) -> pd.DataFrame:
+    k, kw = trace.kernels, kernel_work(trace)
+    if not kw.index.equals(k.index):
+        kw = kw.loc[k.index]
+    dur = k["dur_ns"].to_numpy()
+    dur = np.where(dur > 0, dur.astype(float), np.nan)
     flops, nbytes = kw["flops"].to_numpy(), kw["bytes_moved"].to_numpy()
-    out = pd.DataFrame(
+    tflops = flops / dur / 1e3
+    gbps = nbytes / dur
+    intensity = flops / np.where(nbytes > 0, nbytes, np.nan)
+    path, precision, texts_ = _paths(k, kw)
+    device = trace_device(trace)
+    peak_tflops = np.where(np.isnan(flops), np.nan, _peaks(path, precision, texts_, device))
+    pct_tflops = rated(tflops, peak_tflops)  # (a helper's path has no FLOPs to rate)
+    pct_gbps = 100.0 * gbps / _bandwidth(device)
+    bound = _sides(flops, nbytes, intensity, peak_tflops, pct_tflops, pct_gbps, device)
+    return pd.DataFrame(
         {
             "flops": flops,
             "bytes_moved": nbytes,
-            "tflops": flops / dur / 1e3,
-            "gbps": nbytes / dur,
-            "intensity": flops / np.where(nbytes > 0, nbytes, np.nan),
+            "tflops": tflops,
+            "gbps": gbps,
+            "intensity": intensity,
+            "path": pd.Categorical.from_codes(path, dtype=_PATH),
+            "peak_precision": pd.Categorical.from_codes(precision, dtype=pd.CategoricalDtype(texts_)),
+            "peak_tflops": peak_tflops,
+            "pct_of_peak_tflops": pct_tflops,
+            "pct_of_peak_gbps": pct_gbps,
+            "bound": pd.Categorical.from_codes(bound, dtype=_BOUND),
         },
         index=k.index,
     )
-    out["path"], out["peak_precision"] = _paths(k, kw)
-    device = trace_device(trace)
-    peak = _peaks(out["path"].to_numpy(), out["peak_precision"].to_numpy(), device)
-    out["peak_tflops"] = np.where(np.isnan(flops), np.nan, peak)  # a helper's path has no FLOPs to rate
-    out["pct_of_peak_tflops"] = rated(out["tflops"], out["peak_tflops"])
-    out["pct_of_peak_gbps"] = 100.0 * out["gbps"] / _bandwidth(device)
-    out["bound"] = _bound(out, device)
-    return out[list(COLUMNS)]
 
 
 def rated(tflops, peak_tflops):
@@ -185,54 +261,65 @@ def rated(tflops, peak_tflops):
 
 def _bound(f: pd.DataFrame, device) -> np.ndarray:
     """Roofline side per row of ``f`` (flops, bytes_moved, intensity, peak_tflops and the two
-    percents): ``latency`` under ``LATENCY_PCT`` of both peaks (a share with no FLOPs counts as
-    low), else ``compute`` at or above the ridge, ``memory`` below it or without FLOPs; None
-    without bytes, without a device, or with FLOPs but no peak."""
-    flops, nbytes = f["flops"].to_numpy(dtype=float), f["bytes_moved"].to_numpy(dtype=float)
-    ridge = f["peak_tflops"].to_numpy(dtype=float) * 1e3 / _bandwidth(device)  # FLOP/byte of the bend
-    side = np.where(np.isnan(flops), "memory", np.where(f["intensity"] >= ridge, "compute", "memory"))
-    low_t = np.nan_to_num(f["pct_of_peak_tflops"].to_numpy(dtype=float), nan=0.0) < LATENCY_PCT
-    low_g = f["pct_of_peak_gbps"].to_numpy(dtype=float) < LATENCY_PCT
-    side = np.where(low_t & low_g, "latency", side)
+    percents) as text (``_sides``)."""
+    cols = ("flops", "bytes_moved", "intensity", "peak_tflops", "pct_of_peak_tflops", "pct_of_peak_gbps")
+    flops, nbytes, intensity, peak, pct_tflops, pct_gbps = (f[c].to_numpy(dtype=float) for c in cols)
+    return _BOUND_TEXT[_sides(flops, nbytes, intensity, peak, pct_tflops, pct_gbps, device)]
+
+
+def _sides(flops, nbytes, intensity, peak_tflops, pct_tflops, pct_gbps, device) -> np.ndarray:
+    """Roofline side per row (codes of ``BOUNDS``): ``latency`` under ``LATENCY_PCT`` of both peaks
+    (a share with no FLOPs counts as low), else ``compute`` at or above the ridge, ``memory`` below
+    it or without FLOPs; -1 (None) without bytes, without a device, or with FLOPs but no peak."""
+    ridge = peak_tflops * 1e3 / _bandwidth(device)  # FLOP/byte of the bend
+    side = np.where(np.isnan(flops) | ~(intensity >= ridge), 1, 0)
+    low = (np.nan_to_num(pct_tflops, nan=0.0) < LATENCY_PCT) & (pct_gbps < LATENCY_PCT)
+    side = np.where(low, 2, side)
     known = ~np.isnan(nbytes) & (np.isnan(flops) | ~np.isnan(ridge)) & (device is not None)
-    return np.where(known, side, None)
+    return np.where(known, side, -1).astype(np.int8)
 
 
-def _paths(k: pd.DataFrame, kw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The path each kernel's work takes ("tensor", "vector", "memory", or None) and its precision."""
-    precision = kw["op_precision"].to_numpy(dtype=object)
-    if "precision" in k.columns:
-        own = k["precision"].astype(object).to_numpy()
-        precision = np.where(pd.isna(precision), own, precision)
-        precision = np.where(own == "tf32", "fp32", precision)  # TF32 is the tensor path of fp32 inputs
-    precision = np.where(pd.isna(precision), None, precision)
-    codes, values = texts(k["category"])
-    category = values[codes]
+def _paths(k: pd.DataFrame, kw: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list]:
+    """The path each kernel's work takes (codes of ``PATHS``, -1: None) and its precision (codes
+    of the texts returned third, -1: None): the op's, else the kernel's own; TF32 is fp32's."""
+    op = _coded(kw["op_precision"])
+    own = _coded(k["precision"]) if "precision" in k.columns else None
+    own_texts = own.categories.tolist() if own is not None else []
+    texts_ = list(dict.fromkeys([*op.categories.tolist(), *own_texts, "fp32"]))
+    index = {v: i for i, v in enumerate(texts_)}
+    precision = np.array([index[v] for v in op.categories.tolist()] + [-1], dtype=np.int64)[op.codes]
+    if own is not None:
+        own_codes = np.array([index[v] for v in own_texts] + [-1], dtype=np.int64)[own.codes]
+        precision = np.where(precision >= 0, precision, own_codes)
+        tf32 = np.array([v == "tf32" for v in own_texts] + [False], dtype=bool)[own.codes]
+        precision = np.where(tf32, index["fp32"], precision)  # TF32 is the tensor path of fp32 inputs
+    low = np.array([str(v) in LOW_PRECISION for v in texts_] + [False], dtype=bool)[precision]
     tc = k["tensor_core"] if "tensor_core" in k.columns else pd.Series(pd.NA, index=k.index, dtype="boolean")
     on_tc, known = tc.fillna(False).to_numpy(dtype=bool), tc.notna().to_numpy()
-    compute = np.isin(category, COMPUTE) & ~np.isnan(kw["flops"].to_numpy())
+    helper = kw["helper"].to_numpy()
+    compute = k["category"].isin(COMPUTE).to_numpy(dtype=bool) & ~np.isnan(kw["flops"].to_numpy())
     # the op's precision may leave the path open; a helper's path is its rule's alone (no MMA: None)
-    open_path = (
-        ~known
-        & ~kw["helper"].to_numpy()
-        & ((category == "attention") | np.isin(precision.astype(str), LOW_PRECISION))
-    )
-    path = np.where(on_tc | open_path, "tensor", np.where(known, "vector", None))
+    open_path = ~known & ~helper & (is_text(k["category"], "attention") | low)
+    path = np.where(on_tc | open_path, 0, np.where(known, 1, -1))
     has_bytes = ~np.isnan(kw["bytes_moved"].to_numpy())
-    helper_path = np.where(kw["helper"].to_numpy(), path, None)
-    path = np.where(compute, path, np.where(has_bytes, "memory", helper_path))
-    return path, precision
+    helper_path = np.where(helper, path, -1)
+    path = np.where(compute, path, np.where(has_bytes, 2, helper_path))
+    return path.astype(np.int8), precision, texts_
 
 
-def _peaks(path: np.ndarray, precision: np.ndarray, device) -> np.ndarray:
-    out = np.full(len(path), np.nan)
+def _peaks(path: np.ndarray, precision: np.ndarray, texts_: list, device) -> np.ndarray:
+    """The device's peak TFLOP/s of each kernel's path and precision (nan: none, or 0 in a user's
+    table), asked once per distinct pair."""
     if device is None:
-        return out
-    for p, prec in set(zip(path.tolist(), precision.tolist(), strict=True)):  # a handful of distinct pairs
-        if p in ("tensor", "vector") and prec is not None:
-            peak = device.peak_tflops(p, prec)
-            out[(path == p) & (precision == prec)] = peak if peak else np.nan  # 0 (a user's table): no peak
-    return out
+        return np.full(len(path), np.nan)
+    n = len(texts_)
+    rated_rows = (path >= 0) & (path <= 1) & (precision >= 0)  # tensor or vector, with a precision
+    key = np.where(rated_rows, path.astype(np.int64) * n + precision, 2 * n)
+    table = np.full(2 * n + 1, np.nan)  # the last: not rated
+    for pair in np.flatnonzero(np.bincount(key[rated_rows], minlength=2 * n)).tolist():
+        peak = device.peak_tflops(PATHS[pair // n], texts_[pair % n])
+        table[pair] = peak if peak else np.nan
+    return table[key]
 
 
 # ------------------------------------------------------------------ per op
@@ -253,17 +340,17 @@ def _owned(trace, k: pd.DataFrame) -> pd.DataFrame:
     """Per counted op owning kernels of ``k`` (index: its row in ``trace.ops``): ``gpu_ns``, those
     kernels' time; ``peak_ns``, the sum of time x peak TFLOP/s over those whose peak is known, and
     ``known_ns``, their time (``peak_ns / known_ns``: the op's time-weighted peak)."""
-    kw = kernel_work(trace).loc[k.index]
-    eff = kernel_efficiency(trace, k)
-    owned = kw["owner"].to_numpy() >= 0
-    dur = k["dur_ns"].clip(lower=0)
-    peak_ns = dur * eff["peak_tflops"]
+    rows = _rows(trace, k)
+    owner = kernel_work(trace)["owner"].to_numpy()[rows]
+    owned = owner >= 0
+    dur = np.maximum(k["dur_ns"].to_numpy()[owned], 0)
+    peak_ns = dur * _rates(trace)["peak_tflops"].to_numpy()[rows[owned]]
     frame = pd.DataFrame(
         {
-            "owner": kw["owner"].to_numpy()[owned],
-            "dur_ns": dur.to_numpy()[owned],
-            "peak_ns": peak_ns.to_numpy()[owned],
-            "known_ns": dur.where(peak_ns.notna()).to_numpy()[owned],
+            "owner": owner[owned],
+            "dur_ns": dur,
+            "peak_ns": peak_ns,
+            "known_ns": np.where(np.isnan(peak_ns), np.nan, dur),
         }
     )
     g = frame.groupby("owner")
@@ -385,19 +472,27 @@ def _rate(r: Region, category: str) -> tuple[float, float]:
     a = r.activities
     if not len(a) or not has_shapes(r.trace.ops):
         return float("nan"), float("nan")
-    a = a[is_text(a["category"], category)]
-    eff = kernel_efficiency(r.trace, a)
-    has = eff["flops"].notna().to_numpy()
-    dur = a["dur_ns"].clip(lower=0).to_numpy()[has].astype(float)
+    mask, rows = _category_rows(r, category)
+    rates = _rates(r.trace)
+    flops = rates["flops"].to_numpy()[rows]
+    has = ~np.isnan(flops)
+    dur = np.maximum(a["dur_ns"].to_numpy()[mask], 0)[has].astype(float)
     if not has.any() or dur.sum() <= 0:
         return float("nan"), float("nan")
-    flops = eff["flops"].to_numpy()[has]
-    peak = eff["peak_tflops"].to_numpy()[has]
+    flops = flops[has]
+    peak = rates["peak_tflops"].to_numpy()[rows[has]]
     known = ~np.isnan(peak)
     tflops = float(flops.sum() / dur.sum() / 1e3)
     known_ns = dur[known].sum()
     peak_tflops = (dur[known] * peak[known]).sum() / known_ns if known_ns > 0 else float("nan")
     return tflops, float(rated(tflops, peak_tflops))
+
+
+def _category_rows(r: Region, category: str) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the region's activities are of ``category``, and their rows in ``trace.kernels``."""
+    a = r.activities
+    mask = is_text(a["category"], category)
+    return mask, _rows(r.trace, a)[mask]
 
 
 def gemm_tflops(r: Region) -> float:
@@ -567,28 +662,48 @@ def _category_efficiency(r: Region, category: str) -> dict:
         "peak_tflops": float("nan"),
         "device": trace_device(r.trace),
     }
-    a = r.activities
     if np.isnan(tflops):
         return out
-    a = a[is_text(a["category"], category)]
-    eff = kernel_efficiency(r.trace, a)
-    has = eff["flops"].notna().to_numpy()
-    by = pd.DataFrame(
-        {
-            "path": eff["path"].to_numpy()[has],
-            "precision": eff["peak_precision"].to_numpy()[has],
-            "dur": a["dur_ns"].to_numpy()[has],
-        }
-    ).dropna(subset=["path", "precision"])
-    owners = kernel_work(r.trace).loc[a.index, "owner"].to_numpy()[has]
+    mask, rows = _category_rows(r, category)
+    rates = _rates(r.trace)
+    has = ~np.isnan(rates["flops"].to_numpy()[rows])  # the kernels with FLOPs
+    rows, dur = rows[has], r.activities["dur_ns"].to_numpy()[mask][has]
+    owners = kernel_work(r.trace)["owner"].to_numpy()[rows]
     # the owners' rows only, converted as the whole column would be
-    causal = trace_work(r.trace)["causal"].iloc[owners[owners >= 0]].to_numpy(dtype=object, na_value=None)
-    out["causal"] = any(c is True for c in causal)
-    if len(by):
-        path, prec = cast("tuple[str, str]", by.groupby(["path", "precision"])["dur"].sum().idxmax())
+    out["causal"] = _any_true(trace_work(r.trace)["causal"].iloc[owners[owners >= 0]])
+    main = _main_path(rates, rows, dur)
+    if main is not None:
+        path, prec = main
         peak = out["device"].peak_tflops(path, prec) if out["device"] else None
         out.update(path=path, precision=prec, peak_tflops=peak if peak is not None else float("nan"))
     return out
+
+
+def _any_true(col: pd.Series) -> bool:
+    """Whether a value of ``col`` is True (a missing one is not), without a Python object per row
+    where the column is boolean."""
+    if isinstance(col.dtype, pd.BooleanDtype) or col.dtype == bool:
+        return bool(col.to_numpy(dtype=bool, na_value=False).any())
+    return any(c is True for c in col.to_numpy(dtype=object, na_value=None))
+
+
+def _main_path(rates: pd.DataFrame, rows: np.ndarray, dur: np.ndarray) -> tuple[str, str] | None:
+    """The (path, precision) taking the most of ``dur`` over ``rows`` of ``rates`` that have both
+    (a tie: the first in text order); None where none has both."""
+    path = rates["path"].array
+    prec = rates["peak_precision"].array
+    p, q = path.codes[rows].astype(np.int64), prec.codes[rows].astype(np.int64)
+    both = (p >= 0) & (q >= 0)
+    if not both.any():
+        return None
+    n = len(prec.categories)
+    key, dur = p[both] * n + q[both], dur[both]
+    sums = sorted(  # (path, precision, time) of each pair present, in text order
+        (path.categories[k // n], prec.categories[k % n], int(dur[key == k].sum()))
+        for k in np.flatnonzero(np.bincount(key)).tolist()
+    )
+    best = max(sums, key=lambda s: s[2])  # the first of equal sums
+    return str(best[0]), str(best[1])
 
 
 def efficiency_table(sides) -> pd.DataFrame:

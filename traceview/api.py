@@ -203,17 +203,26 @@ class Loader:
             return same_options(t, self.options)
         return self._said(self.options.load(os.fspath(t)))
 
-    def pair(self, a: TraceLike, b: TraceLike) -> tuple[Trace, Trace]:
+    def pair(
+        self,
+        a: TraceLike,
+        b: TraceLike,
+        then: tuple[Callable[[Trace], None], Callable[[Trace], None]] | None = None,
+    ) -> tuple[Trace, Trace]:
         """``(one(a), one(b))``; two paths are read at once, B on a second thread: a load is
         half compiled scanning and numpy copies, which release the GIL, and half linking in
         Python, so one trace's linking runs beside the other's scan (two 300 MB traces: see
-        benchmarks/bench_jobs.py). The warnings are said A's first; A's error is raised first."""
+        benchmarks/bench_jobs.py). The warnings are said A's first; A's error is raised first.
+        ``then``: (for A, for B), each called with its trace on the thread that loaded it, when
+        the two are read at once (work the caller will ask of each side, done side by side)."""
         if isinstance(a, Trace) or isinstance(b, Trace) or not read_together([a, b]):
             return self.one(a), self.one(b)
+        after_a, after_b = then or (_nothing, _nothing)
         pool = ThreadPoolExecutor(max_workers=1)
-        later = pool.submit(self.options.load, os.fspath(b))
+        later = pool.submit(_and_then, self.options.load, os.fspath(b), after_b)
         try:
             ta = self._said(self.options.load(os.fspath(a)))
+            after_a(ta)
         except BaseException:
             pool.shutdown(wait=False)  # A's error now, not after B's load (B's result is dropped)
             raise
@@ -234,6 +243,16 @@ class Loader:
             skipped += passed_over
             self.say([f"warning: skipped {s}" for s in passed_over])
         return loaded, skipped
+
+
+def _nothing(_trace: Trace) -> None:
+    return None
+
+
+def _and_then(load: Callable[[str], Trace], path: str, then: Callable[[Trace], None]) -> Trace:
+    trace = load(path)
+    then(trace)
+    return trace
 
 
 def _parts(given: Options | MemoryOptions | LoadKeywords) -> tuple[Selection | None, Loader]:
@@ -484,6 +503,7 @@ def diff(
     GPU time per step by category of A and B into that .png, .svg or .html file.
     """
     from .analyses.variants.diff import diff as _diff
+    from .analyses.variants.sides import prepare
 
     s, load = _parts(kw)
     if not isinstance(a, Trace) and not isinstance(b, Trace) and _is_folder(a) and _is_folder(b):
@@ -492,8 +512,9 @@ def diff(
             a, b, options=load.options, on_warning=load.warn, workers=workers, scheduler=scheduler
         )
     check_plot(plot)
-    ta, tb = load.pair(a, b)
     sb = sel_b(s, annotation_b)
+    sides = (functools.partial(prepare, sel=s), functools.partial(prepare, sel=sb if sb is not None else s))
+    ta, tb = load.pair(a, b, then=sides)  # each side's tables worked out on its loading thread
     report = _diff(ta, tb, s, sel_b=sb, top=top or None)
     if plot is not None:
         labels = [f"A: {report.info['a_label']}", f"B: {report.info['b_label']}"]

@@ -1,0 +1,33 @@
+"""The tables a diff asks of each side, worked out on the thread that loaded the side.
+
+``diff`` reads its two traces on two threads (``api.Loader.pair``). A trace's analyses are partly
+numpy (sorts, takes, unions), which lets go of the GIL, so B's analyses can run beside A's instead
+of after them. Each table here is kept on its trace (``measure.derived``: once per trace and
+selection), so the diff that follows finds it worked out; the diff itself still asks for every
+table in its own order, and says every error and note as it always did: a failure here is let go
+(the diff meets it again, in order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..measure.completeness import workload
+from ..measure.efficiency import category_efficiency
+from ..measure.exposed import exposed
+from ..measure.work import trace_work
+from ..select.region import Selection, region
+from .diff import named_kernels
+
+
+def prepare(trace, sel: Selection | None) -> None:
+    """Work out, and keep on ``trace``, the per-side tables ``diff`` reads for selection ``sel``."""
+    with contextlib.suppress(Exception):
+        r = region(trace, sel)
+        trace_work(trace)
+        workload(r)
+        if r.has_gpu:
+            named_kernels(r)
+            exposed(r)
+            for category in ("gemm", "attention"):  # efficiency_table's, and the findings'
+                category_efficiency(r, category)

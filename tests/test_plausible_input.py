@@ -19,6 +19,7 @@ import csv
 import io
 import json
 import multiprocessing
+import random
 
 import pandas as pd
 import pytest
@@ -353,6 +354,32 @@ def test_events_without_ids_that_look_alike_are_kept(tmp_path):
     ]
     trace = tv.load(write(tmp_path, events), cache=False)
     assert len(trace.events) == len(events) and not trace.warnings
+
+
+def test_exact_duplicates_found_whatever_ids_they_lack(tmp_path):
+    """The duplicate check's first pass hashes times, thread, name and both ids, a missing id as
+    one value: every exact copy still meets its original there, whichever ids it lacks, and an
+    event that differs from another only in an id or its name is no copy. The expected count is
+    worked out from the written events alone."""
+    rng = random.Random(35)
+    events = []
+    for _ in range(400):
+        args = {}
+        if rng.random() < 0.6:
+            args["correlation"] = rng.choice([0, 1, 2, 2**40])
+        if rng.random() < 0.6:
+            args["External id"] = rng.choice([0, 5, -3])
+        cat, name = rng.choice(["cpu_op", "cuda_runtime"]), rng.choice(["a", "b"])
+        events.append(ev(cat, name, 1000 + rng.randrange(3), rng.randrange(2), tid=rng.randrange(2), **args))
+    events += [dict(e, args=dict(e["args"])) for e in rng.sample(events, 100)]
+    seen, copies = set(), 0
+    for e in events:  # a copy of an earlier event that carries an id is dropped
+        key = json.dumps(e, sort_keys=True)
+        copies += key in seen and bool(e["args"])
+        seen.add(key)
+    trace = tv.load(write(tmp_path, events), cache=False)
+    assert copies > 20 and len(trace.events) == len(events) - copies
+    assert warned(trace, f"dropped {copies} exact duplicate(s) of duration events")
 
 
 # ---------------------------------------------------------------- events msgspec refuses

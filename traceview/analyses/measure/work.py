@@ -187,11 +187,13 @@ def counted(parent: np.ndarray, has_flops: np.ndarray, has_bytes: np.ndarray) ->
     return out
 
 
-def counted_owner(parent: np.ndarray, is_counted: np.ndarray) -> np.ndarray:
-    """For every op, the nearest counted op at or above it (-1: none)."""
-    owner = np.where(is_counted, np.arange(len(parent)), -1)
+def counted_owner(parent: np.ndarray, is_counted: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+    """For every op (or each op row of ``rows``: a walk up from those alone), the nearest counted op
+    at or above it (-1: none)."""
+    rows = np.arange(len(parent)) if rows is None else rows
+    owner = np.where(is_counted[rows], rows, -1)
     idx = np.flatnonzero(owner < 0)
-    cur = parent[idx]
+    cur = parent[rows[idx]]
     while len(idx):
         ok = cur >= 0
         idx, cur = idx[ok], cur[ok]

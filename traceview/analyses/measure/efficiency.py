@@ -88,7 +88,9 @@ def kernel_work(trace) -> pd.DataFrame:
 def _kernel_work(trace) -> pd.DataFrame:
     k, ops, w = trace.kernels, trace.ops, trace_work(trace)
     op_pos = _op_rows(k["op_event"].to_numpy(), ops["event"].to_numpy())
-    owner = _take(counted_owner(ops["parent"].to_numpy(), w["counted"].to_numpy()), op_pos)
+    owner = np.full(len(op_pos), -1, dtype=np.int64)  # walked up from the launching ops alone
+    launched = op_pos >= 0
+    owner[launched] = counted_owner(ops["parent"].to_numpy(), w["counted"].to_numpy(), op_pos[launched])
     # the owners' rows only (an op row -1 takes a missing value), converted as the whole column would be
     flops = w["flops"].array.take(owner, allow_fill=True).to_numpy(dtype=float, na_value=np.nan)
     nbytes = w["bytes_moved"].array.take(owner, allow_fill=True).to_numpy(dtype=float, na_value=np.nan)

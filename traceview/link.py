@@ -82,30 +82,33 @@ def _nesting(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     rows = np.flatnonzero(nested & (events["ts_ns"].to_numpy() > np.iinfo(np.int64).min))
     if len(rows) == 0:
         return rows, rows, rows, rows
-    # numpy arrays taken at the rows, not a sub-frame: pandas' take of the categoricals cost more
+    # numpy arrays taken at the rows, not a sub-frame: pandas' take of the categoricals cost more;
+    # worked out in place where they can be: each fresh array of 10^6 spans is pages to fault in
     start = events["ts_ns"].to_numpy()[rows]
-    end = start + np.maximum(events["dur_ns"].to_numpy()[rows], 0)
+    end = events["dur_ns"].to_numpy()[rows]
+    np.maximum(end, 0, out=end)
+    end += start
     group = _thread_group(events["pid"].cat.codes.to_numpy()[rows], events["tid"].cat.codes.to_numpy()[rows])
-    prio_of = np.array([_ROLE_ORDER.get(r, -1) for r in role.cat.categories] + [-1], dtype=np.int64)
-    prio = prio_of[role.cat.codes.to_numpy()[rows]]  # code -1 reads the last, -1
+    prio = per_category(role, lambda r: _ROLE_ORDER.get(r, -1), -1, np.int8)[rows]  # no role: -1
     key = _time_key(group, start, end)
     if key is None:  # times too far apart to share one int64 with the thread: sort the keys apart
         order = np.lexsort((prio, -end, start, group))  # outer spans first on ties
         depth = _depths(start[order], end[order], group[order])
         return rows, order, parents_by_depth(depth), depth
-    order = _order(key, end, prio)
-    ks = key[order]
-    end_key = end[order]
-    end_key -= start[order]  # in place: one temporary fewer on 10^6 spans
-    end_key += ks
-    depth, parent_pos = open_depths(ks, end_key)
+    del group
+    order, ks = _order(key, end, prio)
+    end -= start  # each span's end key is its start key plus its length
+    end += key
+    depth, parent_pos = open_depths(ks, np.take(end, order, out=start))  # start's array is free
     return rows, order, parent_pos, depth
 
 
 def _thread_group(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """One int64 per (pid, tid) pair of category codes."""
-    pid, tid = pid.astype(np.int64), tid.astype(np.int64)
-    return pid * (tid.max(initial=0) + 2) + tid
+    group = pid.astype(np.int64)
+    group *= int(tid.max(initial=0)) + 2
+    group += tid  # in place: the codes widen as they are added
+    return group
 
 
 def _time_key(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -114,14 +117,18 @@ def _time_key(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarr
     span = int(end.max()) - base + 1
     if int(group.max()) * span + span >= 2**62:  # only hostile times or thread counts get here
         return None
-    return group * span + (start - base)
+    key = group * span
+    key += start
+    key -= base  # in place: group * span + (start - base), which fits, with one array
+    return key
 
 
-def _order(key: np.ndarray, end: np.ndarray, prio: np.ndarray) -> np.ndarray:
+def _order(key: np.ndarray, end: np.ndarray, prio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The spans by key, then outer first (later end, then role) where keys tie: the order
-    ``np.lexsort((prio, -end, key))`` gives, at a fraction of its cost. The key is nearly sorted
-    already (a thread's events are written in time order), which a stable sort runs through
-    in close to one pass; only the spans that share a key are sorted on the other two."""
+    ``np.lexsort((prio, -end, key))`` gives, at a fraction of its cost, and the keys in that
+    order. The key is nearly sorted already (a thread's events are written in time order),
+    which a stable sort runs through in close to one pass; only the spans that share a key are
+    sorted on the other two (among equal keys: the sorted keys stay as they are)."""
     order = np.argsort(key, kind="stable")
     ks = key[order]
     same = ks[1:] == ks[:-1]
@@ -129,7 +136,7 @@ def _order(key: np.ndarray, end: np.ndarray, prio: np.ndarray) -> np.ndarray:
         tied = np.flatnonzero(np.r_[False, same] | np.r_[same, False])
         sub = order[tied]
         order[tied] = sub[np.lexsort((prio[sub], -end[sub], ks[tied]))]
-    return order
+    return order, ks
 
 
 def _depths(start: np.ndarray, end: np.ndarray, group: np.ndarray) -> np.ndarray:

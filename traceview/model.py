@@ -170,7 +170,21 @@ def per_category(col, fn, missing, dtype=object) -> np.ndarray:
     (rows with no category get ``missing``)."""
     cat = col.cat if isinstance(col, pd.Series) else col
     lookup = np.array([fn(c) for c in cat.categories] + [missing], dtype=dtype)
-    return lookup[np.asarray(cat.codes)]  # code -1 picks the trailing ``missing``
+    codes = np.asarray(cat.codes)
+    if codes.dtype == np.int8 and lookup.itemsize == 1 and lookup.dtype != object:
+        return _byte_lookup(codes, lookup)
+    return lookup[codes]  # code -1 picks the trailing ``missing``
+
+
+def _byte_lookup(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
+    """``lookup[codes]`` for int8 codes (-1: the last entry) and a lookup of one-byte values, by
+    a translation of the codes' bytes: numpy's take first widens the codes to an int64 array
+    (22 MB of fresh pages at 2.7 million rows). Writable, as the take's result is."""
+    table = bytearray(256)  # byte b: code b (0-127), code b - 256 (-1 only: 255)
+    table[: len(lookup) - 1] = lookup[:-1].tobytes()
+    table[255] = lookup[-1:].tobytes()[0]
+    out = bytearray(memoryview(np.ascontiguousarray(codes)).cast("B")).translate(table)
+    return np.frombuffer(out, dtype=lookup.dtype)
 
 
 def step_numbers(names) -> np.ndarray:

@@ -65,3 +65,26 @@ def test_modes_equal_value_counts_per_group():
         assert (got[want.index.to_numpy()] == want.to_numpy()).all()
         absent = np.setdiff1d(np.arange(keys + 2), want.index.to_numpy())
         assert (got[absent] == -1).all()
+
+
+@pytest.mark.parametrize("path", corpus.corpus_params("*/*.json.gz")[1::4])
+def test_cpu_tables_on_codes_equal_the_tables_grouped_on_texts(path):
+    """chain_table and the CPU-only stacked bar, grouped on codes, against the same groups made
+    on every op's text."""
+    from traceview.analyses.measure.groups import chain_table, stacked_bar
+
+    r = region(tv.load(path, cache=False))
+    o = r.ops
+    if not len(o):
+        pytest.skip("no CPU ops")
+    cpu = type(r)(**{**r.__dict__, "activities": r.activities.iloc[:0]})  # the CPU-only branch
+    kind, got = stacked_bar(cpu, top=None)
+    want = o.groupby(o["name"].astype(object).to_numpy())["self_ns"].sum().clip(lower=0) / r.regions
+    assert kind == "cpu"
+    pd.testing.assert_series_equal(got.sort_index(), want.sort_index(), check_index_type=False)
+    chains = chain_table(r)
+    g = o.groupby(o["chain"].astype(object).to_numpy())
+    assert chains.index.tolist() == sorted(g.groups)
+    assert chains["op"].tolist() == g["name"].first().astype(str).loc[chains.index].tolist()
+    times = g["dur_ns"].sum().clip(lower=0) / r.regions
+    assert chains["time_ns"].tolist() == times.loc[chains.index].tolist()

@@ -176,7 +176,8 @@ def chain_table(r: Region) -> pd.DataFrame:
         )
     codes, values = texts(o["chain"])
     named = codes < len(values) - 1  # an op without a chain is in no group
-    g = o[named].groupby(codes[named])  # on the codes; each chain written once
+    # on the codes, each chain written once; the two columns read cut, not every column of the ops
+    g = o[["name", "dur_ns"]][named].groupby(codes[named])
     out = pd.DataFrame(
         {
             "op": g["name"].first().astype(str),
@@ -194,8 +195,11 @@ def stacked_bar(r: Region, top: int | None = 8) -> tuple[str, pd.Series]:
     and the rest as "other ops". Self times add up to the time spent in ops, without double counting."""
     if r.has_gpu:
         return "gpu", category_times(r)["time_ns"].sort_values(ascending=False)
-    o = r.ops
-    s = o.groupby(o["name"].astype(str).to_numpy())["self_ns"].sum().clip(lower=0) / r.regions
+    codes, values = texts(r.ops["name"])  # summed on the codes, then in the names' order as before
+    named = codes < len(values) - 1  # an op without a name is in no group
+    s = r.ops["self_ns"][named].groupby(codes[named]).sum()
+    s.index = pd.Index(values[s.index.to_numpy(np.int64)])
+    s = s.sort_index(kind="stable").clip(lower=0) / r.regions
     s = s.sort_values(ascending=False)
     if top is not None and len(s) > top:
         s = pd.concat([s.iloc[:top], pd.Series({"other ops": s.iloc[top:].sum()})])

@@ -183,7 +183,7 @@ def _byte_lookup(codes: np.ndarray, lookup: np.ndarray) -> np.ndarray:
     table = bytearray(256)  # byte b: code b (0-127), code b - 256 (-1 only: 255)
     table[: len(lookup) - 1] = lookup[:-1].tobytes()
     table[255] = lookup[-1:].tobytes()[0]
-    out = bytearray(memoryview(np.ascontiguousarray(codes)).cast("B")).translate(table)
+    out = bytearray(np.ascontiguousarray(codes).data.cast("B")).translate(table)
     return np.frombuffer(out, dtype=lookup.dtype)
 
 

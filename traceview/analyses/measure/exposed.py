@@ -129,10 +129,20 @@ def _steps(r: Region) -> pd.DataFrame:
         return _empty(cols)
     step, lo, hi = (np.array(x, dtype=np.int64) for x in zip(*wins, strict=True))
     split = split_windows(layers, lo, hi)
-    comm, comp = hidden_pair
-    hidden = iv.lengths_within(comm, lo, hi) + iv.lengths_within(comp, lo, hi)
-    hidden -= iv.lengths_within(iv.join(comm, comp), lo, hi)
+    hidden = _hidden(hidden_pair, layers, split, lo, hi)
     return pd.DataFrame(dict(zip(cols, [step, lo, hi - lo, *split, hidden], strict=True)))
+
+
+def _hidden(pair: tuple, layers: list, split: list, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per window, the communication that runs under computation: communication's busy time
+    less its exposed time (what the computation layers before it left uncovered), when those
+    layers hold every computation (one of no category has no layer: then measured apart)."""
+    comm, comp = pair
+    comm_ns = iv.lengths_within(comm, lo, hi)
+    in_layers = sum(len(s[0]) for c, s in layers if c.startswith("compute: "))
+    if in_layers == len(comp[0]):
+        return comm_ns - split[[c for c, _ in layers].index(COMM)]
+    return comm_ns + iv.lengths_within(comp, lo, hi) - iv.lengths_within(iv.join(comm, comp), lo, hi)
 
 
 def cause_column(cause: str) -> str:
@@ -200,7 +210,7 @@ def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
         return starts[mask], ends[mask]
 
     order = rules().compute_order
-    present = set(values[np.unique(codes[computing])])
+    present = set(values[np.flatnonzero(np.bincount(codes[computing], minlength=len(values)))])
     cats = [c for c in order if c in present] + sorted(present - set(order))
     at = {v: i for i, v in enumerate(values[:-1])}
     layers = [(f"compute: {c}", of(computing & (codes == at.get(c, -1)))) for c in cats]
@@ -213,24 +223,46 @@ def gpu_layers(acts: pd.DataFrame) -> tuple[list, tuple]:
 
 def host_layers(events: pd.DataFrame) -> list:
     """(cause, spans) of the host causes, in priority order, from the CPU ops and runtime calls."""
-    host = events["role"].isin(HOST_ROLES).to_numpy(dtype=bool)  # three columns read, no frame copied
-    name = events["name"]
-    if isinstance(name.dtype, pd.CategoricalDtype):  # its codes as they are: -1 (no name) picks no flag
-        codes, values = name.cat.codes.to_numpy()[host], [str(v) for v in name.cat.categories]
-    else:
-        coded, text = texts(name)
-        codes, values = coded[host], list(text[:-1])
-    starts = events["ts_ns"].to_numpy(dtype=np.int64)[host]
-    ends = starts + events["dur_ns"].to_numpy(dtype=np.int64)[host].clip(0)
-    h = rules().host
-    named = pd.Series(values, dtype=object)  # each distinct name tried once
-    sync = np.append(named.str.contains(h.sync, regex=True).to_numpy(dtype=bool), False)[codes]
-    loader = np.append(named.str.contains(h.data_loader, regex=True).to_numpy(dtype=bool), False)[codes]
-    return [
-        (SYNC, (starts[sync], ends[sync])),
-        (LOADER, (starts[loader], ends[loader])),
-        (LAUNCH, (starts, ends)),
-    ]
+    ts = events["ts_ns"].to_numpy(dtype=np.int64)  # four columns read, no frame copied
+    dur = events["dur_ns"].to_numpy(dtype=np.int64)
+    role, roles = _coded(events["role"])
+    host = _any_of(role, [i for i, r in enumerate(roles) if r in HOST_ROLES])
+    host &= dur > 0  # an empty call covers no instant: fewer calls to sort, none to clip
+    codes, names = _coded(events["name"])
+    named = pd.Series(names, dtype=object)  # each distinct name tried once
+    h, layers = rules().host, []
+    for cause, pattern in ((SYNC, h.sync), (LOADER, h.data_loader)):
+        hit = np.flatnonzero(named.str.contains(pattern, regex=True).to_numpy(dtype=bool))
+        rows = host & _any_of(codes, hit) if len(hit) else np.empty(0, np.intp)  # no such name
+        layers.append((cause, _spans_of(ts, dur, rows)))
+    return [*layers, (LAUNCH, _spans_of(ts, dur, host))]
+
+
+def _coded(col: pd.Series) -> tuple[np.ndarray, list]:
+    """A text column's codes and its distinct texts (``values[code]``); a missing text's code is
+    none of theirs (a categorical's codes as they are, no copy: -1)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), [str(v) for v in col.cat.categories]
+    coded, text = texts(col)
+    return coded, list(text[:-1])
+
+
+def _any_of(codes: np.ndarray, wanted) -> np.ndarray:
+    """Rows whose code is one of ``wanted``: one compare per code where they are few (indexing a
+    table by the codes would first widen every code to a fresh intp array)."""
+    if len(wanted) > 8:
+        return np.isin(codes, wanted)
+    out = np.zeros(len(codes), dtype=bool)
+    for c in wanted:
+        out |= codes == int(c)  # a Python int: compared at the codes' own width
+    return out
+
+
+def _spans_of(ts: np.ndarray, dur: np.ndarray, rows: np.ndarray) -> iv.Spans:
+    starts = ts[rows]
+    ends = dur[rows]
+    ends += starts  # in place: one fresh array fewer
+    return starts, ends
 
 
 def split_windows(layers: list, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarray]:
@@ -240,7 +272,7 @@ def split_windows(layers: list, lo: np.ndarray, hi: np.ndarray) -> list[np.ndarr
     before, out = np.zeros(len(lo), dtype=np.int64), []
     for _, s in layers:
         if len(s[0]):  # an empty layer covers nothing more
-            covered = iv.merged(iv.join(covered, s))
+            covered = iv.merged(covered, s)
         now = iv.union_lengths_within(covered, lo, hi)
         out.append(now - before)
         before = now

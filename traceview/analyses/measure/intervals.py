@@ -19,18 +19,44 @@ def spans(frame: pd.DataFrame) -> Spans:
     return starts, starts + frame["dur_ns"].to_numpy(dtype=np.int64).clip(0)
 
 
-def merged(s: Spans) -> Spans:
-    """The union of the intervals as sorted, disjoint intervals."""
-    starts, ends = s
+def merged(*parts: Spans) -> Spans:
+    """The union of the intervals of every part, as sorted, disjoint intervals of positive length
+    (an empty interval covers no instant, so it is left out).
+
+    The starts and the ends are sorted each on their own (in place, in the one fresh array each
+    that gathers the parts): with every interval of positive length, a gap comes just before the
+    i-th start exactly when the i smallest ends are below it, and then those are the ends of the
+    i first intervals, so a piece of the union runs from a start after a gap to the end just
+    before the next gap. No order of the intervals is gathered, which on the host's 10^5 to 10^6
+    calls saves the argsort, two gathers and the running maximum, each a fresh array."""
+    keep = [ends > starts for starts, ends in parts]
+    starts = _kept([p[0] for p in parts], keep)
+    ends = _kept([p[1] for p in parts], keep)
     if not len(starts):
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.empty(len(starts), dtype=bool)
-    new[0] = True
-    new[1:] = starts[1:] > reach[:-1]
-    return starts[new], np.maximum.reduceat(ends, np.flatnonzero(new))
+        return starts, ends
+    starts.sort(kind="stable")  # merges sorted runs: a union is one, the host's calls come in few
+    ends.sort(kind="stable")
+    first = np.empty(len(starts), dtype=bool)  # a piece starts here: first, or after a gap
+    first[0] = True
+    np.greater(starts[1:], ends[:-1], out=first[1:])  # touching is no gap
+    last = np.empty_like(first)  # a piece ends here: before a gap, or last
+    last[:-1] = first[1:]
+    last[-1] = True
+    return starts[first], ends[last]
+
+
+def _kept(arrays: list, keep: list) -> np.ndarray:
+    """The kept values of several arrays, one after another, in one fresh int64 array."""
+    counts = [int(k.sum()) for k in keep]
+    out = np.empty(sum(counts), dtype=np.int64)
+    at = 0
+    for a, k, n in zip(arrays, keep, counts, strict=True):
+        if n == len(a):  # all kept (a union, the host's calls): a copy is faster than a compress
+            out[at : at + n] = a
+        else:
+            np.compress(k, a, out=out[at : at + n])
+        at += n
+    return out
 
 
 def length(s: Spans) -> int:
@@ -67,7 +93,8 @@ def union_lengths_within(u: Spans, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     if not len(starts) or not len(lo):
         return np.zeros(len(lo), dtype=np.int64)
-    run = np.concatenate(([0], np.cumsum(ends - starts)))
+    run = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(ends - starts, out=run[1:])
     first = np.searchsorted(ends, lo, side="right")  # the first interval ending after lo
     stop = np.searchsorted(starts, hi, side="left")  # past the last interval starting before hi
     some = stop > first

@@ -179,6 +179,59 @@ static PyObject *scan_open(PyObject *self, PyObject *args) {
     return scan_chunk(args, 1, "scan_open: bounds outside the buffer");
 }
 
+/* join([Block, ...]): one Block of their bytes one after the other (tv_join). A Block that only
+ * the list holds gives up its memory to the result (it is left empty): the caller has dropped
+ * every view of it. One that something else holds too is copied from and left as it was. */
+static PyObject *join(PyObject *self, PyObject *list) {
+    (void)self;
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "join: a list of Blocks");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!Py_IS_TYPE(PyList_GET_ITEM(list, i), &BlockType)) {
+            PyErr_SetString(PyExc_TypeError, "join: a list of Blocks");
+            return NULL;
+        }
+    }
+    tv_part *parts = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *parts);
+    Block *out = PyObject_New(Block, &BlockType);
+    if (!parts || !out) {
+        PyMem_Free(parts);
+        Py_XDECREF(out);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Block *b = (Block *)PyList_GET_ITEM(list, i);
+        parts[i] = (tv_part){b->v, (size_t)b->len, b->cap, Py_REFCNT(b) == 1};
+    }
+    size_t cap = 0;
+    void *d;
+    Py_BEGIN_ALLOW_THREADS
+    d = tv_join(parts, (size_t)n, &cap);
+    Py_END_ALLOW_THREADS
+    if (!d) {  /* nothing was taken */
+        PyMem_Free(parts);
+        out->v = NULL, out->len = 0, out->cap = 0;
+        Py_DECREF(out);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t len = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Block *b = (Block *)PyList_GET_ITEM(list, i);
+        len += b->len;
+        if (parts[i].own) {  /* its memory is the result's now, or freed */
+            if (b->v) PyTraceMalloc_Untrack(BLOCK_DOMAIN, (uintptr_t)b->v);
+            b->v = NULL, b->len = 0, b->cap = 0;
+        }
+    }
+    PyMem_Free(parts);
+    out->v = d, out->len = len, out->cap = cap;
+    PyTraceMalloc_Track(BLOCK_DOMAIN, (uintptr_t)d, (size_t)len);
+    return (PyObject *)out;
+}
+
 static PyObject *find_events(PyObject *self, PyObject *args) {
     Py_buffer view;
     (void)self;
@@ -195,6 +248,9 @@ static PyMethodDef methods[] = {
     {"scan_open", scan_open, METH_VARARGS,
      "scan_open(buffer, lo, hi): scan() for text that may hold the array's closing ']': "
      "(its offset in buffer, or -1 where the text ends after an item first; columns), or None."},
+    {"join", join, METH_O,
+     "join(blocks): one Block of the Blocks' bytes one after the other; a Block only the list "
+     "holds gives its memory up to it (left empty), the others are copied from."},
     {"find_events", find_events, METH_VARARGS,
      "find_events(buffer): the offset of the '[' of the document's traceEvents, or -1 where "
      "the head is not plain enough to tell (the caller splits the document with msgspec)."},
@@ -209,5 +265,7 @@ PyMODINIT_FUNC PyInit__cscan(void) {
         return NULL;
     }
     if (PyType_Ready(&BlockType) < 0) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObjectRef(m, "Block", (PyObject *)&BlockType) < 0) Py_CLEAR(m);
+    return m;
 }

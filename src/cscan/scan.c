@@ -17,6 +17,7 @@
 #include <string.h>
 #ifdef __linux__
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -93,6 +94,90 @@ void tv_free(void *v, size_t cap) {
     (void)cap;
 #endif
     free(v);
+}
+
+#ifdef __linux__
+static size_t page_up(size_t n, size_t page) {
+    return (n + page - 1) / page * page;
+}
+
+/* ``d[0:cap]``, a fresh mapping, filled with the parts (see scan.h). ``room``: mappings of
+ * parts already copied, whose pages (written once, so present) are moved in after what is
+ * filled, where the next parts' bytes go; a fresh page of ``d`` is faulted in only where
+ * none is left. Nothing is ever moved over bytes written. */
+static void join_mapped(tv_part *parts, size_t n, char *d, size_t cap, tv_part **room) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), off = 0, mapped = 0, nroom = 0;
+    for (size_t i = 0; i < n; i++) {
+        tv_part *q = &parts[i];
+        int movable = q->own && q->v && q->cap >= TV_BIG_BYTES && q->cap % page == 0;
+        if (i == 0 && movable && q->cap <= cap &&
+            mremap(q->v, q->cap, q->cap, MREMAP_MAYMOVE | MREMAP_FIXED, d) != MAP_FAILED) {
+            off = q->len, mapped = q->cap, q->v = NULL;  /* its bytes are where they belong */
+            continue;
+        }
+        size_t need = page_up(off + q->len, page);
+        while (mapped < need && nroom) {
+            tv_part *r = room[--nroom];  /* only its written pages: the rest hold none */
+            size_t size = page_up(r->len, page) < cap - mapped ? page_up(r->len, page) : cap - mapped;
+            if (size < r->cap) munmap((char *)r->v + size, r->cap - size);
+            if (!size)  /* nothing written: all of it went above */
+                ;
+            else if (mremap(r->v, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, d + mapped) != MAP_FAILED)
+                mapped += size;
+            else
+                munmap(r->v, size);
+            r->v = NULL;
+        }
+        if (q->len) memcpy(d + off, q->v, q->len);
+        off += q->len;
+        if (mapped < page_up(off, page)) mapped = page_up(off, page);
+        if (movable) {
+            room[nroom++] = q;
+        } else if (q->own) {
+            tv_free(q->v, q->cap);
+            q->v = NULL;
+        }
+    }
+    while (nroom) {
+        tv_part *r = room[--nroom];
+        munmap(r->v, r->cap);
+        r->v = NULL;
+    }
+}
+#endif
+
+void *tv_join(tv_part *parts, size_t n, size_t *cap) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += parts[i].len;
+    *cap = total ? total : 1;
+#ifdef __linux__
+    if (*cap >= TV_BIG_BYTES) {
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        *cap = page_up(*cap, page);
+        tv_part **room = malloc((n ? n : 1) * sizeof *room);
+        if (!room) return NULL;
+        char *d = mmap(NULL, *cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (d == MAP_FAILED) {
+            free(room);
+            return NULL;
+        }
+        join_mapped(parts, n, d, *cap, room);
+        free(room);
+        return d;
+    }
+#endif
+    char *d = tv_realloc(NULL, 0, 0, *cap);
+    if (!d) return NULL;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (parts[i].len) memcpy(d + off, parts[i].v, parts[i].len);
+        off += parts[i].len;
+        if (parts[i].own) {
+            tv_free(parts[i].v, parts[i].cap);
+            parts[i].v = NULL;
+        }
+    }
+    return d;
 }
 
 /* room for ``need`` elements of ``elt`` bytes in *v (``used`` of them held), by doubling */

@@ -97,6 +97,16 @@ void tv_result_init(tv_result *out);
 #endif
 void *tv_realloc(void *v, size_t used, size_t old_cap, size_t new_cap);
 void tv_free(void *v, size_t cap);
+/* One part of a join: ``len`` bytes at ``v``, in a vector of ``cap`` bytes (tv_realloc's).
+ * ``own``: the join may take its memory (the caller holds it no longer); it is then freed or
+ * moved into the result, and ``v`` set to NULL. */
+typedef struct { void *v; size_t len, cap; int own; } tv_part;
+/* The parts' bytes one after the other in a new vector of ``*cap`` bytes (free it with
+ * tv_free); NULL when out of memory, every part then left as it was. On Linux the pages of the
+ * parts it owns are moved into the result (mremap) as they are copied from: the first part's
+ * with its bytes where they are, the others' as room for the parts after them, so that the
+ * join faults in few fresh pages. */
+void *tv_join(tv_part *parts, size_t n, size_t *cap);
 /* 1 when the scanner's lookup tables agree with its field names (checked once at load) */
 int tv_check_tables(void);
 void tv_result_free(tv_result *out);

@@ -177,14 +177,19 @@ class ColumnBuilder:
         for key, value in part.memory_arrays.items():
             self.memory_arrays[key].append(value)
 
-    def finish(self, threads: int = 1) -> EventColumns:
+    def finish(self, threads: int = 1, join: Callable | None = None) -> EventColumns:
         """The joined columns. ``threads``: columns joined at once (numpy's copies and gathers
-        release the GIL: the join of a gigabyte's columns is mostly fresh pages to fill)."""
+        release the GIL: the join of a gigabyte's columns is mostly fresh pages to fill).
+        ``join``: what joins one column's parts, as ``drain`` does (``drain`` when None)."""
+        join = join or drain
         jobs: dict[tuple, Callable] = {("x", name): f.finish for name, f in self.x.items()}
         jobs.update({("memory", name): f.finish for name, f in self.memory.items()})
-        jobs.update({("arrays", key): partial(_join, key, got) for key, got in self.arrays.items()})
+        jobs.update({("arrays", key): partial(_join, key, got, join) for key, got in self.arrays.items()})
         jobs.update(
-            {("memory_arrays", key): partial(_join, key, got) for key, got in self.memory_arrays.items()}
+            {
+                ("memory_arrays", key): partial(_join, key, got, join)
+                for key, got in self.memory_arrays.items()
+            }
         )
         done = dict(zip(jobs, on_threads(_call, list(jobs.values()), threads), strict=True))
         cols: dict[str, Any] = {"counts": {k: self.counts[k] for k in sorted(self.counts)}}
@@ -231,14 +236,16 @@ def _call(job: Callable):
     return job()
 
 
-def _join(key: str, got: list) -> np.ndarray | IntColumn:
-    """One key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one. The list is
-    emptied as it is joined, so each chunk's array is freed once copied."""
+def _join(key: str, got: list, join: Callable | None = None) -> np.ndarray | IntColumn:
+    """One key's per-chunk arrays (or ``IntColumn``s, for the ``arg_`` keys) as one, by ``join``
+    (``drain`` when None). The list is emptied as it is joined, so each chunk's array is freed
+    once copied."""
+    join = join or drain
     if key.startswith("arg_"):
         values, masks = [p.values for p in got], [p.mask for p in got]
         got.clear()
-        return IntColumn(drain(values, np.int64), drain(masks, np.bool_))
-    return drain(got, np.int64)
+        return IntColumn(join(values, np.int64), join(masks, np.bool_))
+    return join(got, np.int64)
 
 
 def drain(arrays: list, empty_dtype) -> np.ndarray:

@@ -35,6 +35,7 @@ from .columns import (
     EventColumns,
     RefusedChunk,
     decode_chunk,
+    drain,
     on_threads,
 )
 from .events import MEMORY_ARGS, TEXT_ARGS
@@ -43,9 +44,11 @@ from .scan import skip_ws
 from .source import CHANGED, file_stamp, read_into
 
 try:
-    from ._cscan import scan as _scan  # type: ignore[import-not-found]
+    from ._cscan import Block as _Block  # type: ignore[import-not-found]
+    from ._cscan import join as _join_blocks
+    from ._cscan import scan as _scan
 except ImportError:  # not built: the msgspec decoder runs
-    _scan = None
+    _scan = _join_blocks = _Block = None
 
 ENV = "TRACEVIEW_DECODER"
 COMPILED, PYTHON = "compiled", "python"
@@ -188,10 +191,32 @@ def merge(parts: list) -> EventColumns:
     n_chunks, fallback = len(parts), sum(not by_c for _, by_c in parts)
     while parts:  # each part dropped once added: the builder holds its arrays, nothing else does
         builder.add(parts.pop(0)[0])
-    got = builder.finish(threads_for(n_chunks))
+    got = builder.finish(threads_for(n_chunks), join=join_parts)
     give_back_freed_memory()  # the chunks' columns, freed by the join, held by glibc's arenas
     got.decoder = COMPILED if not fallback else f"{COMPILED} ({fallback} of {n_chunks} chunks by msgspec)"
     return got
+
+
+def join_parts(arrays: list, empty_dtype) -> np.ndarray:
+    """``columns.drain`` of one column's parts; where each part is the whole of a scanner's
+    Block (``part_of``), by ``_cscan.join``: the parts' pages are moved into the result as they
+    are copied from (fresh pages for a gigabyte's columns cost more than the copy). The list is
+    emptied first, so that the Blocks are held by nothing else and may give their memory up."""
+    if len(arrays) < 2 or not all(_whole_block(a, arrays[0].dtype) for a in arrays):
+        return drain(arrays, empty_dtype)
+    dtype, blocks = arrays[0].dtype, [a.base for a in arrays]
+    arrays.clear()
+    return np.frombuffer(_join_blocks(blocks), dtype=dtype)
+
+
+def _whole_block(part, dtype) -> bool:
+    return (
+        _Block is not None
+        and type(getattr(part, "base", None)) is _Block
+        and part.dtype == dtype
+        and part.flags.c_contiguous
+        and part.nbytes == memoryview(part.base).nbytes
+    )
 
 
 def threads_for(n_chunks: int) -> int:

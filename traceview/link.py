@@ -202,7 +202,7 @@ def _launch_rows_by_correlation(events: pd.DataFrame) -> tuple[np.ndarray, np.nd
     corr = events["correlation"]
     # runtime calls with an id (role compares codes, not strings)
     row = np.flatnonzero((events["role"] == "runtime").to_numpy() & corr.notna().to_numpy())
-    ids = corr.to_numpy(dtype=np.int64, na_value=0)[row]
+    ids = corr.array[row].to_numpy(dtype=np.int64)  # the rows' ids (none missing), not all rows' first
     driver = per_category(events["cat"], lambda c: str(c) == "cuda_driver", False, bool)[row]
     # per id, its runtime calls before its driver calls, each in file order: the first row of an
     # id is its launch, and the id is ambiguous when the next row is another call of that kind
@@ -492,7 +492,7 @@ def _op_rows_by_external_id(events) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     name no op rather than the first."""
     ext = events["external_id"]
     rows = np.flatnonzero((events["role"] == "cpu_op").to_numpy() & ext.notna().to_numpy())
-    ids = ext.to_numpy(dtype=np.int64, na_value=0)[rows]
+    ids = ext.array[rows].to_numpy(dtype=np.int64)  # the rows' ids (none missing), not all rows' first
     order = np.argsort(ids, kind="stable")  # ids mostly rise in file order: a near-linear sort
     ids, rows = ids[order], rows[order]
     shared = np.zeros(len(ids), dtype=bool)

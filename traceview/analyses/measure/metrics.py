@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from ...domain import domain, gemm_family
-from ...model import per_category
 from ..select.region import Region
 from .derived import is_text, of_region, texts
 
@@ -91,13 +90,8 @@ def gemm_time_ns(r: Region) -> int:
     return _time_of(r.activities, _is_gemm(r))
 
 
-def _gemms(r: Region) -> pd.DataFrame:
-    a = r.activities
-    return a[_is_gemm(r)] if len(a) else a
-
-
 def _is_gemm(r: Region) -> np.ndarray:
-    """Which of the region's activities are GEMMs (the rows ``_gemms`` keeps, not copied)."""
+    """Which of the region's activities are GEMMs (a mask: the rows are not copied)."""
     a = r.activities
     return is_text(a["category"], "gemm") if len(a) else np.zeros(0, dtype=bool)
 
@@ -131,14 +125,20 @@ def on_tensor_cores(pct: float) -> bool | None:
 
 def gemm_families(r: Region) -> dict:
     """GEMM family -> percent of GEMM time, largest first."""
-    g = _gemms(r)
-    total = _time(g)
+    gemm = _is_gemm(r)
+    dur = np.clip(r.activities["dur_ns"].to_numpy()[gemm], 0, None)
+    total = int(dur.sum())
     if not total:
         return {}
-    names = per_category(g["name"], lambda n: gemm_family(str(n)), "other")  # once per distinct name
-    fam = pd.Series(g["dur_ns"].clip(lower=0).to_numpy(), index=names)
-    fam = fam.groupby(level=0).sum().sort_values(ascending=False, kind="stable")
-    return {f: 100.0 * v / total for f, v in fam.items()}
+    codes, values = texts(r.activities["name"])
+    present, row = np.unique(codes[gemm], return_inverse=True)  # each GEMM name's family once
+    missing = len(values) - 1  # no name: "other", as a name no pattern knows
+    named = np.array([gemm_family(values[c]) if c != missing else "other" for c in present], dtype=object)
+    families, of_row = np.unique(named, return_inverse=True)  # sorted, as a groupby's keys
+    ns = np.zeros(len(families), dtype=np.int64)
+    np.add.at(ns, of_row[row], dur)
+    order = np.argsort(-ns, kind="stable")  # largest first; equal times by family name
+    return {str(families[i]): 100.0 * int(ns[i]) / total for i in order}
 
 
 def attention(r: Region) -> dict:

@@ -6,6 +6,8 @@
  * bytes) and one bytearray per column, which numpy views without a copy. It returns
  * None when the scanner bailed (the caller decodes that chunk with msgspec).
  * scan_open and find_events serve the reader's direct path (traceview/read/direct.py).
+ * join(blocks) joins a column's chunk parts into one Block, taking over the memory of the
+ * parts only it holds (tv_join; traceview/read/compiled.py: join_parts).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

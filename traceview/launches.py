@@ -96,28 +96,24 @@ def _launches(trace) -> pd.DataFrame:
     name = ev["name"]
     return pd.DataFrame(
         {
-            "api": _strings(
-                name.cat.categories,
-                name.cat.codes.to_numpy()[rows],
-                lambda: name.iloc[rows].cat.remove_unused_categories().to_numpy(),
-            ),
-            "kind": _strings(
-                ["copy", "kernel"], is_kernel.astype(np.intp), lambda: np.where(is_kernel, "kernel", "copy")
-            ),
+            "api": _in_name_order(name.cat.categories, name.cat.codes.to_numpy()[rows]),
+            "kind": pd.Categorical.from_codes(is_kernel.astype(np.int8), categories=["copy", "kernel"]),
             "lost": ~_launched(ev.index, rows, trace.kernels["launch"].to_numpy()),
             "ts_ns": ev["ts_ns"].to_numpy()[rows],
         }
     )
 
 
-def _strings(texts, codes: np.ndarray, rowwise) -> pd.api.extensions.ExtensionArray | np.ndarray:
-    """``texts[codes]`` (code -1: missing) typed as a frame types strings, taken from the few
-    distinct ``texts`` instead of typing every row's string (a tenth of the cost); ``rowwise()``,
-    the row-by-row column, where there is nothing to take (no rows, or none with a text), so that
-    the frame types that one as it always did."""
-    if not (codes >= 0).any():
-        return rowwise()
-    return pd.Series(np.asarray(texts, dtype=object)).array.take(codes, allow_fill=True)
+def _in_name_order(texts, codes: np.ndarray) -> pd.Categorical:
+    """``texts[codes]`` (code -1: missing) as a categorical of the texts used, in the order of
+    their names: what a grouping sorted by text gives (by_api, host launches), without typing a
+    string per launch (a take of Arrow strings cost ~0.1 s on a 300 MB trace)."""
+    used = np.unique(codes[codes >= 0])
+    names = np.array([str(t) for t in np.asarray(texts, dtype=object)[used]], dtype=object)
+    order = np.argsort(names, kind="stable")
+    slot = np.full(len(texts) + 1, -1, dtype=np.int64)  # a missing code (-1) picks the last: -1
+    slot[used[order]] = np.arange(len(used))
+    return pd.Categorical.from_codes(slot[codes], categories=pd.Index(list(names[order]), dtype="str"))
 
 
 def _launched(index: pd.Index, rows: np.ndarray, linked: np.ndarray) -> np.ndarray:

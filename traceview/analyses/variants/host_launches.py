@@ -49,7 +49,7 @@ def _host_launches(r: Region) -> dict:
     rows = np.flatnonzero((every["kind"] == "kernel").to_numpy())
     rows = rows[_in_region(r, every["ts_ns"].to_numpy()[rows])]
     lw = every[["api", "lost"]].iloc[rows]  # the two columns read below, not the launch table
-    by = lw.groupby("api", sort=True).size().sort_values(ascending=False, kind="stable")
+    by = lw.groupby("api", sort=True, observed=True).size().sort_values(ascending=False, kind="stable")
     per_step = r.per_region_count(by.to_numpy())
     return {
         "launches": r.per_region_count(np.int64(len(lw))),

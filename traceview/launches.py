@@ -97,7 +97,9 @@ def _launches(trace) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "api": _in_name_order(name.cat.categories, name.cat.codes.to_numpy()[rows]),
-            "kind": pd.Categorical.from_codes(is_kernel.astype(np.int8), categories=["copy", "kernel"]),
+            "kind": pd.Categorical.from_codes(
+                is_kernel.astype(np.int8), categories=pd.Index(["copy", "kernel"], dtype="str")
+            ),
             "lost": ~_launched(ev.index, rows, trace.kernels["launch"].to_numpy()),
             "ts_ns": ev["ts_ns"].to_numpy()[rows],
         }

@@ -85,7 +85,7 @@ def spans(draw_pairs):
     start = np.array([s for s, _ in draw_pairs], dtype=np.int64)
     end = start + np.array([d for _, d in draw_pairs], dtype=np.int64)
     prio = np.zeros(len(start), dtype=np.int64)
-    order = _order(start, end, prio)
+    order, _ = _order(start, end, prio)
     return start[order], end[order]
 
 

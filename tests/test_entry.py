@@ -4,8 +4,10 @@ command's own handler runs) ends as every other Ctrl-C does, one line and exit 1
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 SCRIPT = """
 import sys, click
@@ -34,3 +36,65 @@ def test_usage_errors_and_help_keep_clicks_statuses():
         [sys.executable, "-m", "traceview", "--help"], capture_output=True, text=True, timeout=120
     )
     assert ok.returncode == 0 and ok.stdout.startswith("Usage: ")
+
+
+# ------------------------------------------------------------------ the end of the process (issue 35)
+
+AT_EXIT = """
+import atexit, sys, threading, time
+from pathlib import Path
+def late():
+    time.sleep(0.2)
+    Path("thread.txt").write_text("joined")
+threading.Thread(target=late).start()  # a non-daemon thread: waited for, as at any exit
+atexit.register(lambda: Path("atexit.txt").write_text("ran"))
+sys.argv = ["traceview", *sys.argv[1:]]
+from traceview._entry import main
+main()
+"""
+
+
+def test_the_command_ends_without_teardown_but_as_an_exit_would(tmp_path):
+    """The command ends the process itself once its output is flushed: the atexit functions and
+    the threads still run, the status is the command's, stdout is whole."""
+    done = subprocess.run(
+        [sys.executable, "-c", AT_EXIT, "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("traceview "), done.stderr
+    assert (tmp_path / "atexit.txt").read_text() == "ran"
+    assert (tmp_path / "thread.txt").read_text() == "joined"
+    bad = subprocess.run(
+        [sys.executable, "-c", AT_EXIT, "summary", "no-such.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 1 and "no-such.json" in bad.stderr
+    assert (tmp_path / "atexit.txt").read_text() == "ran"
+
+
+def test_under_a_profiler_the_interpreter_ends_it(tmp_path):
+    """cProfile writes its file after the program returns: the command leaves the end to the
+    interpreter where a profiler (or a tracer, as coverage's) is on."""
+    out = tmp_path / "run.prof"
+    done = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "traceview", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_size > 0
+
+
+def test_a_long_output_into_a_pipe_arrives_whole(tmp_path):
+    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "sdpa_math.json.gz"
+    args = [sys.executable, "-m", "traceview", "summary", str(sample), "--format", "json", "--no-cache"]
+    done = subprocess.run(args, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)  # the whole document

@@ -11,6 +11,7 @@ replay.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
@@ -22,16 +23,40 @@ def main():
         recorder = _replayed(sys.argv[1:])
     except KeyboardInterrupt:
         _interrupted()
+    code: object = None  # _run ends in sys.exit: its status
     try:
         _run()
     except SystemExit as exc:
         if recorder is not None:
             cache = sys.modules.get("traceview.cache")  # not imported: no trace was read
             recorder.finish(exc.code, None if cache is None else cache._min_bytes())
-        raise
+        code = exc.code
     finally:
         if recorder is not None:
             recorder.stop()  # an exception that is not an exit: streams back, nothing recorded
+    _leave(code)
+
+
+def _leave(code) -> None:
+    """End the process with ``code`` as the interpreter would, less its teardown: the threads
+    are waited for, the atexit functions run (Dask's clusters, a fork pool, coverage) and stdout
+    and stderr flushed, then the process ends without freeing every module and table one object
+    at a time (~0.05 s after the imports alone, ~0.1 s with a 300 MB trace loaded). Under a
+    profiler or a tracer, for an exit that is not a number, or where a flush fails, the
+    interpreter ends it as always."""
+    if not isinstance(code, int) or sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
+    threading = sys.modules.get("threading")
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()  # non-daemon threads joined, as at the interpreter's exit
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: the interpreter says it, as it always did
+        sys.exit(code)
+    os._exit(code)
 
 
 def _replayed(argv: list[str]):

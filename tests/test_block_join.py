@@ -99,3 +99,37 @@ def test_trace_columns_equal_with_the_plain_copy(tmp_path, monkeypatch):
     for key in (k for k in moved.columns if k.startswith("arg_") and hasattr(moved.columns[k], "mask")):
         assert np.array_equal(moved.columns[key].values, copied.columns[key].values)
         assert np.array_equal(moved.columns[key].mask, copied.columns[key].mask)
+
+
+def test_the_collector_stays_off_while_any_load_pauses_it_and_comes_back_after():
+    """Two loads on two threads (diff, ranks) each pause the garbage collector: it is off while
+    either runs, and on again once both are done, whichever ends first."""
+    import gc
+    import threading
+
+    from traceview.read.columns import gc_paused
+
+    assert gc.isenabled()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = []
+
+    def a():
+        with gc_paused():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b():
+        a_in.wait(10)
+        with gc_paused():
+            b_in.set()
+            a_out.wait(10)
+            seen.append(gc.isenabled())  # A is done, B still loading
+
+    threads = [threading.Thread(target=f) for f in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen == [False]
+    assert gc.isenabled()

@@ -232,6 +232,7 @@ MODULE_STATE_ALLOWED = {
     ("atomic.py", "_INPUTS"),
     ("temporaries.py", "_LIVE"),
     ("temporaries.py", "_SAVED"),
+    ("read/columns.py", "_GC_PAUSE"),  # the garbage collector's pauses open now, and its state before them
     # why this process's output may not be recorded for a replay (a file written, a rebuilt entry)
     ("replay.py", "_SPOILED"),
     ("replay.py", "_DEPENDS"),  # and the files beyond its arguments that its output depends on

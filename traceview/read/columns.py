@@ -15,6 +15,7 @@ the memory columns at no cost (the phase count says so first).
 from __future__ import annotations
 
 import gc
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -301,13 +302,25 @@ def checked_columns(events_raw, path: str) -> EventColumns:
     return builder.finish()
 
 
+_GC_LOCK = threading.Lock()
+_GC_PAUSE = {"depth": 0, "was_enabled": False}  # pauses open now (any thread), and the state before the first
+
+
 @contextmanager
 def gc_paused():
-    """Millions of short-lived containers are built while decoding: collections would only rescan them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """Millions of short-lived containers are built while decoding: collections would only rescan them.
+    The collector is process-wide and two loads may run on two threads (``api.Loader.pair``,
+    ``scale.gather``): the first pause in turns it off, the last one out turns it back on if it was
+    on, counted under a lock (each thread reading and setting it alone could leave it off for good)."""
+    with _GC_LOCK:
+        if _GC_PAUSE["depth"] == 0:
+            _GC_PAUSE["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _GC_PAUSE["depth"] += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _GC_LOCK:
+            _GC_PAUSE["depth"] -= 1
+            if _GC_PAUSE["depth"] == 0 and _GC_PAUSE["was_enabled"]:
+                gc.enable()

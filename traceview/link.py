@@ -99,7 +99,8 @@ def _nesting(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     order, ks = _order(key, end, prio)
     end -= start  # each span's end key is its start key plus its length
     end += key
-    depth, parent_pos = open_depths(ks, np.take(end, order, out=start))  # start's array is free
+    # into start's array, now free; mode "clip" takes without a buffer (order is a permutation)
+    depth, parent_pos = open_depths(ks, np.take(end, order, out=start, mode="clip"))
     return rows, order, parent_pos, depth
 
 

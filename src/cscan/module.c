@@ -199,6 +199,8 @@ static PyObject *join(PyObject *self, PyObject *list) {
     }
     tv_part *parts = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *parts);
     Block *out = PyObject_New(Block, &BlockType);
+    if (out)  /* empty until filled: freed as such on any failure below */
+        out->v = NULL, out->len = 0, out->cap = 0;
     if (!parts || !out) {
         PyMem_Free(parts);
         Py_XDECREF(out);
@@ -215,7 +217,6 @@ static PyObject *join(PyObject *self, PyObject *list) {
     Py_END_ALLOW_THREADS
     if (!d) {  /* nothing was taken */
         PyMem_Free(parts);
-        out->v = NULL, out->len = 0, out->cap = 0;
         Py_DECREF(out);
         return PyErr_NoMemory();
     }

@@ -101,6 +101,18 @@ static size_t page_up(size_t n, size_t page) {
     return (n + page - 1) / page * page;
 }
 
+/* Move ``size`` bytes of pages from ``from`` to ``to`` (1), or leave them (0). mremap with
+ * MREMAP_FIXED unmaps the target first and may still fail (ENOMEM): the target is then mapped
+ * afresh, so that the copy that follows in its place finds memory there (it held no bytes
+ * written: nothing is moved over them). Where even that fails, no memory is left to go on. */
+static int move_pages(void *from, size_t size, char *to) {
+    if (mremap(from, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED)
+        return 1;
+    if (mmap(to, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        abort();
+    return 0;
+}
+
 /* ``d[0:cap]``, a fresh mapping, filled with the parts (see scan.h). ``room``: mappings of
  * parts already copied, whose pages (written once, so present) are moved in after what is
  * filled, where the next parts' bytes go; a fresh page of ``d`` is faulted in only where
@@ -110,8 +122,7 @@ static void join_mapped(tv_part *parts, size_t n, char *d, size_t cap, tv_part *
     for (size_t i = 0; i < n; i++) {
         tv_part *q = &parts[i];
         int movable = q->own && q->v && q->cap >= TV_BIG_BYTES && q->cap % page == 0;
-        if (i == 0 && movable && q->cap <= cap &&
-            mremap(q->v, q->cap, q->cap, MREMAP_MAYMOVE | MREMAP_FIXED, d) != MAP_FAILED) {
+        if (i == 0 && movable && q->cap <= cap && move_pages(q->v, q->cap, d)) {
             off = q->len, mapped = q->cap, q->v = NULL;  /* its bytes are where they belong */
             continue;
         }
@@ -122,7 +133,7 @@ static void join_mapped(tv_part *parts, size_t n, char *d, size_t cap, tv_part *
             if (size < r->cap) munmap((char *)r->v + size, r->cap - size);
             if (!size)  /* nothing written: all of it went above */
                 ;
-            else if (mremap(r->v, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, d + mapped) != MAP_FAILED)
+            else if (move_pages(r->v, size, d + mapped))
                 mapped += size;
             else
                 munmap(r->v, size);

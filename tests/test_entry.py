@@ -5,9 +5,12 @@ command's own handler runs) ends as every other Ctrl-C does, one line and exit 1
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from pathlib import Path
+
+import corpus
+import pytest
 
 SCRIPT = """
 import sys, click
@@ -93,8 +96,25 @@ def test_under_a_profiler_the_interpreter_ends_it(tmp_path):
 
 
 def test_a_long_output_into_a_pipe_arrives_whole(tmp_path):
-    sample = Path(__file__).resolve().parents[1] / "sample_traces" / "sdpa_math.json.gz"
-    args = [sys.executable, "-m", "traceview", "summary", str(sample), "--format", "json", "--no-cache"]
+    """Larger than a pipe's buffer (64 KiB): the writes wait on the reader before the end."""
+    trace = corpus.CORPUS / "hta" / "trace_diff__control__control.json.gz"
+    if not trace.is_file():
+        pytest.skip(corpus.SKIP_REASON)
+    args = [sys.executable, "-m", "traceview", "kernels", str(trace), "--format", "json", "--no-cache"]
     done = subprocess.run(args, capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    assert len(done.stdout) > 1 << 16
     assert json.loads(done.stdout)  # the whole document
+
+
+def test_a_closed_stderr_keeps_the_status():
+    """A descriptor closed when the process starts (``2>&-``): Python has no stream for it; the
+    command's status is its own, as with the interpreter's end."""
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview", "--version"],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and b"decoder: " in done.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 
 from .errors import EXIT_INTERRUPTED
 
@@ -46,14 +47,18 @@ def _leave(code) -> None:
     interpreter ends it as always."""
     if not isinstance(code, int) or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
-    threading = sys.modules.get("threading")
-    shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is not None:
-        shutdown()  # non-daemon threads joined, as at the interpreter's exit
+    try:
+        # non-daemon threads joined, as at the interpreter's exit (its own step, not in the stubs)
+        threading._shutdown()  # type: ignore[attr-defined]
+    except KeyboardInterrupt:  # Ctrl-C while they finish: one line and 130, as everywhere
+        if sys.stderr is not None:
+            sys.stderr.write("traceview: interrupted\n")
+        code = EXIT_INTERRUPTED
     atexit._run_exitfuncs()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None: the descriptor was closed when the process started
+                stream.flush()
     except (OSError, ValueError):  # a closed pipe: the interpreter says it, as it always did
         sys.exit(code)
     os._exit(code)

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -218,12 +219,14 @@ class Loader:
         if isinstance(a, Trace) or isinstance(b, Trace) or not read_together([a, b]):
             return self.one(a), self.one(b)
         after_a, after_b = then or (_nothing, _nothing)
+        failed = threading.Event()  # A's load failed: B's result is dropped, its ``then`` not run
         pool = ThreadPoolExecutor(max_workers=1)
-        later = pool.submit(_and_then, self.options.load, os.fspath(b), after_b)
+        later = pool.submit(_and_then, self.options.load, os.fspath(b), after_b, failed)
         try:
             ta = self._said(self.options.load(os.fspath(a)))
             after_a(ta)
         except BaseException:
+            failed.set()
             pool.shutdown(wait=False)  # A's error now, not after B's load (B's result is dropped)
             raise
         pool.shutdown()
@@ -249,9 +252,12 @@ def _nothing(_trace: Trace) -> None:
     return None
 
 
-def _and_then(load: Callable[[str], Trace], path: str, then: Callable[[Trace], None]) -> Trace:
+def _and_then(
+    load: Callable[[str], Trace], path: str, then: Callable[[Trace], None], failed: threading.Event
+) -> Trace:
     trace = load(path)
-    then(trace)
+    if not failed.is_set():
+        then(trace)
     return trace
 
 

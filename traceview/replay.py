@@ -55,6 +55,7 @@ from pathlib import Path
 
 from . import fingerprint
 from ._version import __version__
+from .temporaries import remove as _remove
 from .temporaries import temporary
 
 FORMAT = 1
@@ -449,14 +450,17 @@ def _store(where: Path, name: str, chunks: list, depends: dict) -> None:
     body = b"".join(parts)
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = where / f"{name}{SUFFIX}.tmp-{secrets.token_hex(4)}"
+    made = False  # a name another writer holds already (O_EXCL) is theirs: never removed
     try:
         with temporary(tmp):  # SIGTERM or SIGHUP while it is written: removed, as on Ctrl-C
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            made = True
             with os.fdopen(fd, "wb") as fh:
                 fh.write(MAGIC + struct.pack("<II", zlib.crc32(body), len(body)) + body)
             os.replace(tmp, where / (name + SUFFIX))
     finally:
-        _remove(tmp)
+        if made:
+            _remove(tmp)
     trim(where)
 
 
@@ -511,8 +515,3 @@ def clear(cache_folder: Path) -> dict:
     with contextlib.suppress(OSError):
         (Path(cache_folder) / FOLDER).rmdir()  # when empty: nothing of ours is left
     return {"records": sum(not f[3] for f in found), "bytes": sum(f[1] for f in found)}
-
-
-def _remove(path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(path)

@@ -232,6 +232,7 @@ MODULE_STATE_ALLOWED = {
     ("atomic.py", "_INPUTS"),
     ("temporaries.py", "_LIVE"),
     ("temporaries.py", "_SAVED"),
+    ("temporaries.py", "_ARMED"),  # the blocks open now in which threads may make temporary files
     ("read/columns.py", "_GC_PAUSE"),  # the garbage collector's pauses open now, and its state before them
     # why this process's output may not be recorded for a replay (a file written, a rebuilt entry)
     ("replay.py", "_SPOILED"),

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
+from . import temporaries
 from .analyses.select.region import KINDS, Selection
 from .commands import COMMANDS, LOAD, SELECT, refusal
 from .discover import load_all
@@ -220,17 +221,18 @@ class Loader:
             return self.one(a), self.one(b)
         after_a, after_b = then or (_nothing, _nothing)
         failed = threading.Event()  # A's load failed: B's result is dropped, its ``then`` not run
-        pool = ThreadPoolExecutor(max_workers=1)
-        later = pool.submit(_and_then, self.options.load, os.fspath(b), after_b, failed)
-        try:
-            ta = self._said(self.options.load(os.fspath(a)))
-            after_a(ta)
-        except BaseException:
-            failed.set()
-            pool.shutdown(wait=False)  # A's error now, not after B's load (B's result is dropped)
-            raise
-        pool.shutdown()
-        return ta, self._said(later.result())
+        with temporaries.armed():  # B's thread may write into the cache: SIGTERM removes its files
+            pool = ThreadPoolExecutor(max_workers=1)
+            later = pool.submit(_and_then, self.options.load, os.fspath(b), after_b, failed)
+            try:
+                ta = self._said(self.options.load(os.fspath(a)))
+                after_a(ta)
+            except BaseException:
+                failed.set()
+                pool.shutdown(wait=False)  # A's error now, not after B's load (B's result is dropped)
+                raise
+            pool.shutdown()
+            return ta, self._said(later.result())
 
     def many(self, items: Traces, *, recursive: bool = False) -> tuple[list[Trace], list[str]]:
         """Traces (paths, folders of traces, or Traces) in the order given, a folder expanded in

@@ -60,7 +60,6 @@ import os
 import re
 import secrets
 import shutil
-import tempfile
 import time
 import zlib
 from pathlib import Path
@@ -77,7 +76,7 @@ from .fingerprint import _code_digest, cache_dir, identity
 from .replay import clear as replays_clear
 from .replay import info as replays_info
 from .replay import spoil
-from .temporaries import temporary
+from .temporaries import temporary, track, untrack
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _CHUNK = 1 << 20
@@ -152,7 +151,7 @@ def _lookup(entry: Path, key: dict, path):
 def store(trace, cache, seen: dict | None) -> None:
     """Write ``trace``'s entry, keyed on ``seen``: the trace's ``identity`` taken before it was
     read (None: not stored). Any failure just means no cache."""
-    tmp = None
+    tmp = claimed = None
     try:
         folder = cache_dir(cache)
         if folder is None or seen is None or not available():
@@ -166,12 +165,15 @@ def store(trace, cache, seen: dict | None) -> None:
         key = _key(trace.path, seen)
         folder.mkdir(parents=True, exist_ok=True)
         entry = _entry(folder, trace.path)
-        tmp = Path(tempfile.mkdtemp(prefix=entry.name + ".tmp-", dir=folder))
-        with temporary(tmp):  # removed on SIGTERM or SIGHUP too, as the finally below does on Ctrl-C
-            body = _write(tmp, trace, key)
-            (tmp / _STAMP).write_text(_stamp(key))
-            _put(tmp, entry)
-            tmp = None
+        # removed on SIGTERM or SIGHUP too (tracked from before it exists), as the finally below
+        # removes it on Ctrl-C
+        claimed = tmp = _claim_folder(folder, entry.name + ".tmp-")
+        body = _write(tmp, trace, key)
+        (tmp / _STAMP).write_text(_stamp(key))
+        _put(tmp, entry)
+        tmp = None
+        untrack(claimed)  # renamed into place: the entry now, never removed on a signal
+        claimed = None
         _mark(trace, entry, body)
         _keep_made(trace)
         evict(folder, cap)
@@ -180,6 +182,26 @@ def store(trace, cache, seen: dict | None) -> None:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if claimed is not None:
+            untrack(claimed)
+
+
+def _claim_folder(folder: Path, prefix: str) -> Path:
+    """A new empty folder ``prefix`` + a random part in ``folder``, registered for removal on
+    SIGTERM or SIGHUP before it is made: a signal between its making and its use (it may come
+    while another thread makes it: the second trace of a diff) finds it registered."""
+    for _ in range(100):
+        name = folder / f"{prefix}{secrets.token_hex(6)}"
+        track(name)
+        try:
+            name.mkdir(mode=0o700)
+            return name
+        except FileExistsError:  # another writer's folder: never removed
+            untrack(name)
+        except BaseException:
+            untrack(name)
+            raise
+    raise FileExistsError(f"no free temporary name in {folder}")
 
 
 def _put(tmp: Path, entry: Path) -> None:

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from . import temporaries
 from .analyses.runs.rank_work import RunResults, rank_result
 from .analyses.runs.ranks import ranks_report
 from .analyses.select.region import Selection
@@ -107,7 +108,8 @@ def gather(files: list, load_kw: dict, sel=None, work=True, *, workers=None, sch
 
         out = []
         together = read_together(files)
-        with ThreadPoolExecutor(max_workers=2) if together else contextlib.nullcontext() as pool:
+        pool_or_none = ThreadPoolExecutor(max_workers=2) if together else contextlib.nullcontext()
+        with temporaries.armed(), pool_or_none as pool:  # SIGTERM removes the threads' cache files too
             for got in pool.map(each, files) if pool is not None else map(each, files):
                 out.append(got)
                 tick(len(out), len(files))

@@ -29,11 +29,39 @@ def remove(path) -> None:
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 _LIVE: set[str] = set()  # temporary files and folders that exist now
 _SAVED: dict[int, object] = {}  # signal -> its handler before ours
+_ARMED: list[bool] = []  # one per block of ``armed`` the main thread is in: the handlers stay while any is
 
 
 def track(name) -> None:
     """Remove ``name`` if SIGTERM or SIGHUP ends the process before ``untrack(name)``."""
     _LIVE.add(str(name))
+    _install()
+
+
+def untrack(name) -> None:
+    _LIVE.discard(str(name))
+    _uninstall()
+
+
+@contextlib.contextmanager
+def armed():
+    """The handlers in place for the whole block, whatever is tracked. Only the main thread can
+    set a handler: a thread that makes a temporary file (the second trace of a diff read on its
+    own thread, written into the cache) relies on the main thread having armed them before it
+    started. Elsewhere than the main thread this does nothing."""
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _ARMED.append(True)
+    _install()
+    try:
+        yield
+    finally:
+        if main:
+            _ARMED.pop()
+        _uninstall()
+
+
+def _install() -> None:
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         return
     for sig in _SIGNALS:
@@ -41,9 +69,8 @@ def track(name) -> None:
             _SAVED[sig] = signal.signal(sig, _on_signal)
 
 
-def untrack(name) -> None:
-    _LIVE.discard(str(name))
-    if _LIVE or threading.current_thread() is not threading.main_thread():
+def _uninstall() -> None:
+    if _LIVE or _ARMED or threading.current_thread() is not threading.main_thread():
         return
     for sig, old in _SAVED.items():
         signal.signal(sig, old)  # type: ignore[arg-type]
@@ -51,11 +78,23 @@ def untrack(name) -> None:
 
 
 def _on_signal(signum, _frame) -> None:
-    for name in list(_LIVE):
-        remove(name)
-    _LIVE.clear()
+    while _LIVE:  # a thread may add one while another is removed (a removal lets go of the GIL)
+        with contextlib.suppress(KeyError):
+            _remove_under_writer(_LIVE.pop())
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)  # ends the process with the signal's own status
+
+
+def _remove_under_writer(name: str) -> None:
+    """``remove(name)``, where another thread may still be writing into the folder ``name``: it is
+    renamed first, so that no file can be added to it by that name while it is removed (a file
+    added half way through would keep the folder)."""
+    if os.path.isdir(name) and not os.path.islink(name):
+        gone = f"{name}_gone"
+        with contextlib.suppress(OSError):
+            os.rename(name, gone)
+            name = gone
+    remove(name)
 
 
 @contextlib.contextmanager

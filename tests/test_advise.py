@@ -402,3 +402,25 @@ def test_gpu_sdpa_reasons_read_from_the_recorded_arguments(tmp_path):
     assert "head dim 300 > 256" in big_head and "needs fp16/bf16" not in big_head
     odd = reasons(bf16, [[1, 8, 128, 60]] * 3 + [[]], ["", "", "", "", "0.", "True"])
     assert "no recorded argument excludes flash" in odd and "head dim multiple of 8, not 60" in odd
+
+
+@pytest.mark.parametrize("dims", [None, [[]], [[], []]], ids=["no Input Dims", "empty", "two empty"])
+def test_advise_and_kernels_agree_on_whether_shapes_were_recorded(tmp_path, dims):
+    """One meaning of "recorded with shapes" (``measure.work.has_shapes``: some op has Input Dims):
+    advise's shape rules say "record_shapes" exactly where ``kernels`` (and diff, compare) notes the
+    trace was recorded without shapes. Input Dims that hold only empty lists were recorded: the rules run (and find
+    nothing to say), they do not ask for record_shapes=True."""
+    import synth
+
+    b = synth.Builder()
+    for n in range(3):
+        b.step(n, [synth.op("aten::mm", kernels=[(synth.GEMM_TC, 50.0)])])
+    if dims is not None:
+        for e in b.events:
+            if e.get("cat") == "cpu_op":
+                e["args"]["Input Dims"] = dims
+    path = synth.write(tmp_path / "t.json.gz", synth.kineto(b.events))
+    st = tv.advise(path, min_pct=0)["rules"].set_index("rule")
+    asks = "record_shapes" in st.loc["gemm-misaligned", "why_not"]
+    noted = any("recorded without shapes" in n for n in tv.kernels(path).notes)
+    assert asks == noted == (dims is None), (st.loc["gemm-misaligned"].to_dict(), noted)

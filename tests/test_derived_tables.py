@@ -26,7 +26,7 @@ import traceview.api as tv
 from traceview import cache
 from traceview.analyses.measure import groups
 from traceview.analyses.measure import intervals as iv
-from traceview.analyses.measure.derived import as_text
+from traceview.analyses.measure.derived import as_text, text_counts, texts
 from traceview.analyses.measure.efficiency import _kernel_work, kernel_work
 from traceview.analyses.measure.exposed import exposed, gpu_layers, host_layers, windows
 from traceview.analyses.measure.work import has_shapes, op_work, trace_work
@@ -219,6 +219,21 @@ def test_as_text_is_astype_str_row_by_row():
         got = as_text(col)
         assert len(got) == len(want)
         assert all((g == w) or (g != g and w != w) for g, w in zip(got, want, strict=True)), (got, want)
+
+
+def test_text_counts_is_value_counts_of_the_texts():
+    """``derived.text_counts`` (counted on codes) equals ``astype(str).value_counts()`` item by item,
+    order included (commonest first, a tie to the text met first, missing left out), on random
+    categorical and object columns with missing values."""
+    rng = np.random.default_rng(35)
+    for _ in range(500):
+        k = int(rng.integers(1, 12))
+        pool = np.array([f"k{i}" for i in range(k)] + [None, np.nan], dtype=object)
+        values = pool[rng.integers(0, k + 2, int(rng.integers(0, 200)))]
+        for col in (pd.Series(values, dtype="category"), pd.Series(values, dtype=object)):
+            codes, texts_ = texts(col)
+            want = list(col.astype(str).value_counts().items())
+            assert text_counts(codes, texts_) == want, (values, want)
 
 
 @pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")

@@ -82,6 +82,16 @@ def as_text(col) -> np.ndarray:
     return values[codes]
 
 
+def text_counts(codes: np.ndarray, values: np.ndarray) -> list[tuple[str, int]]:
+    """``(text, rows)`` of the codes ``texts`` gave, commonest first, a tie going to the text met
+    first, a missing value left out: ``pd.Series(values[codes]).value_counts().items()``,
+    counted on the codes."""
+    uniq, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    uniq, first, counts = (a[uniq != len(values) - 1] for a in (uniq, first, counts))
+    order = np.lexsort((first, -counts))
+    return [(values[uniq[i]], int(counts[i])) for i in order]
+
+
 def is_text(col, value: str) -> np.ndarray:
     """Rows whose text is ``value`` (a missing value never is)."""
     return (col == value).to_numpy(dtype=bool, na_value=False)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -32,16 +31,16 @@ from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.derived import is_text, of_trace, texts
+from ..measure.derived import as_text, is_text, text_counts, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
+from ..measure.work import has_shapes
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
 #: the ``bound`` of a row on a trace without GPU activity: the CPU time of the ops involved
 CPU = "CPU time"
-_DIGIT = re.compile(r"\d")
 COLUMNS = [
     "rule", "what", "where", "source", "line_from", "count_per_step", "bytes_per_step",
     "stake_ns_per_step", "bound", "pct_of_wall", "peak_bytes", "pct_of_peak", "do", "doc",
@@ -188,7 +187,7 @@ class Facts:
         inside = self.within(positions)
         op, k = self.activity_op, self.r.activities
         hit = (op >= 0) & inside[np.clip(op, 0, None)]
-        kind, cat = k["kind"].astype(str).to_numpy()[hit], k["category"].astype(str).to_numpy()[hit]
+        kind, cat = as_text(k["kind"])[hit], as_text(k["category"])[hit]
         named = np.where(
             kind == "kernel", np.char.add("compute: ", cat.astype(str)), np.char.add(kind, " exposed")
         )
@@ -314,7 +313,7 @@ def _upcast(f: Facts, hits: np.ndarray) -> str:
     inside = f.within(hits)
     op, k = f.activity_op, f.r.activities
     under = (op >= 0) & inside[np.clip(op, 0, None)]
-    fp32 = under & (k["category"] == "gemm").to_numpy() & (k["precision"].astype(str) == "fp32").to_numpy()
+    fp32 = under & (k["category"] == "gemm").to_numpy() & is_text(k["precision"], "fp32")
     n = int(under.sum())
     per, word = f.r.regions, f.r.per_word
     if not n:
@@ -354,12 +353,11 @@ def fp32_gemm(f: Facts, rule: Rule) -> list[dict]:
         return []
     ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
     stake = min(int(ns * (1 - vector / tensor)), f.cause("compute: gemm"))
-    names = k["name"][hit].astype(str).to_numpy()  # the hits' names only
+    codes, values = texts(k["name"])
+    names = text_counts(codes[hit], values)  # the hits' names, commonest first
     n = _num(hit.sum() / f.r.regions)
-    what = (
-        f"{n} fp32 GEMM kernels per {f.r.per_word} on CUDA cores ({len(set(names))} names) on {device.name}"
-    )
-    where = _short(str(pd.Series(names).value_counts().index[0]))
+    what = f"{n} fp32 GEMM kernels per {f.r.per_word} on CUDA cores ({len(names)} names) on {device.name}"
+    where = _short(str(names[0][0]))
     return [row(f, rule, what, where, "", int(hit.sum()), 0, stake, "compute: gemm")]
 
 
@@ -378,13 +376,15 @@ def pageable_memcpy(f: Facts, rule: Rule) -> list[dict]:
     if not f.gpu:
         return []
     k = f.r.activities
-    k = k[is_text(k["kind"], "memcpy")]  # the copies' names only
-    name = k["name"].astype(str)
-    hit = name.str.contains("|".join(rule.names), regex=False).to_numpy(dtype=bool, na_value=False)
+    k = k[is_text(k["kind"], "memcpy")]  # the copies only
+    # each distinct name is tried once (a trace may hold 10^5 copies of a few names)
+    codes, values = texts(k["name"])
+    named = np.array([isinstance(v, str) and any(n in v for n in rule.names) for v in values], dtype=bool)
+    hit = named[codes]
     if not hit.any():
         return []
     ns = int(np.clip(k["dur_ns"].to_numpy()[hit], 0, None).sum())
-    kinds = ", ".join(f"{n} x{c}" for n, c in name[hit].value_counts().items())
+    kinds = ", ".join(f"{n} x{c}" for n, c in text_counts(codes[hit], values))
     nbytes = int(pd.to_numeric(k["bytes"], errors="coerce").fillna(0).to_numpy()[hit].sum())
     return [row(f, rule, f"pageable copies: {kinds}", kinds, "", int(hit.sum()), nbytes,
                 min(ns, f.cause("memcpy exposed")), "memcpy exposed")]  # fmt: skip
@@ -405,8 +405,8 @@ def exposed_communication(f: Facts, rule: Rule) -> list[dict]:
         return []
     k = f.r.activities
     comm = k[(k["category"] == "communication").to_numpy()]
-    top = comm["name"].astype(str).value_counts()
-    where = ", ".join(f"{_short(str(n))} x{c}" for n, c in top.head(3).items())
+    codes, values = texts(comm["name"])
+    where = ", ".join(f"{_short(str(n))} x{c}" for n, c in text_counts(codes, values)[:3])
     return [row(f, rule, "communication exposed", where, "", len(comm), 0, ns, "communication exposed")]
 
 
@@ -500,7 +500,7 @@ def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame,
     time dropped: None, each rule's own ``min_pct_of_wall``) and ``rules`` (every rule: whether it
     could run on this trace, how often it fired, why not)."""
     f = Facts(r)
-    shapes = _has_shapes(r.trace)
+    shapes = has_shapes(r.trace.ops)  # one meaning with the summary's note: some op has Input Dims
     rows, status = [], []
     for rule in rules().rule:
         gpu, needs_shapes = NEEDS.get(rule.detector, (False, False))
@@ -531,26 +531,6 @@ def _said(x: dict, rule: Rule, min_pct: float | None) -> bool:
 
 def _has_memory(r: Region, rule: Rule) -> bool:
     return rule.detector != "memory_peak" or bool(len(r.trace.memory))
-
-
-def _has_shapes(trace) -> bool:
-    """Whether some op's Input Dims holds a number (worked out once per loaded trace)."""
-    return of_trace(trace, "input_dims_with_numbers", _shapes_with_numbers)
-
-
-def _shapes_with_numbers(trace) -> bool:
-    dims = trace.ops["input_dims"].to_numpy(dtype=object)
-    # each distinct list once (``list_codes``), as the text ``astype(str)`` gives it; a block of ops
-    # at a time, so that a trace with shapes answers at its first ops
-    return any(
-        _DIGIT.search(str(v))
-        for i in range(0, len(dims), _BLOCK)
-        for v in list_codes(dims[i : i + _BLOCK])[1]
-        if isinstance(v, (list, str))
-    )
-
-
-_BLOCK = 1 << 16
 
 
 def findings(table: pd.DataFrame, per: str) -> list[str]:

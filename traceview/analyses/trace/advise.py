@@ -31,7 +31,7 @@ from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.derived import as_text, is_text, text_counts, texts
+from ..measure.derived import as_text, is_text, of_region, text_counts, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..measure.work import has_shapes
@@ -498,7 +498,14 @@ NEEDS = {
 def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tables ``advice`` (what fired, ranked by time at stake, rows below ``min_pct`` of the wall
     time dropped: None, each rule's own ``min_pct_of_wall``) and ``rules`` (every rule: whether it
-    could run on this trace, how often it fired, why not)."""
+    could run on this trace, how often it fired, why not). Worked out once per trace, selection and
+    ``min_pct`` (a diff's sides on the threads that read them: ``variants.sides``); each caller
+    gets its own copy of the few rows (a report holds them)."""
+    table, status = of_region(r, ("advice", min_pct), lambda r: _advice_table(r, min_pct))
+    return table.copy(), status.copy()
+
+
+def _advice_table(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     f = Facts(r)
     shapes = has_shapes(r.trace.ops)  # one meaning with the summary's note: some op has Input Dims
     rows, status = [], []

@@ -17,6 +17,7 @@ from ..measure.efficiency import category_efficiency
 from ..measure.exposed import exposed
 from ..measure.work import trace_work
 from ..select.region import Selection, region
+from ..trace.advise import advice_table
 from .diff import named_kernels
 
 
@@ -31,3 +32,4 @@ def prepare(trace, sel: Selection | None) -> None:
             exposed(r)
             for category in ("gemm", "attention"):  # efficiency_table's, and the findings'
                 category_efficiency(r, category)
+        advice_table(r)  # advice_diff's, for both sides

@@ -18,7 +18,7 @@ from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
 from .completeness import GRAPH_REPLAY, graph_replays
-from .derived import kept_for_region, texts
+from .derived import kept_for_region, of_region, texts
 from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
@@ -141,7 +141,13 @@ def _modes(key: np.ndarray, value: np.ndarray, n_keys: int) -> np.ndarray:
 
 
 def category_times(r: Region) -> pd.DataFrame:
-    """Per kernel category (the index, by name): count and GPU time per step, from ``category_time``."""
+    """Per kernel category (the index, by name): count and GPU time per step, from ``category_time``.
+    Worked out once per trace and selection (``of_region``; a diff's sides on their own threads),
+    each caller given its own copy of the few rows, as ``op_table`` and ``chain_table`` are."""
+    return of_region(r, "category_times", _category_times).copy()
+
+
+def _category_times(r: Region) -> pd.DataFrame:
     ct = category_time(r.activities).set_index("category").sort_index()
     return pd.DataFrame({"count": r.per_region_count(ct["count"]), "time_ns": ct["time_ns"] / r.regions})
 
@@ -160,11 +166,15 @@ def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame
 
 def op_table(r: Region) -> pd.DataFrame:
     """Per CPU op name: count and inclusive CPU time per step."""
-    return _count_and_time(r.ops, "name", r)
+    return of_region(r, "op_table", lambda r: _count_and_time(r.ops, "name", r)).copy()
 
 
 def chain_table(r: Region) -> pd.DataFrame:
     """Per op chain: the op at its end, count and time per step."""
+    return of_region(r, "chain_table", _chain_table).copy()
+
+
+def _chain_table(r: Region) -> pd.DataFrame:
     o = r.ops
     if not len(o):
         return pd.DataFrame(

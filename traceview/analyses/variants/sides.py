@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import contextlib
 
+from ...launches import completeness
 from ..measure.completeness import workload
 from ..measure.efficiency import category_efficiency
 from ..measure.exposed import exposed
+from ..measure.groups import category_times, chain_table, op_table
 from ..measure.work import trace_work
 from ..select.region import Selection, region
 from ..trace.advise import advice_table
 from .diff import named_kernels
+from .workload import side_facts
 
 
 def prepare(trace, sel: Selection | None) -> None:
@@ -27,7 +30,12 @@ def prepare(trace, sel: Selection | None) -> None:
         r = region(trace, sel)
         trace_work(trace)
         workload(r)
+        completeness(trace)
+        side_facts(r)  # the verdict's
+        op_table(r)
+        chain_table(r)
         if r.has_gpu:
+            category_times(r)
             named_kernels(r)
             exposed(r)
             for category in ("gemm", "attention"):  # efficiency_table's, and the findings'

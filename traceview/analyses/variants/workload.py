@@ -33,7 +33,7 @@ from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
-from ..measure.derived import as_text, is_text, texts
+from ..measure.derived import as_text, is_text, of_region, texts
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -159,6 +159,12 @@ _KERNEL_COLUMNS = ["name", "correlation", "dur_ns", "category"]
 
 
 def side_facts(r: Region) -> Side:
+    """What one side shows of its work, worked out once per trace and selection (a diff's sides on
+    the threads that read them, ``variants.sides``)."""
+    return of_region(r, "side_facts", _side_facts)
+
+
+def _side_facts(r: Region) -> Side:
     flops, precision = _shape_work(r)
     k = r.activities[_KERNEL_COLUMNS]  # four columns copied, not all of the region's activities
     k = k[is_text(r.activities["kind"], "kernel")] if r.has_gpu else k

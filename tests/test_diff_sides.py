@@ -71,3 +71,33 @@ def test_a_selection_b_lacks_is_said_for_b_and_one_a_lacks_for_a(tmp_path):
     with pytest.raises(TraceviewError) as e:
         tv.diff(a, b, step=10**6, cache=False)
     assert str(e.value).startswith(str(a))  # A's error first, as without the threads
+
+
+def test_tables_kept_per_region_are_handed_out_as_copies():
+    """The per-side tables ``sides.prepare`` works out ahead are kept once per trace and selection;
+    each caller gets its own copy, so a caller that changes what it got (a report's table) changes
+    nothing a later analysis of the same trace reads."""
+    from traceview.analyses.measure.groups import category_times, chain_table, op_table
+    from traceview.analyses.select.region import region
+    from traceview.analyses.trace.advise import advice_table
+
+    path = C / "hta" / "trace_diff__control__control.json.gz"  # a GPU trace: every table has rows
+    if not path.is_file():
+        pytest.skip(corpus.SKIP_REASON)
+    trace = tv.load(path)
+    r = region(trace, None)
+    makers = {
+        "category_times": category_times,
+        "op_table": op_table,
+        "chain_table": chain_table,
+        "advice": lambda r: advice_table(r)[1],  # the rules table: every rule, so never empty
+    }
+    for name, make in makers.items():
+        first = make(r)
+        assert len(first), name
+        want = first.copy()
+        first.iloc[:, -1] = first.iloc[:, -1].iloc[::-1].to_numpy()  # a caller rearranging its copy
+        first.loc[first.index[0], first.columns[0]] = -1
+        again = make(region(trace, None))
+        assert again.equals(want), name
+        assert again is not make(r), name

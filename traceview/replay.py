@@ -149,14 +149,15 @@ def folder() -> Path | None:
     return None if base is None else base / FOLDER
 
 
-def key(argv: list[str]) -> str | None:
+def key(argv: list[str], files: list | None = None) -> str | None:
     """The record's name for command line ``argv`` (the arguments after the program's name) as
-    things are now; None when this command line is never replayed."""
+    things are now; None when this command line is never replayed. ``files``: ``_files(argv)``
+    already taken (else taken here)."""
     if not argv or argv[0] not in RECORDED or any(a == "-" or a.split("=")[0] in NEVER for a in argv):
         return None
     if any(a in HELP for a in argv):  # click's help names the program as it was called: not recorded
         return None
-    files = _files(argv)
+    files = _files(argv) if files is None else files
     if files is None:
         return None
     parts = {
@@ -190,9 +191,9 @@ def _files(argv: list[str]) -> list | None:
     return files
 
 
-def named_bytes(argv: list[str]) -> int:
-    """The size of the files the arguments name, folders' files included."""
-    listed = [f[1] for f in _files(argv) or []]
+def named_bytes(argv: list[str], files: list | None = None) -> int:
+    """The size of the files the arguments name, folders' files included (``files``: as ``key``)."""
+    listed = [f[1] for f in (_files(argv) if files is None else files) or []]
     return sum(x["size"] for x in listed if isinstance(x, dict)) + sum(
         x[1]["size"] for f in listed if isinstance(f, list) for x in f
     )
@@ -437,8 +438,11 @@ class Recorder:
             return
         # a full disk, a read-only folder, a current folder removed meanwhile: no record, no error
         with contextlib.suppress(Exception):
-            unchanged = key(self.argv) == self.name and _unchanged(_DEPENDS)  # inputs, source files
-            if named_bytes(self.argv) >= least and unchanged:
+            files = _files(self.argv)  # every named file's identity taken once for both
+            if files is None:  # an argument names what is never replayed (now)
+                return
+            unchanged = key(self.argv, files) == self.name and _unchanged(_DEPENDS)  # inputs, source files
+            if named_bytes(self.argv, files) >= least and unchanged:
                 _store(self.where, self.name, self.chunks, _DEPENDS)
 
 

@@ -407,9 +407,9 @@ def test_gpu_sdpa_reasons_read_from_the_recorded_arguments(tmp_path):
 @pytest.mark.parametrize("dims", [None, [[]], [[], []]], ids=["no Input Dims", "empty", "two empty"])
 def test_advise_and_kernels_agree_on_whether_shapes_were_recorded(tmp_path, dims):
     """One meaning of "recorded with shapes" (``measure.work.has_shapes``: some op has Input Dims):
-    advise's shape rules say "record_shapes" exactly where ``kernels`` (and diff, compare) notes the
-    trace was recorded without shapes. Input Dims that hold only empty lists were recorded: the rules run (and find
-    nothing to say), they do not ask for record_shapes=True."""
+    advise's shape rules say "record_shapes" exactly where ``kernels`` (and diff, compare) notes
+    the trace was recorded without shapes. Input Dims that hold only empty lists were recorded:
+    the rules run (and find nothing to say), they do not ask for record_shapes=True."""
     import synth
 
     b = synth.Builder()

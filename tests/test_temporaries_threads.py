@@ -23,7 +23,8 @@ SCRIPT = textwrap.dedent(
     from pathlib import Path
     from traceview import cache, temporaries
 
-    where, how, sig, arm = Path(sys.argv[1]), sys.argv[2], getattr(signal, sys.argv[3]), sys.argv[4] == "armed"
+    where, how = Path(sys.argv[1]), sys.argv[2]
+    sig, arm = getattr(signal, sys.argv[3]), sys.argv[4] == "armed"
     made, hold = threading.Event(), threading.Event()
 
     def work():

@@ -94,7 +94,10 @@ def _remove_under_writer(name: str) -> None:
         with contextlib.suppress(OSError):
             os.rename(name, gone)
             name = gone
-    remove(name)
+    for _ in range(3):  # a file whose creation was under way at the rename may land after a pass
+        remove(name)
+        if not os.path.lexists(name):
+            break
 
 
 @contextlib.contextmanager

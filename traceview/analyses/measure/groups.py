@@ -144,12 +144,12 @@ def category_times(r: Region) -> pd.DataFrame:
     """Per kernel category (the index, by name): count and GPU time per step, from ``category_time``.
     Worked out once per trace and selection (``of_region``; a diff's sides on their own threads),
     each caller given its own copy of the few rows, as ``op_table`` and ``chain_table`` are."""
-    return of_region(r, "category_times", _category_times).copy()
 
+    def make(r: Region) -> pd.DataFrame:
+        ct = category_time(r.activities).set_index("category").sort_index()
+        return pd.DataFrame({"count": r.per_region_count(ct["count"]), "time_ns": ct["time_ns"] / r.regions})
 
-def _category_times(r: Region) -> pd.DataFrame:
-    ct = category_time(r.activities).set_index("category").sort_index()
-    return pd.DataFrame({"count": r.per_region_count(ct["count"]), "time_ns": ct["time_ns"] / r.regions})
+    return of_region(r, "category_times", make).copy()
 
 
 def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame:

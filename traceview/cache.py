@@ -151,7 +151,7 @@ def _lookup(entry: Path, key: dict, path):
 def store(trace, cache, seen: dict | None) -> None:
     """Write ``trace``'s entry, keyed on ``seen``: the trace's ``identity`` taken before it was
     read (None: not stored). Any failure just means no cache."""
-    tmp = claimed = None
+    tmp = None
     try:
         folder = cache_dir(cache)
         if folder is None or seen is None or not available():
@@ -167,13 +167,12 @@ def store(trace, cache, seen: dict | None) -> None:
         entry = _entry(folder, trace.path)
         # removed on SIGTERM or SIGHUP too (tracked from before it exists), as the finally below
         # removes it on Ctrl-C
-        claimed = tmp = _claim_folder(folder, entry.name + ".tmp-")
+        tmp = _claim_folder(folder, entry.name + ".tmp-")
         body = _write(tmp, trace, key)
         (tmp / _STAMP).write_text(_stamp(key))
         _put(tmp, entry)
+        untrack(tmp)  # renamed into place: the entry now, never removed on a signal
         tmp = None
-        untrack(claimed)  # renamed into place: the entry now, never removed on a signal
-        claimed = None
         _mark(trace, entry, body)
         _keep_made(trace)
         evict(folder, cap)
@@ -182,8 +181,7 @@ def store(trace, cache, seen: dict | None) -> None:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        if claimed is not None:
-            untrack(claimed)
+            untrack(tmp)
 
 
 def _claim_folder(folder: Path, prefix: str) -> Path:

@@ -191,9 +191,9 @@ def _files(argv: list[str]) -> list | None:
     return files
 
 
-def named_bytes(argv: list[str], files: list | None = None) -> int:
-    """The size of the files the arguments name, folders' files included (``files``: as ``key``)."""
-    listed = [f[1] for f in (_files(argv) if files is None else files) or []]
+def _named_bytes(files: list) -> int:
+    """The size of the files the arguments name (``_files``), folders' files included."""
+    listed = [f[1] for f in files]
     return sum(x["size"] for x in listed if isinstance(x, dict)) + sum(
         x[1]["size"] for f in listed if isinstance(f, list) for x in f
     )
@@ -442,7 +442,7 @@ class Recorder:
             if files is None:  # an argument names what is never replayed (now)
                 return
             unchanged = key(self.argv, files) == self.name and _unchanged(_DEPENDS)  # inputs, source files
-            if named_bytes(self.argv, files) >= least and unchanged:
+            if _named_bytes(files) >= least and unchanged:
                 _store(self.where, self.name, self.chunks, _DEPENDS)
 
 

@@ -29,7 +29,7 @@ def remove(path) -> None:
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 _LIVE: set[str] = set()  # temporary files and folders that exist now
 _SAVED: dict[int, object] = {}  # signal -> its handler before ours
-_ARMED: list[bool] = []  # one per block of ``armed`` the main thread is in: the handlers stay while any is
+_ARMED: list[bool] = []  # one per open block of ``armed`` on the main thread: handlers stay meanwhile
 
 
 def track(name) -> None:

@@ -633,6 +633,7 @@ def _warm(tmp_path, src=None):
 
 def _assert_rebuilt(trace, uncached, noted=True):
     again = tv.load(trace)
+    _use_every_table(again)
     notes = [w for w in again.warnings if NOTE in w]
     assert len(notes) == int(noted), again.warnings
     if noted:
@@ -642,6 +643,13 @@ def _assert_rebuilt(trace, uncached, noted=True):
     clean = tv.load(trace)  # the entry was rebuilt: a plain hit, no note
     assert_same(uncached, clean)
     assert cache_mod.lookup(str(trace), None) is not None
+
+
+def _use_every_table(t) -> None:
+    """Read each table of ``t`` as an analysis would: a deferred one (``cache._DEFERRED``) is read
+    from the entry, and checked, only then."""
+    for f in dataclasses.fields(t):
+        getattr(t, f.name)
 
 
 STORED = ["events.arrow", "kernels.arrow", "ops.arrow", "steps.arrow", "memory.arrow", "entry.json"]

@@ -33,6 +33,7 @@ LAYERS = [
             "fingerprint",
             "replay",
             "temporaries",
+            "deferred",
         ],
     ),
     ("read", ["read"]),

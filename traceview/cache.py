@@ -54,12 +54,14 @@ with the categories (and their dtype) in ``entry.json``, so dtypes come back exa
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import math
 import os
 import re
 import secrets
 import shutil
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -69,6 +71,7 @@ import numpy as np
 import pandas as pd
 
 from ._version import __version__
+from .deferred import Deferred
 from .errors import TraceviewError
 from .filenames import as_text
 from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
@@ -104,10 +107,15 @@ class _Damaged(Exception):
     """An entry of this traceview that fails verification: discarded, rebuilt, noted."""
 
 
-def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
+def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, rebuild=None):
     """The cached Trace of ``path`` if its entry verifies and was stored for ``seen`` (the trace's
     ``identity`` taken before this load; now if None), else None. An entry that fails
-    verification is removed, and a note saying so goes to ``notes``."""
+    verification is removed, and a note saying so goes to ``notes``.
+
+    The events table is made from its checked bytes only when first read (``_DEFERRED``); should
+    those bytes not read back then (checked, so only an entry written by something else), the
+    entry is removed and ``rebuild(name, note)`` gives the table from the trace itself (None: the
+    error is raised)."""
     try:
         folder = cache_dir(cache)
         if folder is None or not available():
@@ -116,7 +124,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
         if seen is None:
             return None
         entry = _entry(folder, path)
-        trace = _lookup(entry, _key(path, seen), path)
+        trace = _lookup(entry, _key(path, seen), path, _Rebuild(entry, path, rebuild))
     except _Damaged as exc:
         _discard(entry)
         spoil("a cache entry was rebuilt")  # the note is this run's alone: not replayed
@@ -131,7 +139,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None):
     return trace
 
 
-def _lookup(entry: Path, key: dict, path):
+def _lookup(entry: Path, key: dict, path, rebuild: _Rebuild):
     with _Folder(entry) as d:
         try:
             stamp = d.read(_STAMP).decode().strip()
@@ -143,7 +151,7 @@ def _lookup(entry: Path, key: dict, path):
         info = _verified_info(raw)
         if info.get("key") != key:  # the trace changed: stale
             return None
-        trace = _read(d, info, path)
+        trace = _read(d, info, path, rebuild)
         _mark(trace, entry, bytes(raw).partition(b"\n")[2])
         return trace
 
@@ -546,29 +554,38 @@ class _Folder:
         if self.fd is not None:
             os.close(self.fd)
 
-    def read(self, name: str, size: int | None = None, on_read=None) -> bytearray:
-        """The whole file ``name`` (a bytearray: frames built on it stay writable); a file of
-        another ``size`` than the entry recorded fails verification before it is read.
-        ``on_read``: called with each piece (a memoryview) as soon as it is read."""
+    def open(self, name: str):
+        """The file ``name``, open (unbuffered): it reads as it was, whatever becomes of its name."""
         fd = (
             os.open(name, os.O_RDONLY, dir_fd=self.fd)
             if self.fd is not None
             else os.open(self.path / name, os.O_RDONLY)
         )
-        with os.fdopen(fd, "rb", buffering=0) as fh:
-            have = os.fstat(fd).st_size
-            if size is not None and have != size:
-                raise _Damaged(f"{name} is {have} bytes, not {size}")
-            buf = bytearray(have)
-            view, got = memoryview(buf), 0
-            while got < have:
-                n = fh.readinto(view[got : got + _PIECE])
-                if not n:
-                    raise _Damaged(f"{name} ended early")
-                if on_read is not None:
-                    on_read(view[got : got + n])
-                got += n
-            return buf
+        return os.fdopen(fd, "rb", buffering=0)
+
+    def read(self, name: str, size: int | None = None, on_read=None) -> bytearray:
+        """The whole file ``name`` (``_whole``)."""
+        with self.open(name) as fh:
+            return _whole(fh, name, size, on_read)
+
+
+def _whole(fh, name: str, size: int | None = None, on_read=None) -> bytearray:
+    """The whole of the open file ``fh`` (a bytearray: frames built on it stay writable); a file of
+    another ``size`` than the entry recorded fails verification before it is read.
+    ``on_read``: called with each piece (a memoryview) as soon as it is read."""
+    have = os.fstat(fh.fileno()).st_size
+    if size is not None and have != size:
+        raise _Damaged(f"{name} is {have} bytes, not {size}")
+    buf = bytearray(have)
+    view, got = memoryview(buf), 0
+    while got < have:
+        n = fh.readinto(view[got : got + _PIECE])
+        if not n:
+            raise _Damaged(f"{name} ended early")
+        if on_read is not None:
+            on_read(view[got : got + n])
+        got += n
+    return buf
 
 
 _PIECE = 8 << 20  # a table file is read in pieces, each checksummed on a thread while the next is read
@@ -607,10 +624,10 @@ def _describe(frame: pd.DataFrame) -> dict:
     return {"columns": [str(c) for c in frame.columns], "dtypes": out, "index": str(frame.index.dtype)}
 
 
-def _read(d: _Folder, info: dict, path) -> object:
+def _read(d: _Folder, info: dict, path, rebuild: _Rebuild) -> object:
     from .model import Trace
 
-    frames = _tables(d, info)
+    frames = _tables(d, info, rebuild)
     try:
         return Trace(
             path=os.fspath(path),
@@ -627,13 +644,15 @@ def _read(d: _Folder, info: dict, path) -> object:
         raise _Damaged(f"entry.json: {type(exc).__name__}") from None
 
 
-def _tables(d: _Folder, info: dict) -> dict:
+def _tables(d: _Folder, info: dict, rebuild: _Rebuild) -> dict:
     """The entry's tables, in order, each read into a frame once its file's checksum matches; each
     file's checksum is worked out on a thread (zlib lets go of the GIL) piece by piece as it is
-    read, the next file read meanwhile."""
+    read, the next file read meanwhile. Those of ``_DEFERRED``: a ``Deferred`` that reads, checks
+    and makes the table when it is first used (``_Rebuild.table``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    frames: dict = {}
+    frames: dict = {name: rebuild.deferred(d, name, info) for name in _DEFERRED}
+    now = [name for name in _TABLES if name not in frames]
     with ThreadPoolExecutor(max_workers=1) as pool:
 
         def start(name: str):
@@ -642,15 +661,95 @@ def _tables(d: _Folder, info: dict) -> dict:
             crc = _RunningCrc(pool)
             return d.read(f"{name}.arrow", info["files"][name]["size"], crc.add), crc
 
-        ahead = start(_TABLES[0])
-        for i, name in enumerate(_TABLES):
+        ahead = start(now[0])
+        for i, name in enumerate(now):
             data, crc = ahead
             if crc.result() != info["files"][name]["crc32"]:
                 raise _Damaged(f"{name}.arrow does not match its checksum")
-            if i + 1 < len(_TABLES):
-                ahead = start(_TABLES[i + 1])
+            if i + 1 < len(now):
+                ahead = start(now[i + 1])
             frames[name] = _table(name, data, info)
     return frames
+
+
+#: tables a cache hit reads only when they are used: the analyses of a warm diff or summary use
+#: none of them (what they ask of the events is kept in the entry: ``derived_frame``, the stats)
+_DEFERRED = ("events",)
+
+
+#: how many deferred tables' files may be open at once (a trace's events: one each), well within
+#: the usual limit of 1,024 descriptors; past it a hit reads its tables at once
+_HELD_FILES = threading.BoundedSemaphore(256)
+
+
+class _HeldFile:
+    """An open file held for a deferred table, its place in ``_HELD_FILES`` given back once closed:
+    after the table is read, or when the Trace goes unread."""
+
+    def __init__(self, fh):
+        self.fh, self._open = fh, True
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self.fh.close()
+            _HELD_FILES.release()
+
+    def __del__(self):
+        # at interpreter exit this module may be half torn down (contextlib gone): nothing to give back
+        try:  # noqa: SIM105
+            self.close()
+        except Exception:
+            pass
+
+
+class _Rebuild:
+    """The deferred tables of the entry at ``entry``. Each file is opened with the entry, so it reads
+    as it was then whatever a store does to the entry meanwhile; it is read and checked as every
+    table is when first used. Where that fails (the file damaged in place since), the entry goes
+    (the next load writes a new one), this run's output is not replayed, and ``rebuild(name,
+    note)`` (the loader's: the table from the trace itself, the note said) gives the table."""
+
+    def __init__(self, entry: Path, path, rebuild):
+        self.entry, self.path, self.rebuild = entry, path, rebuild
+
+    def deferred(self, d: _Folder, name: str, info: dict):
+        """A ``Deferred`` of the table ``name``; the table itself, read now, where ``_HELD_FILES``
+        files are held open already (a process holding hundreds of traces: descriptors run out)."""
+        if not _HELD_FILES.acquire(blocking=False):
+            return self.table(name, info, d.read(f"{name}.arrow", info["files"][name]["size"]))
+        try:
+            held = _HeldFile(d.open(f"{name}.arrow"))
+        except BaseException:
+            _HELD_FILES.release()
+            raise
+        return Deferred(functools.partial(self._later, name, info, held))
+
+    def _later(self, name: str, info: dict, held: _HeldFile) -> pd.DataFrame:
+        try:
+            data = _whole(held.fh, f"{name}.arrow", info["files"][name]["size"])
+        except (_Damaged, OSError) as exc:
+            return self._failed(name, exc)
+        finally:
+            held.close()
+        return self.table(name, info, data)
+
+    def table(self, name: str, info: dict, data) -> pd.DataFrame:
+        try:
+            if _crc(data) != info["files"][name]["crc32"]:
+                raise _Damaged(f"{name}.arrow does not match its checksum")
+            return _table(name, data, info)
+        except _Damaged as exc:
+            return self._failed(name, exc)
+
+    def _failed(self, name: str, exc: Exception) -> pd.DataFrame:
+        if self.rebuild is None:
+            raise exc
+        why = str(exc) if isinstance(exc, _Damaged) else f"{name}.arrow: {type(exc).__name__}"
+        _discard(self.entry)
+        spoil("a cache entry was rebuilt")
+        note = f"{self.path}: its cache entry failed verification ({why}); rebuilt from the trace"
+        return self.rebuild(name, note)
 
 
 def _table(name: str, data, info: dict) -> pd.DataFrame:

@@ -171,7 +171,7 @@ def _completeness(trace) -> dict:
             f"{a} {n:,}" for a, n in zip(apis["api"], apis["without_gpu"], strict=True) if n
         ),
     }
-    t0 = int(trace.events["ts_ns"].min()) if len(trace.events) else 0
+    t0 = trace.start_ns
     kl = lw[(lw["kind"] == "kernel").to_numpy()]
     out.update(_span("launches_without_gpu", kl["ts_ns"].to_numpy() - t0, kl["lost"].to_numpy()))
     start = k["ts_ns"].to_numpy() - t0 if len(k) else np.zeros(0, np.int64)

@@ -3,6 +3,7 @@ each stage once, with the cache in front; and nothing else."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ from .errors import NotATraceError, TraceReadError
 from .launches import completeness
 from .limits import give_back_freed_memory
 from .link import Linked, link
-from .model import Trace, build_events
+from .model import Trace, build_events, revised
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.columns import gc_paused
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
@@ -62,13 +63,17 @@ def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
     seen = cache_mod.identity(path) if cached else None
     notes: list = []
     if seen is not None:
-        hit = cache_mod.lookup(path, cache, seen, notes=notes)
+        warnings: list = []  # the Trace's own list: a table rebuilt later says so there
+        limits = {"max_bytes": max_bytes, "max_ratio": max_ratio}
+        rebuild = functools.partial(_rebuilt, path, held, seen, warnings, **limits)
+        hit = cache_mod.lookup(path, cache, seen, notes=notes, rebuild=rebuild)
         if hit is not None:
             _check_size(hit, max_bytes, max_ratio)  # the limits hold whether or not the trace was cached
             # the entry holds what the trace is; this load's options and notes make this Trace
             # no derived table worked out under other options (devices) follows; the entry's mark does
             derived = cache_mod.entry_mark(hit)
-            return replace(hit, warnings=hit.warnings + notes, cached=True, derived=derived, **held)
+            warnings += hit.warnings + notes
+            return revised(hit, warnings=warnings, cached=True, derived=derived, **held)
     try:
         trace = _load_uncached(path, held, max_bytes=max_bytes, max_ratio=max_ratio)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError
@@ -89,6 +94,21 @@ def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
     return replace(trace, warnings=trace.warnings + notes) if notes else trace
 
 
+def _rebuilt(path: str, held: dict, seen: dict, warnings: list, name: str, note: str, **limits):
+    """The table ``name`` of a cache hit whose entry turned out damaged when the table was first read
+    (``cache.lookup``'s ``rebuild``): read again from the trace, which must still be the file the
+    entry was for (else the trace's other tables and this one would be of two files); the note
+    goes to the trace's warnings."""
+    from . import cache as cache_mod
+
+    if cache_mod.identity(path) != seen:
+        why = "changed while it was analysed, and its cache entry failed verification: run again"
+        raise TraceReadError(path, why)
+    table = getattr(_load_uncached(path, held, **limits), name)
+    warnings.append(note)
+    return table
+
+
 def _load_uncached(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace:
     """decode -> events (model) -> link -> annotate (sources, classify) -> Trace, each stage once.
     The garbage collector waits meanwhile: the stages make few reference cycles, and its passes
@@ -104,7 +124,7 @@ def _stages(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace:
     built = build_events(raw.columns, raw.meta)
     raw.columns = {}  # the events frame holds what it needs: the raw columns go before linking (peak memory)
     linked = link(built)
-    events, steps, counts, notes = built.events, built.steps, built.counts, built.notes
+    events, steps, counts, notes, start = built.events, built.steps, built.counts, built.notes, built.start_ns
     # the flow table's columns and the op arg texts (a tenth of the file at 1 GB) are link's alone:
     # they go, and what link freed goes back to the system, before annotate and the completeness check
     del built
@@ -124,6 +144,7 @@ def _stages(path: str, held: dict, *, max_bytes: int, max_ratio) -> Trace:
             "json_bytes": raw.json_bytes,
             "decoder": raw.decoder,
             "phases": counts,
+            "start_ns": start,
             **linked.shares,
         },
         memory=linked.memory,

@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from .deferred import deferred_fields, held
 from .filenames import as_text
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
@@ -62,11 +63,13 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19+ digits would overflow 
 _STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 
 
+@deferred_fields("events")
 @dataclass(frozen=True)
 class Trace:
     """One loaded trace: typed, linked, classified DataFrames plus metadata, and the load options
     it was built with. Frozen: a trace with other options is another Trace
-    (``dataclasses.replace``), never this one changed."""
+    (``dataclasses.replace``, or ``revised``, which keeps a deferred table deferred), never this
+    one changed. ``events`` may be handed a ``Deferred`` (a cache hit's): made when first read."""
 
     path: str
     events: pd.DataFrame
@@ -122,6 +125,14 @@ class Trace:
         }
 
     @property
+    def start_ns(self) -> int:
+        """When the trace begins: its first event's start (``first_ns``), the origin of the positions
+        the completeness check gives. Kept in ``stats`` by a load (a cache hit need not read the
+        events for it); worked out here for a Trace built without one."""
+        start = self.stats.get("start_ns")
+        return int(start) if start is not None else first_ns(self.events)
+
+    @property
     def label(self) -> str:
         """Collector variant when the trace says one, else the file's stem."""
         info = self.meta.get("traceview")
@@ -145,6 +156,17 @@ class Trace:
             f"<Trace {self.label!r}: {len(self.events)} events, {len(self.kernels)} GPU activities, "
             f"{len(self.ops)} CPU ops, {len(self.steps)} steps>"
         )
+
+
+def revised(trace: Trace, **changes) -> Trace:
+    """``dataclasses.replace(trace, **changes)``, a deferred table kept deferred (not made to be copied)."""
+    kept = {f.name: held(trace, f.name) for f in fields(trace) if f.init and f.name not in changes}
+    return Trace(**kept, **changes)
+
+
+def first_ns(events: pd.DataFrame) -> int:
+    """The earliest start among ``events`` (0 when there are none)."""
+    return int(events["ts_ns"].min()) if len(events) else 0
 
 
 def categorical(values) -> pd.Categorical:
@@ -224,6 +246,7 @@ class Built(NamedTuple):
     memory: pd.DataFrame  # the [memory] events: memory_table
     steps: pd.DataFrame  # the ProfilerStep#N spans: step_table
     activities: pd.DataFrame  # the GPU activity rows, not linked yet: gpu_activity_table
+    start_ns: int  # when the trace begins: first_ns of the events
 
 
 def build_events(cols: dict, meta: dict) -> Built:
@@ -243,9 +266,8 @@ def build_events(cols: dict, meta: dict) -> Built:
     flows = functools.partial(flow_table, cols["flows"], base)
     notes += phase_notes(cols["counts"]) + _no_cat_notes(events)
     memory = memory_table(cols.get("memory") or {}, base, notes)
-    return Built(
-        events, flows, texts, cols["counts"], notes, memory, step_table(events), gpu_activity_table(events)
-    )
+    steps, activities = step_table(events), gpu_activity_table(events)
+    return Built(events, flows, texts, cols["counts"], notes, memory, steps, activities, first_ns(events))
 
 
 def _take(texts, rows: np.ndarray):

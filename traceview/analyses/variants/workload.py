@@ -28,12 +28,12 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ... import schema
+from ... import cache, schema
 from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
-from ..measure.derived import as_text, is_text, of_region, texts
+from ..measure.derived import as_text, is_text, of_region, of_trace, texts
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -190,10 +190,21 @@ def _shape_work(r: Region) -> tuple[float | None, str | None]:
     return float(fl.sum()) / r.regions, (str(by.idxmax()) if len(by) else None)
 
 
-def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
-    ev = r.trace.events
+def annotation_names(trace) -> list[str]:
+    """The distinct names of the trace's annotations, the first met first; kept in its cache entry
+    (a warm diff reads no events)."""
+    kept = of_trace(trace, "annotation_names", lambda t: cache.derived_frame(t, "annotation_names", _names))
+    return [n for n in kept["name"] if isinstance(n, str)]
+
+
+def _names(trace) -> pd.DataFrame:
+    ev = trace.events
     codes, values = texts(ev["name"][(ev["role"] == "annotation").to_numpy()])
-    names = values[pd.unique(codes)]  # the distinct annotation names, in order, by their codes
+    return pd.DataFrame({"name": values[pd.unique(codes)]})
+
+
+def _phase(r: Region, k: pd.DataFrame) -> tuple[str | None, str]:
+    names = annotation_names(r.trace)
     ru = rules()
     dec = [n for n in names if re.search(ru.decode_annotation, n, re.I)]
     pre = [n for n in names if re.search(ru.prefill_annotation, n, re.I)]

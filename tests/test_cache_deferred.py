@@ -1,0 +1,147 @@
+"""A cache hit's events table is read, checked and made only when first used (``cache._DEFERRED``):
+a warm summary or diff never reads it. What must hold for that: the table, when read, is the one
+the entry had when it was looked up (whatever a store does meanwhile); a damaged one is rebuilt
+from the trace and said, never served; a trace changed since is an error, not a mix of two files;
+a pickle, a copy and threads see one table; and a process holding hundreds of traces does not
+run out of file descriptors."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import pickle
+import shutil
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_cache import NOTE, SAMPLES, _cache_env, _entries, _events, _write_trace, assert_same  # noqa: F401
+
+import traceview as tv
+from traceview import cache as cache_mod
+from traceview import replay
+from traceview.deferred import Deferred
+from traceview.errors import TraceReadError
+
+
+def _deferred(t) -> bool:
+    return isinstance(t.__dict__["events"], Deferred)
+
+
+def _stored(tmp_path: Path, name="t.json", n=40):
+    """A trace, its load without the cache, and a cache hit of it."""
+    trace = _write_trace(tmp_path / name, _events(n))
+    uncached = tv.load(trace, cache=False)
+    tv.load(trace)
+    hit = tv.load(trace)
+    assert hit.cached and _deferred(hit)
+    return trace, uncached, hit
+
+
+def _flip_in_place(path: Path, at: int) -> None:
+    """One bit of the file changed where it lies (the same file, as a disk error would)."""
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)[0]
+        fh.seek(at)
+        fh.write(bytes([byte ^ 0x04]))
+
+
+def test_a_hit_holds_its_events_until_they_are_used(tmp_path):
+    _, uncached, hit = _stored(tmp_path)
+    assert len(hit.kernels) == 40  # the other tables are there at once
+    assert _deferred(hit)
+    assert_same(uncached, hit)
+    assert not _deferred(hit)
+    assert hit.start_ns == uncached.start_ns == int(uncached.events["ts_ns"].min())
+
+
+@pytest.mark.skipif(len(SAMPLES) < 2, reason="needs two sample traces in sample_traces/")
+def test_a_warm_summary_and_diff_read_no_events(tmp_path):
+    a, b = (Path(shutil.copyfile(p, tmp_path / p.name)) for p in SAMPLES[:2])
+    cold = tv.diff(a, b, cache=False)
+    tv.summary(tv.load(a)), tv.diff(tv.load(a), tv.load(b))  # stored, then the tables kept beside
+    ta, tb = tv.load(a), tv.load(b)
+    assert _deferred(ta) and _deferred(tb)
+    tv.summary(ta)
+    warm = tv.diff(ta, tb)
+    assert _deferred(ta) and _deferred(tb)
+    assert warm.findings == cold.findings
+    for name, table in cold.tables.items():
+        pd.testing.assert_frame_equal(warm.tables[name], table, check_exact=True, obj=name)
+
+
+def test_events_damaged_after_the_lookup_are_rebuilt_and_said(tmp_path):
+    trace, uncached, hit = _stored(tmp_path)
+    (entry,) = _entries(tmp_path / "default-cache")
+    replay._SPOILED.clear()
+    _flip_in_place(entry / "events.arrow", (entry / "events.arrow").stat().st_size // 2)
+    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    notes = [w for w in hit.warnings if NOTE in w]
+    assert len(notes) == 1 and notes[0].startswith(f"{trace}: ") and "events.arrow" in notes[0]
+    assert replay._SPOILED, "a run that rebuilt a table must not be replayed"
+    assert cache_mod.lookup(str(trace), None) is None  # the damaged entry went
+    replay._SPOILED.clear()
+
+
+def test_events_read_as_they_were_when_the_entry_is_replaced(tmp_path):
+    trace, uncached, hit = _stored(tmp_path)
+    other = tv.load(_write_trace(tmp_path / "other.json", _events(41)), cache=False)
+    cache_mod.store(dataclasses.replace(other, path=str(trace)), None, cache_mod.identity(str(trace)))
+    assert len(cache_mod.lookup(str(trace), None).kernels) == 41  # the entry is another one now
+    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    assert not [w for w in hit.warnings if NOTE in w]
+
+
+def test_events_of_a_trace_changed_since_are_an_error_not_a_mix(tmp_path):
+    trace, _, hit = _stored(tmp_path)
+    (entry,) = _entries(tmp_path / "default-cache")
+    _flip_in_place(entry / "events.arrow", 100)
+    _write_trace(trace, _events(7))
+    with pytest.raises(TraceReadError) as err:
+        hit.events  # noqa: B018
+    assert str(err.value).startswith(f"{trace}: ") and "\n" not in str(err.value)
+
+
+def test_a_pickle_of_a_hit_holds_its_events(tmp_path):
+    _, uncached, hit = _stored(tmp_path)
+    back = pickle.loads(pickle.dumps(hit))
+    assert not _deferred(back)
+    assert_same(uncached, back)
+
+
+def test_threads_make_the_events_once(tmp_path):
+    _, uncached, hit = _stored(tmp_path)
+    got, start = [], threading.Barrier(8)
+
+    def read():
+        start.wait()
+        got.append(hit.events)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and all(g is got[0] for g in got)
+    pd.testing.assert_frame_equal(got[0], uncached.events, check_exact=True)
+
+
+def test_past_the_files_held_open_a_hit_reads_its_events_at_once(tmp_path, monkeypatch):
+    trace, uncached, first = _stored(tmp_path)
+    del first
+    gc.collect()
+    monkeypatch.setattr(cache_mod, "_HELD_FILES", threading.BoundedSemaphore(2))
+    held = [tv.load(trace) for _ in range(4)]
+    assert [_deferred(t) for t in held] == [True, True, False, False]
+    for t in held:
+        assert_same(uncached, t)
+    assert [_deferred(t) for t in held] == [False] * 4
+    assert [_deferred(tv.load(trace)) for _ in range(2)] == [True, True]  # read: their files closed
+    del held
+    gc.collect()
+    unread = tv.load(trace)
+    del unread  # dropped unread: its file closes, its place is free again
+    gc.collect()
+    assert [_deferred(tv.load(trace)) for _ in range(2)] == [True, True]

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_cache import NOTE, SAMPLES, _cache_env, _entries, _events, _write_trace, assert_same  # noqa: F401
+from corpus import SKIP_REASON, corpus_files
+from test_cache import NOTE, _cache_env, _entries, _events, _write_trace, assert_same  # noqa: F401
 
 import traceview as tv
 from traceview import cache as cache_mod
 from traceview import replay
+from traceview.analyses.runs.rank_work import rank_work
 from traceview.deferred import Deferred
 from traceview.errors import TraceReadError
 
@@ -57,19 +59,28 @@ def test_a_hit_holds_its_events_until_they_are_used(tmp_path):
     assert hit.start_ns == uncached.start_ns == int(uncached.events["ts_ns"].min())
 
 
-@pytest.mark.skipif(len(SAMPLES) < 2, reason="needs two sample traces in sample_traces/")
-def test_a_warm_summary_and_diff_read_no_events(tmp_path):
-    a, b = (Path(shutil.copyfile(p, tmp_path / p.name)) for p in SAMPLES[:2])
+CORPUS_PAIR = corpus_files("hta/trace_diff__*.json.gz")[:2]
+CORPUS_RANK = corpus_files("param/*worker0*.json.gz")[:1]
+
+
+@pytest.mark.skipif(len(CORPUS_PAIR) < 2 or not CORPUS_RANK, reason=SKIP_REASON)
+def test_a_warm_summary_diff_and_rank_read_no_events(tmp_path):
+    """The GPU traces of the corpus (the samples hold no GPU activity): what the analyses of a warm
+    run ask of the events (start, annotation names, launch times) is kept in the entry beside them."""
+    a, b, rank = (Path(shutil.copyfile(p, tmp_path / p.name)) for p in [*CORPUS_PAIR, *CORPUS_RANK])
     cold = tv.diff(a, b, cache=False)
-    tv.summary(tv.load(a)), tv.diff(tv.load(a), tv.load(b))  # stored, then the tables kept beside
-    ta, tb = tv.load(a), tv.load(b)
-    assert _deferred(ta) and _deferred(tb)
+    cold_ranks = rank_work(tv.load(rank, cache=False))
+    tv.summary(tv.load(a)), tv.diff(tv.load(a), tv.load(b)), rank_work(tv.load(rank))  # stored, then kept
+    ta, tb, tr = tv.load(a), tv.load(b), tv.load(rank)
+    assert _deferred(ta) and _deferred(tb) and _deferred(tr)
     tv.summary(ta)
     warm = tv.diff(ta, tb)
-    assert _deferred(ta) and _deferred(tb)
+    warm_ranks = rank_work(tr)
+    assert _deferred(ta) and _deferred(tb) and _deferred(tr)
     assert warm.findings == cold.findings
     for name, table in cold.tables.items():
         pd.testing.assert_frame_equal(warm.tables[name], table, check_exact=True, obj=name)
+    pd.testing.assert_frame_equal(warm_ranks.streams, cold_ranks.streams, check_exact=True)
 
 
 def test_events_damaged_after_the_lookup_are_rebuilt_and_said(tmp_path):

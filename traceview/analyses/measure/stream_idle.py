@@ -20,6 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ... import cache
+from .derived import of_trace
+
 CAUSES = ("host", "dependency", "unknown")
 
 
@@ -58,8 +61,15 @@ def stream_idle(acts: pd.DataFrame, launch_ts: np.ndarray) -> pd.DataFrame:
     return out.reset_index()[cols].astype(np.int64)
 
 
-def launch_times(trace, acts: pd.DataFrame) -> np.ndarray:
-    """Start of each activity's launch call (-1 when unlinked)."""
-    launch = acts["launch"].to_numpy()
+def launch_times(trace) -> np.ndarray:
+    """Start of each GPU activity's launch call (-1 when unlinked), row by row of ``trace.kernels``;
+    kept in the trace's cache entry (a warm run reads no events)."""
+    kept = of_trace(trace, "launch_ts", lambda t: cache.derived_frame(t, "launch_ts", _launch_ts))
+    return kept["launch_ts_ns"].to_numpy()
+
+
+def _launch_ts(trace) -> pd.DataFrame:
+    launch = trace.kernels["launch"].to_numpy()
     ts = trace.events["ts_ns"].to_numpy(dtype=np.int64)
-    return np.where(launch >= 0, ts[np.clip(launch, 0, None)] if len(ts) else -1, -1)
+    at = np.where(launch >= 0, ts[np.clip(launch, 0, None)] if len(ts) else -1, -1)
+    return pd.DataFrame({"launch_ts_ns": at.astype(np.int64)})

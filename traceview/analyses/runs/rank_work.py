@@ -109,7 +109,7 @@ def rank_work(trace) -> RankWork:
         gpu_metrics(acts),
         step_gpu_metrics(trace),
         categories(acts),
-        stream_idle(acts, launch_times(trace, acts)),
+        stream_idle(acts, launch_times(trace)),
         collectives(acts),
         notes,
         exposed_totals(trace),

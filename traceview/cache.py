@@ -112,10 +112,9 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, 
     ``identity`` taken before this load; now if None), else None. An entry that fails
     verification is removed, and a note saying so goes to ``notes``.
 
-    The events table is made from its checked bytes only when first read (``_DEFERRED``); should
-    those bytes not read back then (checked, so only an entry written by something else), the
-    entry is removed and ``rebuild(name, note)`` gives the table from the trace itself (None: the
-    error is raised)."""
+    The events table is read, checked and made only when first used (``_DEFERRED``); should that
+    fail then (the file damaged since), the entry is removed and ``rebuild(name, note)`` gives the
+    table from the trace itself (None: the error is raised)."""
     try:
         folder = cache_dir(cache)
         if folder is None or not available():
@@ -124,7 +123,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, 
         if seen is None:
             return None
         entry = _entry(folder, path)
-        trace = _lookup(entry, _key(path, seen), path, _Rebuild(entry, path, rebuild))
+        trace = _lookup(entry, _key(path, seen), path, _DeferredTables(entry, path, rebuild))
     except _Damaged as exc:
         _discard(entry)
         spoil("a cache entry was rebuilt")  # the note is this run's alone: not replayed
@@ -139,7 +138,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, 
     return trace
 
 
-def _lookup(entry: Path, key: dict, path, rebuild: _Rebuild):
+def _lookup(entry: Path, key: dict, path, deferred: _DeferredTables):
     with _Folder(entry) as d:
         try:
             stamp = d.read(_STAMP).decode().strip()
@@ -151,7 +150,7 @@ def _lookup(entry: Path, key: dict, path, rebuild: _Rebuild):
         info = _verified_info(raw)
         if info.get("key") != key:  # the trace changed: stale
             return None
-        trace = _read(d, info, path, rebuild)
+        trace = _read(d, info, path, deferred)
         _mark(trace, entry, bytes(raw).partition(b"\n")[2])
         return trace
 
@@ -624,10 +623,10 @@ def _describe(frame: pd.DataFrame) -> dict:
     return {"columns": [str(c) for c in frame.columns], "dtypes": out, "index": str(frame.index.dtype)}
 
 
-def _read(d: _Folder, info: dict, path, rebuild: _Rebuild) -> object:
+def _read(d: _Folder, info: dict, path, deferred: _DeferredTables) -> object:
     from .model import Trace
 
-    frames = _tables(d, info, rebuild)
+    frames = _tables(d, info, deferred)
     try:
         return Trace(
             path=os.fspath(path),
@@ -644,14 +643,14 @@ def _read(d: _Folder, info: dict, path, rebuild: _Rebuild) -> object:
         raise _Damaged(f"entry.json: {type(exc).__name__}") from None
 
 
-def _tables(d: _Folder, info: dict, rebuild: _Rebuild) -> dict:
+def _tables(d: _Folder, info: dict, deferred: _DeferredTables) -> dict:
     """The entry's tables, in order, each read into a frame once its file's checksum matches; each
     file's checksum is worked out on a thread (zlib lets go of the GIL) piece by piece as it is
     read, the next file read meanwhile. Those of ``_DEFERRED``: a ``Deferred`` that reads, checks
-    and makes the table when it is first used (``_Rebuild.table``)."""
+    and makes the table when it is first used (``_DeferredTables``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    frames: dict = {name: rebuild.deferred(d, name, info) for name in _DEFERRED}
+    frames: dict = {name: deferred.deferred(d, name, info) for name in _DEFERRED}
     now = [name for name in _TABLES if name not in frames]
     with ThreadPoolExecutor(max_workers=1) as pool:
 
@@ -703,10 +702,10 @@ class _HeldFile:
             pass
 
 
-class _Rebuild:
+class _DeferredTables:
     """The deferred tables of the entry at ``entry``. Each file is opened with the entry, so it reads
-    as it was then whatever a store does to the entry meanwhile; it is read and checked as every
-    table is when first used. Where that fails (the file damaged in place since), the entry goes
+    as it was then whatever a store does to the entry meanwhile; it is read and checked, as every
+    table is, when first used. Where that fails (the file damaged in place since), the entry goes
     (the next load writes a new one), this run's output is not replayed, and ``rebuild(name,
     note)`` (the loader's: the table from the trace itself, the note said) gives the table."""
 
@@ -714,10 +713,10 @@ class _Rebuild:
         self.entry, self.path, self.rebuild = entry, path, rebuild
 
     def deferred(self, d: _Folder, name: str, info: dict):
-        """A ``Deferred`` of the table ``name``; the table itself, read now, where ``_HELD_FILES``
-        files are held open already (a process holding hundreds of traces: descriptors run out)."""
+        """A ``Deferred`` of the table ``name``; the table itself, read now as every other one is,
+        where ``_HELD_FILES`` files are held open already (a process holding hundreds of traces)."""
         if not _HELD_FILES.acquire(blocking=False):
-            return self.table(name, info, d.read(f"{name}.arrow", info["files"][name]["size"]))
+            return _checked_table(name, d.read(f"{name}.arrow", info["files"][name]["size"]), info)
         try:
             held = _HeldFile(d.open(f"{name}.arrow"))
         except BaseException:
@@ -727,29 +726,23 @@ class _Rebuild:
 
     def _later(self, name: str, info: dict, held: _HeldFile) -> pd.DataFrame:
         try:
-            data = _whole(held.fh, f"{name}.arrow", info["files"][name]["size"])
+            return _checked_table(name, _whole(held.fh, f"{name}.arrow", info["files"][name]["size"]), info)
         except (_Damaged, OSError) as exc:
-            return self._failed(name, exc)
+            if self.rebuild is None:
+                raise
+            why = str(exc) if isinstance(exc, _Damaged) else f"{name}.arrow: {type(exc).__name__}"
         finally:
             held.close()
-        return self.table(name, info, data)
-
-    def table(self, name: str, info: dict, data) -> pd.DataFrame:
-        try:
-            if _crc(data) != info["files"][name]["crc32"]:
-                raise _Damaged(f"{name}.arrow does not match its checksum")
-            return _table(name, data, info)
-        except _Damaged as exc:
-            return self._failed(name, exc)
-
-    def _failed(self, name: str, exc: Exception) -> pd.DataFrame:
-        if self.rebuild is None:
-            raise exc
-        why = str(exc) if isinstance(exc, _Damaged) else f"{name}.arrow: {type(exc).__name__}"
         _discard(self.entry)
         spoil("a cache entry was rebuilt")
         note = f"{self.path}: its cache entry failed verification ({why}); rebuilt from the trace"
         return self.rebuild(name, note)
+
+
+def _checked_table(name: str, data, info: dict) -> pd.DataFrame:
+    if _crc(data) != info["files"][name]["crc32"]:
+        raise _Damaged(f"{name}.arrow does not match its checksum")
+    return _table(name, data, info)
 
 
 def _table(name: str, data, info: dict) -> pd.DataFrame:

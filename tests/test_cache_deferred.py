@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import pickle
 import shutil
 import threading
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -94,6 +96,24 @@ def test_events_damaged_after_the_lookup_are_rebuilt_and_said(tmp_path):
     assert replay._SPOILED, "a run that rebuilt a table must not be replayed"
     assert cache_mod.lookup(str(trace), None) is None  # the damaged entry went
     replay._SPOILED.clear()
+
+
+def test_a_forged_events_file_that_passes_its_checksum_is_rebuilt(tmp_path):
+    """An entry written by something else: another table's bytes as the events, with a size and a
+    checksum to match (a CRC is no signature). The frame does not read back: rebuilt and said."""
+    trace, uncached, _ = _stored(tmp_path)
+    (entry,) = _entries(tmp_path / "default-cache")
+    forged = (entry / "kernels.arrow").read_bytes()
+    (entry / "events.arrow").write_bytes(forged)
+    info = json.loads((entry / "entry.json").read_bytes().partition(b"\n")[2])
+    info["files"]["events"] = {"size": len(forged), "crc32": zlib.crc32(forged)}
+    body = json.dumps(info).encode()
+    (entry / "entry.json").write_bytes(b"crc32:%08x\n" % zlib.crc32(body) + body)
+    hit = tv.load(trace)
+    assert hit.cached and _deferred(hit)
+    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    notes = [w for w in hit.warnings if NOTE in w]
+    assert len(notes) == 1 and "events.arrow" in notes[0], hit.warnings
 
 
 def test_events_read_as_they_were_when_the_entry_is_replaced(tmp_path):

@@ -12,6 +12,8 @@ import gc
 import json
 import pickle
 import shutil
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -26,7 +28,7 @@ from traceview import cache as cache_mod
 from traceview import replay
 from traceview.analyses.runs.rank_work import rank_work
 from traceview.deferred import Deferred
-from traceview.errors import TraceReadError
+from traceview.errors import LateNote, TraceReadError
 
 
 def _deferred(t) -> bool:
@@ -96,6 +98,28 @@ def test_events_damaged_after_the_lookup_are_rebuilt_and_said(tmp_path):
     assert replay._SPOILED, "a run that rebuilt a table must not be replayed"
     assert cache_mod.lookup(str(trace), None) is None  # the damaged entry went
     replay._SPOILED.clear()
+
+
+def test_a_late_rebuild_is_said_where_the_load_warnings_were(tmp_path):
+    """The load's warnings are said when the trace is loaded; a deferred table found damaged later
+    is said then: a ``LateNote`` from the API, a ``warning:`` line on stderr from the command."""
+    trace, _, hit = _stored(tmp_path)
+    (entry,) = _entries(tmp_path / "default-cache")
+    _flip_in_place(entry / "events.arrow", 200)
+    with pytest.warns(LateNote, match="failed verification") as said:
+        hit.events  # noqa: B018
+    assert len(said) == 1 and str(said[0].message).startswith(f"{trace}: ")
+    tv.load(trace)  # a new entry
+    (entry,) = _entries(tmp_path / "default-cache")
+    _flip_in_place(entry / "events.arrow", 200)
+    cmd = [sys.executable, "-m", "traceview", "annotate", str(trace), "-o"]
+    got = subprocess.run([*cmd, str(tmp_path / "a.json")], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    lines = [x for x in got.stderr.splitlines() if NOTE in x]
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {trace}: "), got.stderr
+    plain = subprocess.run([*cmd, str(tmp_path / "b.json"), "--no-cache"], capture_output=True, timeout=120)
+    assert plain.returncode == 0
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
 def test_a_forged_events_file_that_passes_its_checksum_is_rebuilt(tmp_path):

@@ -25,6 +25,13 @@ class RuleError(TraceviewError):
     """A user-supplied classification rule file is malformed."""
 
 
+class LateNote(UserWarning):
+    """A note on a loaded trace that arises after its load's warnings were said (a cache entry's
+    deferred table found damaged when first read, and rebuilt from the trace): kept on the Trace's
+    ``warnings`` and issued as this Python warning, which the command line prints as its other
+    warnings."""
+
+
 class CheckRuleError(TraceviewError):
     """A ``traceview check`` rules file is malformed: ``FILE:LINE: problem``, a usage error (exit 2)."""
 

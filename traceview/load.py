@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings as py_warnings
 from dataclasses import replace
 
 from .classify import annotate
 from .devices import load_devices
-from .errors import NotATraceError, TraceReadError
+from .errors import LateNote, NotATraceError, TraceReadError
 from .launches import completeness
 from .limits import give_back_freed_memory
 from .link import Linked, link
@@ -98,7 +99,7 @@ def _rebuilt(path: str, held: dict, seen: dict, warnings: list, name: str, note:
     """The table ``name`` of a cache hit whose entry turned out damaged when the table was first read
     (``cache.lookup``'s ``rebuild``): read again from the trace, which must still be the file the
     entry was for (else the trace's other tables and this one would be of two files); the note
-    goes to the trace's warnings."""
+    goes to the trace's warnings and, as they were said already, out as a ``LateNote``."""
     from . import cache as cache_mod
 
     if cache_mod.identity(path) != seen:
@@ -106,6 +107,7 @@ def _rebuilt(path: str, held: dict, seen: dict, warnings: list, name: str, note:
         raise TraceReadError(path, why)
     table = getattr(_load_uncached(path, held, **limits), name)
     warnings.append(note)
+    py_warnings.warn(note, LateNote, stacklevel=2)
     return table
 
 

@@ -8,6 +8,7 @@ import glob
 import os
 import re
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import click
 from ..api import KINDS, LoadOptions, Selection
 from ..atomic import InputTargetError, OutputError, reading, refuse_inputs
 from ..commands import COMMANDS, SELECT, refusal
-from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, TraceviewError
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, LateNote, TraceviewError
 from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
@@ -26,6 +27,25 @@ def say(line: str) -> None:
     """The API's ``on_warning`` for every command: the load's warnings (and notes) on stderr, one
     line each. They quote names from the trace and file names: escaped like every output."""
     click.echo(visible(line), err=True)
+
+
+@contextlib.contextmanager
+def late_notes_said():
+    """A ``LateNote`` issued meanwhile (a note on a trace after its load's warnings were said) is
+    said as they are: ``warning: ...`` on stderr, escaped, every time; other Python warnings as
+    before."""
+    shown = warnings.showwarning
+
+    def show(message, category, *args, **kwargs):
+        if issubclass(category, LateNote):
+            say(f"warning: {message}")
+        else:
+            shown(message, category, *args, **kwargs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", LateNote)
+        warnings.showwarning = show
+        yield
 
 
 def _inject(f, key: str, names: tuple, build):
@@ -347,7 +367,7 @@ def friendly(f):
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
         try:
-            with guard_outputs(kwargs):
+            with guard_outputs(kwargs), late_notes_said():
                 return f(*args, **kwargs)
         except TraceviewError as exc:
             click.echo(f"traceview: error: {visible(str(exc))}", err=True)  # names come from traces

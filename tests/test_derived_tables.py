@@ -187,6 +187,8 @@ def test_a_warm_diff_and_summary_say_what_the_cold_ones_say(tmp_path):
             _json(tv.summary(b)),
             _json(tv.exposed(a, step=step)),
             _json(tv.summary(a, stream=int(a.kernels["stream"].dropna().iloc[0]))),
+            _json(tv.compare([b, a])),
+            _json(tv.advise(a)),
         ]
 
     cold = reports(False)
@@ -199,9 +201,78 @@ def test_a_warm_diff_and_summary_say_what_the_cold_ones_say(tmp_path):
         "-by_kernel-",
         "-exposed-",
         "-launches.",
+        "-op_table-",
+        "-chain_table-",
+        "-category_times-",
+        "-advice-None-",
+        "-advice_rules-None-",
+        "-value-workload-",
+        "-value-side_figures-",
+        "-value-category_efficiency-gemm-",
+        "-value-category_efficiency-attention-",
+        "-value-zero_time_work.",
     ):
-        assert any(what in n for n in kept), (what, kept)
+        assert sum(what in n for n in kept) == 2, (what, kept)  # one per trace
     assert reports(tmp_path) == cold  # read back
+
+
+@needs_corpus
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_a_warm_diff_reads_the_kept_values_and_works_none_out(tmp_path, monkeypatch):
+    """What a warm diff asks of each side is read from the entry: no value is worked out again, and
+    neither the op work nor the kernel work (tables of every op and kernel) is read."""
+    tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=tmp_path)
+    made, read = [], []
+    for name in ("derived_value", "derived_frame"):
+        real = getattr(cache, name)
+
+        def spy(trace, what, make, real=real):
+            read.append(what)
+            return real(trace, what, lambda t: made.append(what) or make(t))
+
+        monkeypatch.setattr(cache, name, spy)
+    tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=tmp_path)
+    assert read and not made, made
+    assert not {"op_work", "kernel_work", "kernel_efficiency"} & set(read), read
+
+
+@needs_corpus
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_a_damaged_kept_value_is_worked_out_again(tmp_path):
+    cold = _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=False))
+    assert _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=tmp_path)) == cold
+    files = sorted(tmp_path.glob("*/derived-*-value-*.json"))
+    assert len(files) >= 8
+    for i, f in enumerate(files):  # a flipped byte, a cut file, another value under a good checksum
+        data = f.read_bytes()
+        if i % 3 == 0:
+            f.write_bytes(data[:-5] + bytes([data[-5] ^ 0x55]) + data[-4:])
+        elif i % 3 == 1:
+            f.write_bytes(data[: len(data) // 2])
+        else:
+            body = b'{"value":{"set":[{"list":[1]}]}}'
+            f.write_bytes(cache._sum_line(body) + body)
+    assert _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=tmp_path)) == cold
+
+
+@needs_corpus
+@pytest.mark.skipif(not cache.available(), reason="the cache needs pyarrow")
+def test_a_trace_loaded_with_a_device_table_is_rated_on_it_not_on_what_the_entry_kept(tmp_path):
+    """The entry's kept efficiency and advice are the built-in table's: a load with ``devices=`` (a
+    file the entry's key does not cover) works its own out, as it would without the cache."""
+    devices = tmp_path / "devices.toml"
+    devices.write_text(
+        'version = 1\n[[device]]\nname = "A100 SXM4 40GB"\nmatch = "NVIDIA A100-PG509-200"\n'
+        'memory_gbps = 100\nsource = "a test"\ntensor = { fp32 = 20.0 }\nvector = { fp32 = 1.0 }\n',
+        encoding="utf-8",
+    )
+    store = tmp_path / "cache"
+    plain = _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=store))  # keeps the built-in table's
+    cold = _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=False, devices=devices))
+    assert cold != plain  # the file's peaks change the efficiency table
+    warm = _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=store, devices=devices))
+    assert warm == cold
+    assert _json(tv.diff(CORPUS / CONTROL, CORPUS / TEST, cache=store)) == plain  # and back again
 
 
 def test_as_text_is_astype_str_row_by_row():

@@ -34,6 +34,7 @@ LAYERS = [
             "replay",
             "temporaries",
             "deferred",
+            "plain",
         ],
     ),
     ("read", ["read"]),

@@ -76,6 +76,8 @@ from .errors import TraceviewError
 from .filenames import as_text
 from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
 from .fingerprint import _code_digest, cache_dir, identity
+from .plain import decode as plain_decode
+from .plain import encode as plain_encode
 from .replay import clear as replays_clear
 from .replay import info as replays_info
 from .replay import spoil
@@ -849,6 +851,32 @@ def derived_frame(trace, name: str, make) -> pd.DataFrame:
     with contextlib.suppress(Exception):  # a failure to write never fails the analysis
         _write_derived(entry, stem, frame)
     return frame
+
+
+def derived_value(trace, name: str, make):
+    """``derived_frame`` for a small value of plain data (``plain``: numbers, text, None and their
+    containers), kept as one JSON file ``derived-<token>-value-<name>.json`` (its own checksum line) in
+    the trace's cache entry; a trace without an entry: ``make(trace)``, nothing kept. A value that is
+    not plain data is worked out every time, never kept."""
+    where = trace.derived.get(_ENTRY_KEY)
+    if where is None:
+        return make(trace)
+    entry, stem = Path(where[0]), f"derived-{where[1]}-value-{name}"
+    with contextlib.suppress(Exception), _Folder(entry) as d:  # missing, half-written, damaged: made again
+        return plain_decode(_verified_info(d.read(stem + ".json"))["value"])
+    value = make(trace)
+    with contextlib.suppress(Exception):  # not plain data, or a failure to write: not kept
+        body = msgspec.json.encode({"value": plain_encode(value)})
+        if available() and entry.is_dir():
+            tmp = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
+            try:
+                with temporary(tmp):
+                    tmp.write_bytes(_sum_line(body) + body)
+                    os.replace(tmp, entry / f"{stem}.json")
+            finally:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+    return value
 
 
 def _kept_frame(entry: Path, stem: str) -> pd.DataFrame | None:

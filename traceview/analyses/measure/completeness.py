@@ -29,7 +29,7 @@ from ...model import list_codes
 from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
-from .derived import of_region, texts
+from .derived import kept_for_region, texts
 from .work import has_shapes, trace_work
 
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
@@ -53,7 +53,7 @@ def workload(r: Region) -> dict:
     """Per step: ``flops`` and ``bytes`` of the region's counted ops (None without shapes),
     ``shapes`` (the set of (op, Input Dims) of those that carry FLOPs), ``gemm_m`` (M -> op count) and
     ``gemm_m_by_op`` ((op, M) -> op count)."""
-    return dict(of_region(r, "workload", _workload))  # its own dict; the values are not changed
+    return dict(kept_for_region(r, "workload", _workload, value=True))  # its own dict; values not changed
 
 
 def _workload(r: Region) -> dict:

@@ -42,19 +42,21 @@ def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> An
     return got[2]
 
 
-def kept_for_region(r: Region, what: str, make: Callable[[Region], pd.DataFrame]) -> pd.DataFrame:
+def kept_for_region(r: Region, what: str, make: Callable[[Region], Any], *, value: bool = False) -> Any:
     """``of_region``, and for the trace's own region of the whole trace (the one ``region`` cut
-    without a selection) also kept in the trace's cache entry (``cache.derived_frame``), so a warm
-    run reads it back. A region built by hand is never served a kept table; a narrower selection's
-    is held in memory only (``check`` asks for every step: a file per step would be hundreds of
-    small files written and read on its path, in an entry only a store evicts)."""
+    without a selection) also kept in the trace's cache entry (``cache.derived_frame``; ``value``:
+    a small value of plain data, ``cache.derived_value``), so a warm run reads it back. A region
+    built by hand is never served a kept table; a narrower selection's is held in memory only
+    (``check`` asks for every step: a file per step would be hundreds of small files written and
+    read on its path, in an entry only a store evicts)."""
     own = r.trace.derived.get(("region", r.selection))
     if own is None or own.activities is not r.activities or own.ops is not r.ops:
         return of_region(r, what, make)
     if r.selection != type(r.selection)():
         return of_region(r, what, make)
     name = f"{what}-{hashlib.sha256(repr(r.selection).encode()).hexdigest()[:16]}"
-    return of_region(r, what, lambda r: cache.derived_frame(r.trace, name, lambda _: make(r)))
+    keep = cache.derived_value if value else cache.derived_frame
+    return of_region(r, what, lambda r: keep(r.trace, name, lambda _: make(r)))
 
 
 # ------------------------------------------------------------------ text columns by their codes

@@ -41,7 +41,7 @@ from ...model import list_codes
 from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
-from .derived import is_text, of_region, of_trace
+from .derived import is_text, kept_for_region, of_region, of_trace
 from .work import counted_owner, has_shapes, trace_work
 from .work import rules as work_rules
 
@@ -554,12 +554,8 @@ def efficiency_notes(trace) -> list[str]:
             "no shapes, so their FLOPs, bytes and efficiency columns are left empty"
         )
     if has_shapes(trace.ops) and len(trace.kernels):
-        kw = kernel_work(trace)
-        zero = int(
-            (
-                (kw["flops"].notna() | kw["bytes_moved"].notna()).to_numpy()
-                & (trace.kernels["dur_ns"].to_numpy() <= 0)
-            ).sum()
+        zero = of_trace(
+            trace, "zero_time_work", lambda t: cache.derived_value(t, "zero_time_work", _zero_time_work)
         )
         if zero:
             notes.append(
@@ -568,6 +564,13 @@ def efficiency_notes(trace) -> list[str]:
                 "0 ns has its TFLOP/s, GB/s and percent of peak left empty"
             )
     return notes
+
+
+def _zero_time_work(trace) -> int:
+    """How many GPU activities with work (FLOPs or bytes) took 0 ns."""
+    kw = kernel_work(trace)
+    has_work = (kw["flops"].notna() | kw["bytes_moved"].notna()).to_numpy()
+    return int((has_work & (trace.kernels["dur_ns"].to_numpy() <= 0)).sum())
 
 
 # ------------------------------------------------------------------ per kernel name (the kernels table)
@@ -651,7 +654,21 @@ def category_efficiency(r: Region, category: str) -> dict:
     ``_category_rate``), the path and precision that take most of their time, the peak there, and
     whether the attention counted is causal (rated on half of torch's count). Worked out once per
     trace, selection and category; each call gets its own dict (sides are told apart by identity)."""
-    return dict(of_region(r, ("category_efficiency", category), lambda r: _category_efficiency(r, category)))
+    return dict(of_region(r, ("category_efficiency", category), lambda r: _kept_efficiency(r, category)))
+
+
+def _kept_efficiency(r: Region, category: str) -> dict:
+    """``_category_efficiency``, kept in the trace's cache entry for the whole trace (its device
+    written as None and found again: a table's entry, not plain data), unless the trace was loaded
+    with a user's device table (``devices=``: a file the entry's key does not cover)."""
+    if getattr(r.trace, "devices", None) is not None:
+        return _category_efficiency(r, category)
+
+    def without_device(r: Region) -> dict:
+        return {**_category_efficiency(r, category), "device": None}
+
+    kept = kept_for_region(r, f"category_efficiency-{category}", without_device, value=True)
+    return {**kept, "device": trace_device(r.trace)}
 
 
 def _category_efficiency(r: Region, category: str) -> dict:

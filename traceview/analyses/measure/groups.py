@@ -18,7 +18,7 @@ from ...link import ARROW
 from ..select.region import Region
 from ..wording.names import normalise_kernel_name
 from .completeness import GRAPH_REPLAY, graph_replays
-from .derived import kept_for_region, of_region, texts
+from .derived import kept_for_region, texts
 from .gpu_breakdown import category_time
 
 NO_OP = "(no CPU op)"
@@ -149,7 +149,7 @@ def category_times(r: Region) -> pd.DataFrame:
         ct = category_time(r.activities).set_index("category").sort_index()
         return pd.DataFrame({"count": r.per_region_count(ct["count"]), "time_ns": ct["time_ns"] / r.regions})
 
-    return of_region(r, "category_times", make).copy()
+    return kept_for_region(r, "category_times", make).copy()
 
 
 def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame:
@@ -166,12 +166,12 @@ def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame
 
 def op_table(r: Region) -> pd.DataFrame:
     """Per CPU op name: count and inclusive CPU time per step."""
-    return of_region(r, "op_table", lambda r: _count_and_time(r.ops, "name", r)).copy()
+    return kept_for_region(r, "op_table", lambda r: _count_and_time(r.ops, "name", r)).copy()
 
 
 def chain_table(r: Region) -> pd.DataFrame:
     """Per op chain: the op at its end, count and time per step."""
-    return of_region(r, "chain_table", _chain_table).copy()
+    return kept_for_region(r, "chain_table", _chain_table).copy()
 
 
 def _chain_table(r: Region) -> pd.DataFrame:

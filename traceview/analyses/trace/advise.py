@@ -31,7 +31,7 @@ from ...report import Finding, Report
 from ...trees import nearest
 from ..measure import memory
 from ..measure.call_lines import CallLines, line_to_edit
-from ..measure.derived import as_text, is_text, of_region, text_counts, texts
+from ..measure.derived import as_text, is_text, kept_for_region, of_region, text_counts, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..measure.work import has_shapes
@@ -501,8 +501,29 @@ def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame,
     could run on this trace, how often it fired, why not). Worked out once per trace, selection and
     ``min_pct`` (a diff's sides on the threads that read them: ``variants.sides``); each caller
     gets its own copy of the few rows (a report holds them)."""
-    table, status = of_region(r, ("advice", min_pct), lambda r: _advice_table(r, min_pct))
+    table, status = of_region(r, ("advice", min_pct), lambda r: _kept_advice(r, min_pct))
     return table.copy(), status.copy()
+
+
+def _kept_advice(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``_advice_table``, its two tables kept in the trace's cache entry for the whole trace
+    (``kept_for_region``). Worked out every time where it reads files the entry's key does not
+    cover: a trace with call stacks (the line to edit is looked up in the source files it names,
+    under the current folder: a file may appear or change), or one loaded with a user's device
+    table (``devices=``: the fp32 GEMM rule reads the device's peaks)."""
+    if getattr(r.trace, "devices", None) is not None or has_stacks(r.trace):
+        return _advice_table(r, min_pct)
+    made: dict = {}
+
+    def both(r: Region) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if not made:  # the two tables are worked out together, once
+            made["tables"] = _advice_table(r, min_pct)
+        return made["tables"]
+
+    return (
+        kept_for_region(r, f"advice-{min_pct}", lambda r: both(r)[0]),
+        kept_for_region(r, f"advice_rules-{min_pct}", lambda r: both(r)[1]),
+    )
 
 
 def _advice_table(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -17,7 +17,6 @@ from ..measure.completeness import workload
 from ..measure.efficiency import category_efficiency
 from ..measure.exposed import exposed
 from ..measure.groups import category_times, chain_table, op_table
-from ..measure.work import trace_work
 from ..select.region import Selection, region
 from ..trace.advise import advice_table
 from .diff import named_kernels
@@ -28,7 +27,6 @@ def prepare(trace, sel: Selection | None) -> None:
     """Work out, and keep on ``trace``, the per-side tables ``diff`` reads for selection ``sel``."""
     with contextlib.suppress(Exception):
         r = region(trace, sel)
-        trace_work(trace)
         workload(r)
         completeness(trace)
         side_facts(r)  # the verdict's

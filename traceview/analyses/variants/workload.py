@@ -33,7 +33,7 @@ from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
-from ..measure.derived import as_text, is_text, of_region, of_trace, texts
+from ..measure.derived import as_text, is_text, kept_for_region, of_region, of_trace, texts
 from ..measure.work import has_shapes, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -165,14 +165,21 @@ def side_facts(r: Region) -> Side:
 
 
 def _side_facts(r: Region) -> Side:
-    flops, precision = _shape_work(r)
     k = r.activities[_KERNEL_COLUMNS]  # four columns copied, not all of the region's activities
     k = k[is_text(r.activities["kind"], "kernel")] if r.has_gpu else k
+    # the figures kept in the trace's cache entry for the whole trace: a warm diff reads them back
+    kept = kept_for_region(r, "side_figures", lambda r: _figures(r, k), value=True)
+    flops, precision, phase, how, graph_pct = kept
+    return Side(flops, precision, phase, how, graph_pct, r, k)
+
+
+def _figures(r: Region, k: pd.DataFrame) -> tuple:
+    flops, precision = _shape_work(r)
     phase, how = _phase(r, k)
     dur = np.clip(r.activities["dur_ns"].to_numpy(), 0, None) if r.has_gpu else np.zeros(0)
     graph = graph_replays(r.activities) if r.has_gpu else np.zeros(0, bool)
     graph_pct = 100.0 * dur[graph].sum() / dur.sum() if dur.sum() else 0.0
-    return Side(flops, precision, phase, how, float(graph_pct), r, k)
+    return flops, precision, phase, how, float(graph_pct)
 
 
 def _shape_work(r: Region) -> tuple[float | None, str | None]:

@@ -1,9 +1,9 @@
-"""A cache hit's events table is read, checked and made only when first used (``cache._DEFERRED``):
-a warm summary or diff never reads it. What must hold for that: the table, when read, is the one
-the entry had when it was looked up (whatever a store does meanwhile); a damaged one is rebuilt
-from the trace and said, never served; a trace changed since is an error, not a mix of two files;
-a pickle, a copy and threads see one table; and a process holding hundreds of traces does not
-run out of file descriptors."""
+"""A cache hit's events and ops tables are read, checked and made only when first used
+(``cache._DEFERRED``): a warm summary, diff or compare reads neither. What must hold for that: the
+table, when read, is the one the entry had when it was looked up (whatever a store does meanwhile);
+a damaged one is rebuilt from the trace and said, never served; a trace changed since is an error,
+not a mix of two files; a pickle, a copy and threads see one table; and a process holding hundreds
+of traces does not run out of file descriptors."""
 
 from __future__ import annotations
 
@@ -27,12 +27,14 @@ import traceview as tv
 from traceview import cache as cache_mod
 from traceview import replay
 from traceview.analyses.runs.rank_work import rank_work
-from traceview.deferred import Deferred
+from traceview.deferred import unmade
 from traceview.errors import LateNote, TraceReadError
 
+DEFERRED = ("events", "ops")
 
-def _deferred(t) -> bool:
-    return isinstance(t.__dict__["events"], Deferred)
+
+def _deferred(t, name: str = "events") -> bool:
+    return unmade(t, name)
 
 
 def _stored(tmp_path: Path, name="t.json", n=40):
@@ -68,33 +70,42 @@ CORPUS_RANK = corpus_files("param/*worker0*.json.gz")[:1]
 
 
 @pytest.mark.skipif(len(CORPUS_PAIR) < 2 or not CORPUS_RANK, reason=SKIP_REASON)
-def test_a_warm_summary_diff_and_rank_read_no_events(tmp_path):
+def test_a_warm_summary_diff_compare_and_rank_read_no_events_and_no_ops(tmp_path):
     """The GPU traces of the corpus (the samples hold no GPU activity): what the analyses of a warm
-    run ask of the events (start, annotation names, launch times) is kept in the entry beside them."""
+    run ask of the events (start, annotation names, launch times) and of the ops (their figures,
+    shapes, stacks, the SDPA ops) is kept in the entry beside them."""
     a, b, rank = (Path(shutil.copyfile(p, tmp_path / p.name)) for p in [*CORPUS_PAIR, *CORPUS_RANK])
     cold = tv.diff(a, b, cache=False)
     cold_ranks = rank_work(tv.load(rank, cache=False))
     tv.summary(tv.load(a)), tv.diff(tv.load(a), tv.load(b)), rank_work(tv.load(rank))  # stored, then kept
+    tv.compare([tv.load(a), tv.load(b)])
     ta, tb, tr = tv.load(a), tv.load(b), tv.load(rank)
-    assert _deferred(ta) and _deferred(tb) and _deferred(tr)
+    unread = [_deferred(t, name) for t in (ta, tb, tr) for name in DEFERRED]
+    assert all(unread)
     tv.summary(ta)
     warm = tv.diff(ta, tb)
+    warm_compare = tv.compare([ta, tb])
     warm_ranks = rank_work(tr)
-    assert _deferred(ta) and _deferred(tb) and _deferred(tr)
+    assert [_deferred(t, name) for t in (ta, tb, tr) for name in DEFERRED] == unread
+    cold_compare = tv.compare([a, b], cache=False)
+    assert warm_compare.findings == cold_compare.findings
+    for name, table in cold_compare.tables.items():
+        pd.testing.assert_frame_equal(warm_compare.tables[name], table, check_exact=True, obj=name)
     assert warm.findings == cold.findings
     for name, table in cold.tables.items():
         pd.testing.assert_frame_equal(warm.tables[name], table, check_exact=True, obj=name)
     pd.testing.assert_frame_equal(warm_ranks.streams, cold_ranks.streams, check_exact=True)
 
 
-def test_events_damaged_after_the_lookup_are_rebuilt_and_said(tmp_path):
+@pytest.mark.parametrize("name", DEFERRED)
+def test_a_table_damaged_after_the_lookup_is_rebuilt_and_said(tmp_path, name):
     trace, uncached, hit = _stored(tmp_path)
     (entry,) = _entries(tmp_path / "default-cache")
     replay._SPOILED.clear()
-    _flip_in_place(entry / "events.arrow", (entry / "events.arrow").stat().st_size // 2)
-    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    _flip_in_place(entry / f"{name}.arrow", (entry / f"{name}.arrow").stat().st_size // 2)
+    pd.testing.assert_frame_equal(getattr(hit, name), getattr(uncached, name), check_exact=True)
     notes = [w for w in hit.warnings if NOTE in w]
-    assert len(notes) == 1 and notes[0].startswith(f"{trace}: ") and "events.arrow" in notes[0]
+    assert len(notes) == 1 and notes[0].startswith(f"{trace}: ") and f"{name}.arrow" in notes[0]
     assert replay._SPOILED, "a run that rebuilt a table must not be replayed"
     assert cache_mod.lookup(str(trace), None) is None  # the damaged entry went
     replay._SPOILED.clear()
@@ -122,40 +133,44 @@ def test_a_late_rebuild_is_said_where_the_load_warnings_were(tmp_path):
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
 
-def test_a_forged_events_file_that_passes_its_checksum_is_rebuilt(tmp_path):
-    """An entry written by something else: another table's bytes as the events, with a size and a
-    checksum to match (a CRC is no signature). The frame does not read back: rebuilt and said."""
+@pytest.mark.parametrize("name", DEFERRED)
+def test_a_forged_table_file_that_passes_its_checksum_is_rebuilt(tmp_path, name):
+    """An entry written by something else: another table's bytes as the events (or the ops), with a
+    size and a checksum to match (a CRC is no signature). The frame does not read back: rebuilt
+    and said."""
     trace, uncached, _ = _stored(tmp_path)
     (entry,) = _entries(tmp_path / "default-cache")
     forged = (entry / "kernels.arrow").read_bytes()
-    (entry / "events.arrow").write_bytes(forged)
+    (entry / f"{name}.arrow").write_bytes(forged)
     info = json.loads((entry / "entry.json").read_bytes().partition(b"\n")[2])
-    info["files"]["events"] = {"size": len(forged), "crc32": zlib.crc32(forged)}
+    info["files"][name] = {"size": len(forged), "crc32": zlib.crc32(forged)}
     body = json.dumps(info).encode()
     (entry / "entry.json").write_bytes(b"crc32:%08x\n" % zlib.crc32(body) + body)
     hit = tv.load(trace)
-    assert hit.cached and _deferred(hit)
-    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    assert hit.cached and _deferred(hit, name)
+    pd.testing.assert_frame_equal(getattr(hit, name), getattr(uncached, name), check_exact=True)
     notes = [w for w in hit.warnings if NOTE in w]
-    assert len(notes) == 1 and "events.arrow" in notes[0], hit.warnings
+    assert len(notes) == 1 and f"{name}.arrow" in notes[0], hit.warnings
 
 
-def test_events_read_as_they_were_when_the_entry_is_replaced(tmp_path):
+@pytest.mark.parametrize("name", DEFERRED)
+def test_a_table_reads_as_it_was_when_the_entry_is_replaced(tmp_path, name):
     trace, uncached, hit = _stored(tmp_path)
     other = tv.load(_write_trace(tmp_path / "other.json", _events(41)), cache=False)
     cache_mod.store(dataclasses.replace(other, path=str(trace)), None, cache_mod.identity(str(trace)))
     assert len(cache_mod.lookup(str(trace), None).kernels) == 41  # the entry is another one now
-    pd.testing.assert_frame_equal(hit.events, uncached.events, check_exact=True)
+    pd.testing.assert_frame_equal(getattr(hit, name), getattr(uncached, name), check_exact=True)
     assert not [w for w in hit.warnings if NOTE in w]
 
 
-def test_events_of_a_trace_changed_since_are_an_error_not_a_mix(tmp_path):
+@pytest.mark.parametrize("name", DEFERRED)
+def test_a_table_of_a_trace_changed_since_is_an_error_not_a_mix(tmp_path, name):
     trace, _, hit = _stored(tmp_path)
     (entry,) = _entries(tmp_path / "default-cache")
-    _flip_in_place(entry / "events.arrow", 100)
+    _flip_in_place(entry / f"{name}.arrow", 100)
     _write_trace(trace, _events(7))
     with pytest.raises(TraceReadError) as err:
-        hit.events  # noqa: B018
+        getattr(hit, name)
     assert str(err.value).startswith(f"{trace}: ") and "\n" not in str(err.value)
 
 
@@ -187,8 +202,9 @@ def test_past_the_files_held_open_a_hit_reads_its_events_at_once(tmp_path, monke
     trace, uncached, first = _stored(tmp_path)
     del first
     gc.collect()
-    monkeypatch.setattr(cache_mod, "_HELD_FILES", threading.BoundedSemaphore(2))
+    monkeypatch.setattr(cache_mod, "_HELD_FILES", threading.BoundedSemaphore(2 * len(DEFERRED)))
     held = [tv.load(trace) for _ in range(4)]
+    assert [_deferred(t, "ops") for t in held] == [True, True, False, False]
     assert [_deferred(t) for t in held] == [True, True, False, False]
     for t in held:
         assert_same(uncached, t)

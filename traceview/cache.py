@@ -114,9 +114,9 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, 
     ``identity`` taken before this load; now if None), else None. An entry that fails
     verification is removed, and a note saying so goes to ``notes``.
 
-    The events table is read, checked and made only when first used (``_DEFERRED``); should that
-    fail then (the file damaged since), the entry is removed and ``rebuild(name, note)`` gives the
-    table from the trace itself (None: the error is raised)."""
+    The events and ops tables are read, checked and made only when first used (``_DEFERRED``);
+    should that fail then (the file damaged since), the entry is removed and ``rebuild(name,
+    note)`` gives the table from the trace itself (None: the error is raised)."""
     try:
         folder = cache_dir(cache)
         if folder is None or not available():
@@ -626,9 +626,11 @@ def _describe(frame: pd.DataFrame) -> dict:
 
 
 def _read(d: _Folder, info: dict, path, deferred: _DeferredTables) -> object:
-    from .model import Trace
+    from .model import Trace, lists_parsed
 
     frames = _tables(d, info, deferred)
+    if isinstance(frames["ops"], Deferred):  # made as a Trace's ops are: its list args parsed
+        frames["ops"] = Deferred(functools.partial(_made_with, frames["ops"], lists_parsed))
     try:
         return Trace(
             path=os.fspath(path),
@@ -673,13 +675,18 @@ def _tables(d: _Folder, info: dict, deferred: _DeferredTables) -> dict:
     return frames
 
 
+def _made_with(deferred: Deferred, then):
+    return then(deferred.value())
+
+
 #: tables a cache hit reads only when they are used: the analyses of a warm diff or summary use
-#: none of them (what they ask of the events is kept in the entry: ``derived_frame``, the stats)
-_DEFERRED = ("events",)
+#: neither (what they ask of them is kept in the entry: ``derived_frame``, ``derived_value``, the
+#: stats), and the ops of a region are cut only when used (``analyses.select.region``)
+_DEFERRED = ("events", "ops")
 
 
-#: how many deferred tables' files may be open at once (a trace's events: one each), well within
-#: the usual limit of 1,024 descriptors; past it a hit reads its tables at once
+#: how many deferred tables' files may be open at once (two a trace), well within the usual limit
+#: of 1,024 descriptors; past it a hit reads its tables at once
 _HELD_FILES = threading.BoundedSemaphore(256)
 
 

@@ -10,9 +10,12 @@ every table's, only if something asks for it (``cache._DeferredTables``).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 
 class Deferred:
@@ -25,6 +28,11 @@ class Deferred:
         self._lock = threading.Lock()
         self._value: Any = None
 
+    @property
+    def made(self) -> bool:
+        """Whether the value has been made (``make`` ran)."""
+        return self._make is None
+
     def value(self) -> Any:
         with self._lock:
             if self._make is not None:
@@ -33,12 +41,21 @@ class Deferred:
             return self._value
 
 
+def stand_in(make: Callable[[], T]) -> T:
+    """A ``Deferred`` of ``make()``, typed as its value: for a field that takes one in its place
+    (``deferred_fields``), where the reader gets the value."""
+    return cast(T, Deferred(make))
+
+
 class DeferredField:
-    """The descriptor of a dataclass field that may hold a ``Deferred``: reading the field makes the
-    value (``Deferred.value``) and keeps it in its place. A data descriptor, so the instance's own
-    ``__dict__`` entry (where the dataclass ``__init__`` puts the value, through ``__set__``) never
-    shadows it. Set on the class after ``@dataclass`` ran (``deferred_fields``): the class attribute
-    is then no default."""
+    """The descriptor of a dataclass field that may hold a ``Deferred``: reading the field gives the
+    value (``Deferred.value``: made on the first read). The field keeps holding the ``Deferred``, so
+    that copies of an object (``replaced``) share one, made once, and what is held (``held``) stays
+    the same object whether or not it was read: the analyses' tables kept per region are told apart
+    by it (``measure.derived.of_region``). A data descriptor, so the instance's own ``__dict__``
+    entry (where the dataclass ``__init__`` puts the value, through ``__set__``) never shadows it.
+    Set on the class after ``@dataclass`` ran (``deferred_fields``): the class attribute is then
+    no default."""
 
     def __init__(self, name: str):
         self.name = name
@@ -47,9 +64,7 @@ class DeferredField:
         if obj is None:
             raise AttributeError(self.name)
         value = obj.__dict__[self.name]
-        if isinstance(value, Deferred):
-            value = obj.__dict__[self.name] = value.value()
-        return value
+        return value.value() if isinstance(value, Deferred) else value
 
     def __set__(self, obj, value) -> None:
         obj.__dict__[self.name] = value
@@ -72,6 +87,19 @@ def held(obj, name: str) -> Any:
     """The field ``name`` of ``obj`` as held: a ``Deferred`` stays one (``dataclasses.replace`` would
     make it)."""
     return obj.__dict__[name]
+
+
+def unmade(obj, name: str) -> bool:
+    """Whether the field ``name`` of ``obj`` holds a ``Deferred`` not made yet (nothing read it)."""
+    value = held(obj, name)
+    return isinstance(value, Deferred) and not value.made
+
+
+def replaced(obj, **changes):
+    """``dataclasses.replace(obj, **changes)``, a deferred field kept deferred (not made to be
+    copied): the copy holds the very ``Deferred`` (``held``)."""
+    kept = {f.name: held(obj, f.name) for f in dataclasses.fields(obj) if f.init and f.name not in changes}
+    return type(obj)(**kept, **changes)
 
 
 def made(state: dict) -> dict:

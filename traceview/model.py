@@ -19,7 +19,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .deferred import deferred_fields, held
+from .deferred import Deferred, deferred_fields, held, replaced
 from .filenames import as_text
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
@@ -63,13 +63,14 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19+ digits would overflow 
 _STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 
 
-@deferred_fields("events")
+@deferred_fields("events", "ops")
 @dataclass(frozen=True)
 class Trace:
     """One loaded trace: typed, linked, classified DataFrames plus metadata, and the load options
     it was built with. Frozen: a trace with other options is another Trace
     (``dataclasses.replace``, or ``revised``, which keeps a deferred table deferred), never this
-    one changed. ``events`` may be handed a ``Deferred`` (a cache hit's): made when first read."""
+    one changed. ``events`` and ``ops`` may be handed a ``Deferred`` (a cache hit's): made when first
+    read (``ops`` with its list args parsed as it is made: ``lists_parsed``)."""
 
     path: str
     events: pd.DataFrame
@@ -99,10 +100,8 @@ class Trace:
     cached: bool = field(default=False, repr=False, compare=False)
 
     def __post_init__(self):
-        # link and the cache hand over the op args as JSON text (a categorical): parse ``LIST_ARGS``
-        for name in LIST_ARGS:
-            if name in self.ops.columns and isinstance(self.ops[name].dtype, pd.CategoricalDtype):
-                self.ops[name] = parsed_lists(self.ops[name])
+        if not isinstance(held(self, "ops"), Deferred):  # a deferred table is parsed as it is made
+            lists_parsed(self.ops)
 
     @property
     def loaded_with(self) -> dict:
@@ -158,10 +157,18 @@ class Trace:
         )
 
 
+def lists_parsed(ops: pd.DataFrame) -> pd.DataFrame:
+    """``ops`` with its ``LIST_ARGS`` parsed, in place: link and the cache hand over the op args as
+    JSON text (a categorical)."""
+    for name in LIST_ARGS:
+        if name in ops.columns and isinstance(ops[name].dtype, pd.CategoricalDtype):
+            ops[name] = parsed_lists(ops[name])
+    return ops
+
+
 def revised(trace: Trace, **changes) -> Trace:
     """``dataclasses.replace(trace, **changes)``, a deferred table kept deferred (not made to be copied)."""
-    kept = {f.name: held(trace, f.name) for f in fields(trace) if f.init and f.name not in changes}
-    return Trace(**kept, **changes)
+    return replaced(trace, **changes)
 
 
 def first_ns(events: pd.DataFrame) -> int:

@@ -30,7 +30,7 @@ from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
 from .derived import kept_for_region, texts
-from .work import has_shapes, trace_work
+from .work import shapes_recorded, trace_work
 
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
 _BATCHED = ("aten::bmm", "aten::baddbmm")  # M is per matrix of the batch
@@ -58,7 +58,7 @@ def workload(r: Region) -> dict:
 
 def _workload(r: Region) -> dict:
     t = r.trace
-    if not len(r.ops) or not has_shapes(t.ops):
+    if not len(r.ops) or not shapes_recorded(t):
         return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
     w = trace_work(t)
     # arrays of the trace's op table taken at the region's counted ops (in the region's order),

@@ -42,7 +42,7 @@ from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
 from .derived import is_text, kept_for_region, of_region, of_trace
-from .work import counted_owner, has_shapes, trace_work
+from .work import counted_owner, shapes_recorded, trace_work
 from .work import rules as work_rules
 
 #: the columns ``kernel_efficiency`` gives each GPU activity, by their one name
@@ -472,7 +472,7 @@ def _category_rate(r: Region, category: str) -> tuple[float, float]:
 
 def _rate(r: Region, category: str) -> tuple[float, float]:
     a = r.activities
-    if not len(a) or not has_shapes(r.trace.ops):
+    if not len(a) or not shapes_recorded(r.trace):
         return float("nan"), float("nan")
     mask, rows = _category_rows(r, category)
     rates = _rates(r.trace)
@@ -530,7 +530,7 @@ def efficiency(r: Region) -> dict:
 def efficiency_notes(trace) -> list[str]:
     """What limits the efficiency columns, said once per trace."""
     notes = []
-    if not has_shapes(trace.ops):
+    if not shapes_recorded(trace):
         notes.append(
             f"{trace.label}: recorded without shapes (record_shapes=False): FLOPs, bytes and "
             "efficiency columns are left empty"
@@ -553,7 +553,7 @@ def efficiency_notes(trace) -> list[str]:
             f"{trace.label}: {n:,} GPU {what} (launched by cudaGraphLaunch, no CPU op of their own): "
             "no shapes, so their FLOPs, bytes and efficiency columns are left empty"
         )
-    if has_shapes(trace.ops) and len(trace.kernels):
+    if shapes_recorded(trace) and len(trace.kernels):
         zero = of_trace(
             trace, "zero_time_work", lambda t: cache.derived_value(t, "zero_time_work", _zero_time_work)
         )

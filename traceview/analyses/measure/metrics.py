@@ -14,7 +14,7 @@ import pandas as pd
 
 from ...domain import domain, gemm_family
 from ..select.region import Region
-from .derived import is_text, of_region, texts
+from .derived import is_text, kept_for_region, of_region, texts
 
 
 def _per(r: Region, value) -> float:
@@ -78,12 +78,22 @@ def _kernel_launches(r: Region) -> int:
 
 def cpu_ops(r: Region) -> int:
     """CPU ops (cpu_op events, at every depth) in the region."""
-    return len(r.ops)
+    return _op_figures(r)[0]
 
 
 def cpu_op_time_ns(r: Region) -> int:
     """Time in the region's outermost CPU ops (nested ops are inside it, so not added again)."""
-    return _time_of(r.ops, r.ops["outer"].to_numpy(dtype=bool))
+    return _op_figures(r)[1]
+
+
+def _op_figures(r: Region) -> tuple[int, int]:
+    """``cpu_ops`` and ``cpu_op_time_ns``, kept in the trace's cache entry for the whole trace (a
+    warm run reads neither the ops table nor the region's cut of it)."""
+
+    def make(r: Region) -> tuple[int, int]:
+        return len(r.ops), _time_of(r.ops, r.ops["outer"].to_numpy(dtype=bool))
+
+    return kept_for_region(r, "op_figures", make, value=True)
 
 
 def gemm_time_ns(r: Region) -> int:
@@ -163,14 +173,20 @@ def attention(r: Region) -> dict:
                 },
             }
     sdpa_ops = domain().sdpa_ops
-    codes, values = texts(r.ops["name"])  # the distinct names looked up, never every row's text
-    wanted = [i for i, v in enumerate(values) if isinstance(v, str) and v in sdpa_ops]
-    sdpa = [str(values[c]) for c in pd.unique(codes[np.isin(codes, wanted)])]  # in order of first row
+    sdpa = kept_for_region(r, "sdpa_ops", _sdpa_ops, value=True)
     return {
         "kernels": backends,
         "sdpa_ops": sdpa,
         "sdpa_backends": list(dict.fromkeys(sdpa_ops[n] for n in sdpa)),
     }
+
+
+def _sdpa_ops(r: Region) -> list[str]:
+    """The region's SDPA ops' names (``domain().sdpa_ops``), in the order of their first row."""
+    sdpa_ops = domain().sdpa_ops
+    codes, values = texts(r.ops["name"])  # the distinct names looked up, never every row's text
+    wanted = [i for i, v in enumerate(values) if isinstance(v, str) and v in sdpa_ops]
+    return [str(values[c]) for c in pd.unique(codes[np.isin(codes, wanted)])]
 
 
 def attention_backend(r: Region, stats: dict | None = None) -> str:

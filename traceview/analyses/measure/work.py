@@ -52,6 +52,15 @@ def rules() -> dict:
     return doc
 
 
+def shapes_recorded(trace) -> bool:
+    """``has_shapes`` of the trace's ops, kept in its cache entry (a warm run reads no ops table)."""
+    return of_trace(trace, "has_shapes", lambda t: cache.derived_value(t, "has_shapes", _ops_have_shapes))
+
+
+def _ops_have_shapes(trace) -> bool:
+    return has_shapes(trace.ops)
+
+
 def has_shapes(ops: pd.DataFrame) -> bool:
     """Whether the trace was recorded with shapes (any op has ``Input Dims``)."""
     if "input_dims" not in ops.columns:

@@ -19,12 +19,14 @@ What a region is:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+import functools
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
+from ...deferred import deferred_fields, replaced, stand_in
 from ...errors import TraceviewError
 
 if TYPE_CHECKING:  # for the annotation only
@@ -60,9 +62,12 @@ def per_region_count(counts, regions: int):
     return pd.Series(out, index=counts.index, name=counts.name) if isinstance(counts, pd.Series) else out
 
 
+@deferred_fields("ops")
 @dataclass
 class Region:
-    """One trace narrowed to a selection."""
+    """One trace narrowed to a selection. ``ops`` may be a ``Deferred``: the ops of every step of a
+    trace are cut when first used (a warm summary or diff reads what it needs of them from the
+    trace's cache entry, and the trace's ops table is then never read)."""
 
     trace: Trace
     selection: Selection
@@ -103,23 +108,28 @@ def region(trace, sel: Selection | None = None) -> Region:
     key = ("region", sel)
     if key not in trace.derived:
         trace.derived[key] = _cut(trace, sel)
-    return replace(trace.derived[key], notes=list(trace.derived[key].notes))
+    return replaced(trace.derived[key], notes=list(trace.derived[key].notes))
 
 
 def _cut(trace, sel: Selection) -> Region:
     check(trace, sel)
     acts = _matching_activities(trace, sel)
+    if sel.step is None and sel.annotation is None and len(trace.steps):
+        return _every_step(trace, sel, acts)
     ops = trace.ops
     if sel.step is not None:
         r = _one_step(trace, sel, sel.step, acts, ops)
     elif sel.annotation is not None:
         r = _annotated(trace, sel, sel.annotation, acts, ops)
-    elif len(trace.steps):
-        r = _every_step(trace, sel, acts, ops)
     else:
         r = _whole_trace(trace, sel, acts, ops)
-    r.ops = r.ops.assign(outer=_outermost(r.ops, ops))
+    r.ops = _marked(r.ops, ops)
     return r
+
+
+def _marked(kept: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The region's ops ``kept`` with ``outer``: no parent op inside the region."""
+    return kept.assign(outer=_outermost(kept, ops))
 
 
 def _outermost(kept: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
@@ -238,7 +248,7 @@ def _annotated(trace, sel: Selection, name: str, acts, ops) -> Region:
     return Region(trace, sel, acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 
 
-def _every_step(trace, sel: Selection, acts, ops) -> Region:
+def _every_step(trace, sel: Selection, acts) -> Region:
     stepped = acts["step"].notna().to_numpy()
     left_out = int((~stepped).sum())
     notes = []
@@ -251,13 +261,18 @@ def _every_step(trace, sel: Selection, acts, ops) -> Region:
         trace,
         sel,
         _rows(acts, stepped),
-        _rows(ops, ops["step"].notna().to_numpy()),
+        stand_in(functools.partial(_stepped_ops, trace)),
         len(trace.steps),
         "steps",
         int(trace.steps["dur_ns"].clip(lower=0).sum()),
         left_out,
         notes,
     )
+
+
+def _stepped_ops(trace) -> pd.DataFrame:
+    ops = trace.ops
+    return _marked(_rows(ops, ops["step"].notna().to_numpy()), ops)
 
 
 def _rows(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:

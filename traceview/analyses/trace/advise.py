@@ -34,7 +34,7 @@ from ..measure.call_lines import CallLines, line_to_edit
 from ..measure.derived import as_text, is_text, kept_for_region, of_region, text_counts, texts
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
-from ..measure.work import has_shapes
+from ..measure.work import shapes_recorded
 from ..select.region import Region, Selection, region
 from ..wording.words import Cite
 
@@ -528,7 +528,7 @@ def _kept_advice(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.Dat
 
 def _advice_table(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     f = Facts(r)
-    shapes = has_shapes(r.trace.ops)  # one meaning with the summary's note: some op has Input Dims
+    shapes = shapes_recorded(r.trace)  # one meaning with the summary's note: some op has Input Dims
     rows, status = [], []
     for rule in rules().rule:
         gpu, needs_shapes = NEEDS.get(rule.detector, (False, False))

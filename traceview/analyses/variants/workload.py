@@ -34,7 +34,7 @@ from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
 from ..measure.derived import as_text, is_text, kept_for_region, of_region, of_trace, texts
-from ..measure.work import has_shapes, trace_work
+from ..measure.work import shapes_recorded, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
 from ..wording.words import Cite, num, pct, plural, times
@@ -184,7 +184,7 @@ def _figures(r: Region, k: pd.DataFrame) -> tuple:
 
 def _shape_work(r: Region) -> tuple[float | None, str | None]:
     """torch's FLOPs per step of the counted ops, and the precision holding most of them."""
-    if not len(r.ops) or not has_shapes(r.trace.ops):
+    if not len(r.ops) or not shapes_recorded(r.trace):
         return None, None
     work = trace_work(r.trace)  # aligned with the trace's ops: the region's rows by position
     rows = work.index.get_indexer(r.ops.index)

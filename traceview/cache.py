@@ -805,38 +805,47 @@ def _mark(trace, entry: Path, body: bytes) -> None:
         trace.derived[_ENTRY_KEY] = (str(entry), hashlib.sha256(body).hexdigest()[:32])
 
 
-#: per-trace tables the link layer works out and holds in Trace.derived under these names
-#: (``launches.launches``, which a load asks for its warnings): written into the entry when the
-#: trace is stored, and handed to a Trace made from a cache hit (``entry_mark``)
+#: per-trace tables and values the link layer works out and holds in Trace.derived under these
+#: names (``launches.launches`` and ``launches.completeness``, which a load asks for its warning):
+#: written into the entry when the trace is stored, and handed to a Trace made from a cache hit
+#: (``entry_mark``): the values read, the tables a ``Deferred`` read when first used
 _LINK_TABLES = ("launches",)
+_LINK_VALUES = ("completeness",)
 
 
 def _keep_made(trace) -> None:
     """Write into the entry ``trace`` was just stored as the derived tables worked out before it had
-    one (``derived_frame`` of a trace not stored yet, and the link layer's ``_LINK_TABLES``)."""
+    one (``derived_frame`` of a trace not stored yet, and the link layer's ``_LINK_TABLES`` and
+    ``_LINK_VALUES``)."""
     where = trace.derived.get(_ENTRY_KEY)
     made = trace.derived.pop(_MADE_KEY, {})
+    if where is None:
+        return
     for name in _LINK_TABLES:
         if isinstance(trace.derived.get(name), pd.DataFrame):
             made[name] = trace.derived[name]
     for name, frame in made.items():
-        if where is not None:
-            with contextlib.suppress(Exception):  # a failure to write never fails the load
-                _write_derived(Path(where[0]), f"derived-{where[1]}-{name}", frame)
+        with contextlib.suppress(Exception):  # a failure to write never fails the load
+            _write_derived(Path(where[0]), f"derived-{where[1]}-{name}", frame)
+    for name in _LINK_VALUES:
+        if name in trace.derived:
+            _write_value(Path(where[0]), f"derived-{where[1]}-value-{name}", trace.derived[name])
 
 
 def entry_mark(trace) -> dict:
     """The ``derived`` a Trace made from the cache hit ``trace`` starts with: which entry it was
-    read from (so that its derived tables are read from there), the link layer's tables the
-    entry keeps (``_LINK_TABLES``), and no table worked out."""
+    read from (so that its derived tables are read from there), the link layer's tables and values
+    the entry keeps (``_LINK_TABLES``: a ``Deferred`` of the table, None where the entry has none;
+    ``_LINK_VALUES``), and no table worked out."""
     where = trace.derived.get(_ENTRY_KEY)
     if where is None:
         return {}
-    out = {_ENTRY_KEY: where}
+    out: dict = {_ENTRY_KEY: where}
     for name in _LINK_TABLES:
-        frame = _kept_frame(Path(where[0]), f"derived-{where[1]}-{name}")
-        if frame is not None:
-            out[name] = frame
+        out[name] = Deferred(functools.partial(_kept_frame, Path(where[0]), f"derived-{where[1]}-{name}"))
+    for name in _LINK_VALUES:
+        with contextlib.suppress(Exception), _Folder(Path(where[0])) as d:  # missing, damaged: made again
+            out[name] = _read_value(d, f"derived-{where[1]}-value-{name}")
     return out
 
 
@@ -870,9 +879,20 @@ def derived_value(trace, name: str, make):
         return make(trace)
     entry, stem = Path(where[0]), f"derived-{where[1]}-value-{name}"
     with contextlib.suppress(Exception), _Folder(entry) as d:  # missing, half-written, damaged: made again
-        return plain_decode(_verified_info(d.read(stem + ".json"))["value"])
+        return _read_value(d, stem)
     value = make(trace)
-    with contextlib.suppress(Exception):  # not plain data, or a failure to write: not kept
+    _write_value(entry, stem, value)
+    return value
+
+
+def _read_value(d: _Folder, stem: str):
+    return plain_decode(_verified_info(d.read(stem + ".json"))["value"])
+
+
+def _write_value(entry: Path, stem: str, value) -> None:
+    """``value`` as ``<stem>.json`` in ``entry`` (tmp + rename); not plain data, or a failure to
+    write: nothing written."""
+    with contextlib.suppress(Exception):
         body = msgspec.json.encode({"value": plain_encode(value)})
         if available() and entry.is_dir():
             tmp = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
@@ -883,7 +903,6 @@ def derived_value(trace, name: str, make):
             finally:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
-    return value
 
 
 def _kept_frame(entry: Path, stem: str) -> pd.DataFrame | None:

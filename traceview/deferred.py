@@ -33,12 +33,20 @@ class Deferred:
         """Whether the value has been made (``make`` ran)."""
         return self._make is None
 
+    def __reduce__(self):
+        # a pickle or a copy holds the value made: a lock and a closure cannot be pickled
+        return (_given, (self.value(),))
+
     def value(self) -> Any:
         with self._lock:
             if self._make is not None:
                 self._value = self._make()
                 self._make = None
             return self._value
+
+
+def _given(value: Any) -> Any:
+    return value
 
 
 def stand_in(make: Callable[[], T]) -> T:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from .deferred import Deferred
 from .errors import TraceviewError
 from .units import human_ns
 
@@ -71,9 +72,13 @@ def launches(trace) -> pd.DataFrame:
     of the same correlation is the same launch (``link`` links activities to the runtime call), so
     it is left out. Worked out once per loaded trace (completeness and host launches each ask;
     a cached trace's entry keeps it: ``cache._LINK_TABLES``); its readers never change it."""
-    if "launches" not in trace.derived:
-        trace.derived["launches"] = _launches(trace)
-    return trace.derived["launches"]
+    got = trace.derived.get("launches")
+    if isinstance(got, Deferred):  # a cache hit's: the entry's table, read now (None: it has none)
+        got = got.value()
+    if got is None:
+        got = _launches(trace)
+    trace.derived["launches"] = got
+    return got
 
 
 def _launches(trace) -> pd.DataFrame:
@@ -142,7 +147,7 @@ def completeness(trace) -> dict:
     """The completeness figures of one trace file (see docs/metrics.md), and ``warning``: one line
     when the kernel launches without GPU activity or the activities without launch reach
     ``warn_pct``, else None. Worked out once per loaded trace (load, summary, diff and compare
-    each ask for it)."""
+    each ask for it); a cached trace's entry keeps it (``cache._LINK_VALUES``)."""
     if "completeness" not in trace.derived:
         trace.derived["completeness"] = _completeness(trace)
     return dict(trace.derived["completeness"])

@@ -466,8 +466,12 @@ def _compact_dims(dims: pd.Series) -> np.ndarray:
 
 def _category_rate(r: Region, category: str) -> tuple[float, float]:
     """(achieved TFLOP/s, percent of peak) of one category's kernels with FLOPs: the peak is
-    time-weighted over those whose peak is known, and the percent ``rated`` (one time base)."""
-    return of_region(r, ("category_rate", category), lambda r: _rate(r, category))
+    time-weighted over those whose peak is known, and the percent ``rated`` (one time base). Kept
+    in the trace's cache entry for the whole trace, but for a trace loaded with a user's device
+    table (``devices=``: a file the entry's key does not cover)."""
+    if getattr(r.trace, "devices", None) is not None:
+        return of_region(r, ("category_rate", category), lambda r: _rate(r, category))
+    return kept_for_region(r, f"category_rate-{category}", lambda r: _rate(r, category), value=True)
 
 
 def _rate(r: Region, category: str) -> tuple[float, float]:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..select.region import Region
 from . import metrics as m
-from .derived import of_region
+from .derived import kept_for_region, of_region
 
 #: the outputs a metric can be shown in: ``summary``, ``compare``, ``summary --run``, ``compare --run``,
 #: the ``diff`` overview, ``report`` (its page shows compare's and diff's tables), the ``check`` CI gate
@@ -114,11 +114,20 @@ def metrics_of(r: Region) -> dict:
     """Every metric of the region, by its one name (counts and times per region where the name says);
     each is computed once per trace and selection (``derived.of_region``), however many outputs and
     calls ask."""
-    held = of_region(r, "metrics", lambda _: {})
+    held = of_region(r, "metrics", _kept_values)
     for x in METRICS:
         if x.name not in held:
             held[x.name] = x.compute(r)
     return {x.name: held[x.name] for x in METRICS}
+
+
+def _kept_values(r: Region) -> dict:
+    """Every metric of the region, kept in the trace's cache entry for the whole trace (a warm run
+    works none out); a trace loaded with a user's device table (``devices=``, a file the entry's
+    key does not cover) starts from none, each worked out when asked."""
+    if getattr(r.trace, "devices", None) is not None:
+        return {}
+    return dict(kept_for_region(r, "metrics", lambda r: {x.name: x.compute(r) for x in METRICS}, value=True))
 
 
 def shown(values: dict, output: str, gpu: bool = True) -> dict:

@@ -6,7 +6,8 @@ import pandas as pd
 
 from ...report import Report
 from ..measure import memory
-from ..measure.completeness import by_api, completeness, completeness_table, workload_table
+from ..measure.completeness import completeness, completeness_table, launches_by_api, workload_table
+from ..measure.derived import kept_for_region
 from ..measure.gpu_breakdown import category_time
 from ..measure.registry import metrics_of, shown
 from ..select.region import Selection, region
@@ -26,12 +27,16 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
         "per": r.per_word,
         **shown(metrics_of(r), "summary"),
     }
-    tables = {"by_kind": by_kind(k), "per_step": step_totals(k), "top_kernels": top_kernels(k, top)}
+    tables = {
+        "by_kind": _kept(r, "by_kind", by_kind),
+        "per_step": _kept(r, "per_step", step_totals),
+        "top_kernels": _labelled(_kept(r, "kernel_totals", lambda k: _totals(k, "name")).head(top)),
+    }
     if "category" in k.columns:
-        tables["by_category"] = by_category(k)
+        tables["by_category"] = _kept(r, "by_category", by_category)
     # comparability first (issue 18): whether the file holds all the GPU work, and what work it ran
     tables["completeness"] = completeness_table([(trace.label, trace)])
-    tables["launches"] = by_api(trace)
+    tables["launches"] = launches_by_api(trace)
     tables["workload"] = workload_table([(trace.label, r)])
     if len(trace.memory):  # the whole trace's peak, whatever the selection: one moment, not per step
         tables["memory"] = memory.peaks(trace)
@@ -56,6 +61,11 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
         info=info,
         notes=notes,
     )
+
+
+def _kept(r, name: str, make) -> pd.DataFrame:
+    """``make(r.activities)``, kept in the trace's cache entry for the whole trace; a copy each."""
+    return kept_for_region(r, name, lambda r: make(r.activities)).copy()
 
 
 def _totals(k: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -91,6 +101,9 @@ def step_totals(k: pd.DataFrame) -> pd.DataFrame:
 def top_kernels(k: pd.DataFrame, n: int) -> pd.DataFrame:
     """The ``n`` names with the most GPU time: ``kernel`` (the readable name, :func:`.names.kernel_label`),
     count, time, share, and ``name`` (the full name, last)."""
-    top = _totals(k, "name").head(n)
+    return _labelled(_totals(k, "name").head(n))
+
+
+def _labelled(top: pd.DataFrame) -> pd.DataFrame:
     top.insert(0, "kernel", [kernel_label(str(x)) for x in top["name"]])
     return top[["kernel", "count", "total_ns", "pct_time", "name"]]

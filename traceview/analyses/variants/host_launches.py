@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...launches import launches
 from ..measure import metrics
-from ..measure.derived import of_region
+from ..measure.derived import kept_for_region
 from ..select.region import Region, annotation_spans, inside
 from ..wording.words import num
 
@@ -41,7 +41,7 @@ def host_launches(r: Region) -> dict:
     in the file links to), ``recorded`` (launches whose kernels are in the region: the metric
     ``kernel_launches_per_step``), and ``apis`` (the calls per step by API, ``cudaLaunchKernel 1,556``).
     Worked out once per trace and selection."""
-    return dict(of_region(r, "host_launches", _host_launches))
+    return dict(kept_for_region(r, "host_launches", _host_launches, value=True))
 
 
 def _host_launches(r: Region) -> dict:

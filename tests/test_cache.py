@@ -681,6 +681,8 @@ def test_bit_flips_through_the_cli_never_exit_3(tmp_path):
     assert want.exit_code == 0, want.output
     size = (entry / "kernels.arrow").stat().st_size
     for at in range(7, size, max(1, size // 12)):
+        if not entry.exists():  # a table found damaged when first used takes its entry with it
+            tv.load(trace)  # the next load stores it again
         data = bytearray((entry / "kernels.arrow").read_bytes())
         data[at] ^= 0x10
         (entry / "kernels.arrow").write_bytes(bytes(data))

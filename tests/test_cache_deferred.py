@@ -30,7 +30,7 @@ from traceview.analyses.runs.rank_work import rank_work
 from traceview.deferred import unmade
 from traceview.errors import LateNote, TraceReadError
 
-DEFERRED = ("events", "ops")
+DEFERRED = ("events", "ops", "kernels")
 
 
 def _deferred(t, name: str = "events") -> bool:
@@ -58,8 +58,8 @@ def _flip_in_place(path: Path, at: int) -> None:
 
 def test_a_hit_holds_its_events_until_they_are_used(tmp_path):
     _, uncached, hit = _stored(tmp_path)
-    assert len(hit.kernels) == 40  # the other tables are there at once
-    assert _deferred(hit)
+    assert len(hit.kernels) == 40  # another table read leaves the events unread
+    assert _deferred(hit) and not _deferred(hit, "kernels")
     assert_same(uncached, hit)
     assert not _deferred(hit)
     assert hit.start_ns == uncached.start_ns == int(uncached.events["ts_ns"].min())
@@ -73,20 +73,25 @@ CORPUS_RANK = corpus_files("param/*worker0*.json.gz")[:1]
 def test_a_warm_summary_diff_compare_and_rank_read_no_events_and_no_ops(tmp_path):
     """The GPU traces of the corpus (the samples hold no GPU activity): what the analyses of a warm
     run ask of the events (start, annotation names, launch times) and of the ops (their figures,
-    shapes, stacks, the SDPA ops) is kept in the entry beside them."""
+    shapes, stacks, the SDPA ops) is kept in the entry beside them; a warm summary reads no
+    kernels table either (its tables and metrics are kept)."""
     a, b, rank = (Path(shutil.copyfile(p, tmp_path / p.name)) for p in [*CORPUS_PAIR, *CORPUS_RANK])
     cold = tv.diff(a, b, cache=False)
     cold_ranks = rank_work(tv.load(rank, cache=False))
     tv.summary(tv.load(a)), tv.diff(tv.load(a), tv.load(b)), rank_work(tv.load(rank))  # stored, then kept
     tv.compare([tv.load(a), tv.load(b)])
     ta, tb, tr = tv.load(a), tv.load(b), tv.load(rank)
-    unread = [_deferred(t, name) for t in (ta, tb, tr) for name in DEFERRED]
-    assert all(unread)
-    tv.summary(ta)
+    assert all(_deferred(t, name) for t in (ta, tb, tr) for name in DEFERRED)
+    warm_summary = tv.summary(ta)
+    assert all(_deferred(ta, name) for name in DEFERRED)  # a warm summary reads none of them
     warm = tv.diff(ta, tb)
     warm_compare = tv.compare([ta, tb])
     warm_ranks = rank_work(tr)
-    assert [_deferred(t, name) for t in (ta, tb, tr) for name in DEFERRED] == unread
+    assert all(_deferred(t, name) for t in (ta, tb, tr) for name in ("events", "ops"))
+    cold_summary = tv.summary(a, cache=False)
+    assert warm_summary.findings == cold_summary.findings and warm_summary.info == cold_summary.info
+    for name, table in cold_summary.tables.items():
+        pd.testing.assert_frame_equal(warm_summary.tables[name], table, check_exact=True, obj=name)
     cold_compare = tv.compare([a, b], cache=False)
     assert warm_compare.findings == cold_compare.findings
     for name, table in cold_compare.tables.items():
@@ -135,12 +140,12 @@ def test_a_late_rebuild_is_said_where_the_load_warnings_were(tmp_path):
 
 @pytest.mark.parametrize("name", DEFERRED)
 def test_a_forged_table_file_that_passes_its_checksum_is_rebuilt(tmp_path, name):
-    """An entry written by something else: another table's bytes as the events (or the ops), with a
-    size and a checksum to match (a CRC is no signature). The frame does not read back: rebuilt
-    and said."""
+    """An entry written by something else: another table's bytes as the events (or the ops, or the
+    kernels), with a size and a checksum to match (a CRC is no signature). The frame does not read
+    back: rebuilt and said."""
     trace, uncached, _ = _stored(tmp_path)
     (entry,) = _entries(tmp_path / "default-cache")
-    forged = (entry / "kernels.arrow").read_bytes()
+    forged = (entry / ("steps.arrow" if name == "kernels" else "kernels.arrow")).read_bytes()
     (entry / f"{name}.arrow").write_bytes(forged)
     info = json.loads((entry / "entry.json").read_bytes().partition(b"\n")[2])
     info["files"][name] = {"size": len(forged), "crc32": zlib.crc32(forged)}

@@ -1,5 +1,6 @@
-"""The ops of every step are cut when first used (``Region.ops`` a ``Deferred``), so that a warm run,
-which reads what it needs of them from the cache entry, never reads the trace's ops table.
+"""The ops and GPU activities of every step are cut when first used (``Region.ops`` and
+``Region.activities`` each a ``Deferred``), so that a warm run, which reads what it needs of them
+from the cache entry, never reads the trace's ops (nor, for a summary, its kernels) table.
 
 What is checked: the cut, when made, is the ops of every step with ``outer`` as a plain pandas
 recount says (an op is outermost when it has no parent, or its parent is in no step); every Region
@@ -57,11 +58,26 @@ def test_the_ops_of_every_step_are_cut_when_used_as_a_recount_says(path):
     assert 0 < int(want["outer"].sum()) < len(want) or path.name == "naive.json.gz"
 
 
+@pytest.mark.parametrize("path", STEPPED, ids=lambda p: p.name[:40])
+def test_the_activities_of_every_step_are_cut_when_used_as_a_recount_says(path, tmp_path):
+    """From the trace and from a cache hit (whose count of activities outside every step is kept)."""
+    if not path.exists():
+        pytest.skip(SKIP_REASON)
+    for cache in (False, tmp_path, tmp_path):
+        t = tv.load(path, cache=cache)
+        r = region(t)
+        assert unmade(r, "activities")
+        stepped = t.kernels["step"].notna().to_numpy()
+        assert r.left_out == int((~stepped).sum())
+        pd.testing.assert_frame_equal(r.activities, t.kernels[stepped], check_exact=True)
+
+
 @pytest.mark.skipif(not (CORPUS / "hta").is_dir(), reason=SKIP_REASON)
 def test_every_region_of_a_selection_shares_one_cut_and_its_kept_tables():
     t = tv.load(CORPUS / "hta/trace_diff__control__control.json.gz", cache=False)
     first, second = region(t), region(t)
     assert first is not second and held(first, "ops") is held(second, "ops")
+    assert held(first, "activities") is held(second, "activities")
     made = []
 
     def count(r):

@@ -114,7 +114,7 @@ def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, 
     ``identity`` taken before this load; now if None), else None. An entry that fails
     verification is removed, and a note saying so goes to ``notes``.
 
-    The events and ops tables are read, checked and made only when first used (``_DEFERRED``);
+    The events, ops and kernels tables are read, checked and made only when first used (``_DEFERRED``);
     should that fail then (the file damaged since), the entry is removed and ``rebuild(name,
     note)`` gives the table from the trace itself (None: the error is raised)."""
     try:
@@ -679,13 +679,14 @@ def _made_with(deferred: Deferred, then):
     return then(deferred.value())
 
 
-#: tables a cache hit reads only when they are used: the analyses of a warm diff or summary use
-#: neither (what they ask of them is kept in the entry: ``derived_frame``, ``derived_value``, the
-#: stats), and the ops of a region are cut only when used (``analyses.select.region``)
-_DEFERRED = ("events", "ops")
+#: tables a cache hit reads only when they are used: what the analyses of a warm summary ask of
+#: them is kept in the entry (``derived_frame``, ``derived_value``, the stats), and the ops and GPU
+#: activities of a region are cut only when used (``analyses.select.region``); a warm diff reads
+#: the kernels table, neither of the others
+_DEFERRED = ("events", "ops", "kernels")
 
 
-#: how many deferred tables' files may be open at once (two a trace), well within the usual limit
+#: how many deferred tables' files may be open at once (three a trace), well within the usual limit
 #: of 1,024 descriptors; past it a hit reads its tables at once
 _HELD_FILES = threading.BoundedSemaphore(256)
 

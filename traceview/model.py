@@ -63,14 +63,14 @@ STEP_RE = re.compile(r"^ProfilerStep#(\d{1,18})$")  # 19+ digits would overflow 
 _STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 
 
-@deferred_fields("events", "ops")
+@deferred_fields("events", "ops", "kernels")
 @dataclass(frozen=True)
 class Trace:
     """One loaded trace: typed, linked, classified DataFrames plus metadata, and the load options
     it was built with. Frozen: a trace with other options is another Trace
     (``dataclasses.replace``, or ``revised``, which keeps a deferred table deferred), never this
-    one changed. ``events`` and ``ops`` may be handed a ``Deferred`` (a cache hit's): made when first
-    read (``ops`` with its list args parsed as it is made: ``lists_parsed``)."""
+    one changed. ``events``, ``ops`` and ``kernels`` may be handed a ``Deferred`` (a cache hit's):
+    made when first read (``ops`` with its list args parsed as it is made: ``lists_parsed``)."""
 
     path: str
     events: pd.DataFrame

@@ -36,10 +36,11 @@ def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> An
     """``make(r)`` once per trace and selection. Kept with the region's frames and used only for a
     region that holds those very frames (``region`` hands every caller the same ones): a Region
     built by hand with other activities (annotate's whole trace, a test's) gets its own."""
-    kept, key, ops = r.trace.derived, (what, r.selection), held(r, "ops")  # not made: a Deferred
+    # the frames as held, not made: a Deferred (``region``) is the same object in every copy
+    kept, key, acts, ops = r.trace.derived, (what, r.selection), held(r, "activities"), held(r, "ops")
     got = kept.get(key)
-    if got is None or got[0] is not r.activities or got[1] is not ops:
-        got = kept[key] = (r.activities, ops, make(r))
+    if got is None or got[0] is not acts or got[1] is not ops:
+        got = kept[key] = (acts, ops, make(r))
     return got[2]
 
 
@@ -51,7 +52,7 @@ def kept_for_region(r: Region, what: str, make: Callable[[Region], Any], *, valu
     (``check`` asks for every step: a file per step would be hundreds of small files written and
     read on its path, in an entry only a store evicts)."""
     own = r.trace.derived.get(("region", r.selection))
-    if own is None or own.activities is not r.activities or held(own, "ops") is not held(r, "ops"):
+    if own is None or any(held(own, f) is not held(r, f) for f in ("activities", "ops")):
         return of_region(r, what, make)
     if r.selection != type(r.selection)():
         return of_region(r, what, make)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ... import cache
 from ...deferred import deferred_fields, replaced, stand_in
 from ...errors import TraceviewError
 
@@ -62,12 +63,12 @@ def per_region_count(counts, regions: int):
     return pd.Series(out, index=counts.index, name=counts.name) if isinstance(counts, pd.Series) else out
 
 
-@deferred_fields("ops")
+@deferred_fields("ops", "activities")
 @dataclass
 class Region:
-    """One trace narrowed to a selection. ``ops`` may be a ``Deferred``: the ops of every step of a
-    trace are cut when first used (a warm summary or diff reads what it needs of them from the
-    trace's cache entry, and the trace's ops table is then never read)."""
+    """One trace narrowed to a selection. ``ops`` and ``activities`` may be a ``Deferred``: those of
+    every step of a trace are cut when first used (a warm summary or diff reads what it needs of
+    them from the trace's cache entry, and the trace's tables are then never read)."""
 
     trace: Trace
     selection: Selection
@@ -113,9 +114,9 @@ def region(trace, sel: Selection | None = None) -> Region:
 
 def _cut(trace, sel: Selection) -> Region:
     check(trace, sel)
-    acts = _matching_activities(trace, sel)
     if sel.step is None and sel.annotation is None and len(trace.steps):
-        return _every_step(trace, sel, acts)
+        return _every_step(trace, sel)
+    acts = _matching_activities(trace, sel)
     ops = trace.ops
     if sel.step is not None:
         r = _one_step(trace, sel, sel.step, acts, ops)
@@ -144,7 +145,6 @@ def _outermost(kept: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
 
 def check(trace, sel: Selection) -> None:
     """Every part of ``sel`` must match something in ``trace``; else an error listing what exists."""
-    k = trace.kernels
     if sel.kind is not None and sel.kind not in KINDS:
         _fail(trace, f"--kind must be one of {', '.join(KINDS)}, not {sel.kind!r}")
     if sel.step is not None:
@@ -155,16 +155,18 @@ def check(trace, sel: Selection) -> None:
             _fail(trace, f"has no step {sel.step} (steps: {listing(steps)})")
     if sel.annotation is not None:
         annotation_spans(trace, sel.annotation)
-    for what, column, value, within in (
-        ("kind", "kind", sel.kind, k),
-        ("device", "device", sel.device, k),
-        ("stream", "stream", sel.stream, _on_device(k, sel.device)),
-    ):
-        if value is None:
-            continue
+    filters = {"kind": sel.kind, "device": sel.device, "stream": sel.stream}
+    if any(v is not None for v in filters.values()):  # the kernels table, read only to check a filter
+        _check_filters(trace, sel, {w: v for w, v in filters.items() if v is not None})
+
+
+def _check_filters(trace, sel: Selection, filters: dict) -> None:
+    k = trace.kernels
+    for what, value in filters.items():
+        within = _on_device(k, sel.device) if what == "stream" else k
         if not len(k):
             _fail(trace, f"has no GPU activity; --{what} cannot apply")
-        present = within[column].dropna().unique().tolist()
+        present = within[what].dropna().unique().tolist()
         if value not in set(present):
             where = f" on device {sel.device}" if what == "stream" and sel.device is not None else ""
             _fail(trace, f"has no GPU activity with {what} {value}{where} ({what}s: {listing(present)})")
@@ -248,9 +250,8 @@ def _annotated(trace, sel: Selection, name: str, acts, ops) -> Region:
     return Region(trace, sel, acts, ops, len(spans), "annotation", int(spans["dur_ns"].clip(lower=0).sum()))
 
 
-def _every_step(trace, sel: Selection, acts) -> Region:
-    stepped = acts["step"].notna().to_numpy()
-    left_out = int((~stepped).sum())
+def _every_step(trace, sel: Selection) -> Region:
+    left_out = _unstepped(trace, sel)
     notes = []
     if left_out:
         notes.append(
@@ -260,7 +261,7 @@ def _every_step(trace, sel: Selection, acts) -> Region:
     return Region(
         trace,
         sel,
-        _rows(acts, stepped),
+        stand_in(functools.partial(_stepped_activities, trace, sel)),
         stand_in(functools.partial(_stepped_ops, trace)),
         len(trace.steps),
         "steps",
@@ -268,6 +269,21 @@ def _every_step(trace, sel: Selection, acts) -> Region:
         left_out,
         notes,
     )
+
+
+def _unstepped(trace, sel: Selection) -> int:
+    """How many of the selected GPU activities were launched outside every step; for the whole
+    trace, kept in its cache entry (a warm summary reads no kernels table)."""
+
+    def count(trace) -> int:
+        return int((~_matching_activities(trace, sel)["step"].notna()).to_numpy().sum())
+
+    return cache.derived_value(trace, "unstepped_activities", count) if sel == Selection() else count(trace)
+
+
+def _stepped_activities(trace, sel: Selection) -> pd.DataFrame:
+    acts = _matching_activities(trace, sel)
+    return _rows(acts, acts["step"].notna().to_numpy())
 
 
 def _stepped_ops(trace) -> pd.DataFrame:

@@ -18,21 +18,21 @@ from .advise import findings as advice_findings
 
 def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     r = region(trace, sel)
-    k = r.activities
+    values = metrics_of(r)
     info = {
         "trace": trace.path,
         "label": trace.label,
         "device": trace.device_name,
         "selection": r.selection.describe(),
         "per": r.per_word,
-        **shown(metrics_of(r), "summary"),
+        **shown(values, "summary"),
     }
     tables = {
         "by_kind": _kept(r, "by_kind", by_kind),
         "per_step": _kept(r, "per_step", step_totals),
         "top_kernels": _labelled(_kept(r, "kernel_totals", lambda k: _totals(k, "name")).head(top)),
     }
-    if "category" in k.columns:
+    if kept_for_region(r, "classified", lambda r: "category" in r.activities.columns, value=True):
         tables["by_category"] = _kept(r, "by_category", by_category)
     # comparability first (issue 18): whether the file holds all the GPU work, and what work it ran
     tables["completeness"] = completeness_table([(trace.label, trace)])
@@ -47,7 +47,7 @@ def summary(trace, sel: Selection | None = None, top: int = 10) -> Report:
     # built by hand, without load, gets it here
     warning = completeness(trace)["warning"]
     notes = [warning] * (bool(warning) and warning not in trace.warnings) + list(trace.warnings) + r.notes
-    if len(k):
+    if values["gpu_activities"]:
         notes.append(
             "linked_to_op_pct: the share of these GPU activities whose launching CPU op was found "
             "(runtime launch matched by correlation id, then the op around it)"

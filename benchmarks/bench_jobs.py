@@ -198,7 +198,8 @@ def measure(cmd: list[str], env: dict, timeout: float) -> dict:
     """One whole process: wall time from its start until the wait for it returns, and the peak RSS
     of its process tree, sampled every 50 ms on a thread of its own (so that the end of the process
     is seen when it comes, not at the next sample: a poll-and-sleep loop added 0-50 ms to every
-    job), and at least the peak the kernel reports for the process itself when it is reaped."""
+    job). Not the kernel's ``ru_maxrss`` of the child: on Linux it counts the copy of this process
+    the fork made before the exec."""
     import psutil
 
     load = os.getloadavg()[0]
@@ -217,17 +218,10 @@ def measure(cmd: list[str], env: dict, timeout: float) -> dict:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    except ChildProcessError:  # reaped already
-        proc.wait()
-        usage = None
+    proc.wait()
     wall = time.perf_counter() - t0
     done.set()
     sampler.join()
-    if usage is not None:
-        peak[0] = max(peak[0], usage.ru_maxrss * 1024)  # KiB on Linux
     err = proc.stderr.read() if proc.stderr else ""
     ok = proc.returncode == 0
     return {

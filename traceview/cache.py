@@ -896,14 +896,7 @@ def _write_value(entry: Path, stem: str, value) -> None:
     with contextlib.suppress(Exception):
         body = msgspec.json.encode({"value": plain_encode(value)})
         if available() and entry.is_dir():
-            tmp = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
-            try:
-                with temporary(tmp):
-                    tmp.write_bytes(_sum_line(body) + body)
-                    os.replace(tmp, entry / f"{stem}.json")
-            finally:
-                with contextlib.suppress(OSError):
-                    tmp.unlink()
+            _write_json(entry, stem, body)
 
 
 def _kept_frame(entry: Path, stem: str) -> pd.DataFrame | None:
@@ -940,7 +933,6 @@ def _write_derived(entry: Path, stem: str, frame: pd.DataFrame) -> None:
         return
     none = [str(c) for c, t in frame.dtypes.items() if pd.api.types.is_object_dtype(t)]
     tmp = entry / f"{stem}.tmp-{secrets.token_hex(4)}"
-    tmp_json = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
     try:
         with temporary(tmp):
             plain = frame.copy(deep=False)
@@ -951,11 +943,20 @@ def _write_derived(entry: Path, stem: str, frame: pd.DataFrame) -> None:
             feather.write_feather(table, tmp, compression="uncompressed")
             spec = {"dtypes": _describe(frame), "none": none, **_file_sum(tmp)}
             os.replace(tmp, entry / f"{stem}.arrow")
-        body = msgspec.json.encode(spec, enc_hook=_enc_hook)
-        with temporary(tmp_json):
-            tmp_json.write_bytes(_sum_line(body) + body)
-            os.replace(tmp_json, entry / f"{stem}.json")
     finally:  # a write that failed half way leaves nothing behind
-        for t in (tmp, tmp_json):
-            with contextlib.suppress(OSError):
-                t.unlink()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    _write_json(entry, stem, msgspec.json.encode(spec, enc_hook=_enc_hook))
+
+
+def _write_json(entry: Path, stem: str, body: bytes) -> None:
+    """``<stem>.json`` in ``entry``, its checksum line first: written to a temporary name, renamed
+    when complete (a write that failed half way leaves nothing behind)."""
+    tmp = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
+    try:
+        with temporary(tmp):
+            tmp.write_bytes(_sum_line(body) + body)
+            os.replace(tmp, entry / f"{stem}.json")
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()

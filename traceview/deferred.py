@@ -1,11 +1,11 @@
-"""A field of a frozen dataclass that may be handed a ``Deferred``: the value is made the first time
-the field is read, once, whatever the thread, and kept.
+"""A field of a dataclass that may be handed a ``Deferred``: the value is made the first time the
+field is read, once, whatever the thread, and kept.
 
-A warm ``diff`` or ``summary`` reads a trace from the cache, where its events table is a fifth of
-the time of reading it (70 MB at 300 MB of JSON: read, checked and made into a frame, ~0.2 s) and
-the analyses they run ask nothing of it (what they need of the events is kept in the entry beside
-it). The cache hands the Trace a ``Deferred`` that reads and checks the table's file, as it does
-every table's, only if something asks for it (``cache._DeferredTables``).
+A warm ``summary`` or ``diff`` reads a trace from the cache, and what its analyses ask of the
+trace's events, ops and kernels tables is kept in the entry beside them. The cache hands the Trace
+a ``Deferred`` of each, that reads and checks the table's file, as it does every table's, only if
+something asks for it (``cache._DeferredTables``); a Region of every step cuts its ops and GPU
+activities from them only when something reads those (``analyses.select.region``).
 """
 
 from __future__ import annotations

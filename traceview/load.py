@@ -9,12 +9,13 @@ import warnings as py_warnings
 from dataclasses import replace
 
 from .classify import annotate
+from .deferred import replaced
 from .devices import load_devices
 from .errors import LateNote, NotATraceError, TraceReadError
 from .launches import completeness
 from .limits import give_back_freed_memory
 from .link import Linked, link
-from .model import Trace, build_events, revised
+from .model import Trace, build_events
 from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, read
 from .read.columns import gc_paused
 from .read.source import RATIO_FLOOR, over_cap, over_ratio
@@ -74,7 +75,7 @@ def _load(path: str, held: dict, *, max_bytes: int, max_ratio, cache) -> Trace:
             # no derived table worked out under other options (devices) follows; the entry's mark does
             derived = cache_mod.entry_mark(hit)
             warnings += hit.warnings + notes
-            return revised(hit, warnings=warnings, cached=True, derived=derived, **held)
+            return replaced(hit, warnings=warnings, cached=True, derived=derived, **held)
     try:
         trace = _load_uncached(path, held, max_bytes=max_bytes, max_ratio=max_ratio)
     except MemoryError:  # the up-front memory check is an estimate; never crash with a bare MemoryError

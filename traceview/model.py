@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .deferred import Deferred, deferred_fields, held, replaced
+from .deferred import Deferred, deferred_fields, held
 from .filenames import as_text
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
@@ -68,7 +68,7 @@ _STREAM_RE = re.compile(r"(?<!\d)(\d{1,18})\s*$")
 class Trace:
     """One loaded trace: typed, linked, classified DataFrames plus metadata, and the load options
     it was built with. Frozen: a trace with other options is another Trace
-    (``dataclasses.replace``, or ``revised``, which keeps a deferred table deferred), never this
+    (``dataclasses.replace``, or ``deferred.replaced``, which keeps a deferred table deferred), never this
     one changed. ``events``, ``ops`` and ``kernels`` may be handed a ``Deferred`` (a cache hit's):
     made when first read (``ops`` with its list args parsed as it is made: ``lists_parsed``)."""
 
@@ -164,11 +164,6 @@ def lists_parsed(ops: pd.DataFrame) -> pd.DataFrame:
         if name in ops.columns and isinstance(ops[name].dtype, pd.CategoricalDtype):
             ops[name] = parsed_lists(ops[name])
     return ops
-
-
-def revised(trace: Trace, **changes) -> Trace:
-    """``dataclasses.replace(trace, **changes)``, a deferred table kept deferred (not made to be copied)."""
-    return replaced(trace, **changes)
 
 
 def first_ns(events: pd.DataFrame) -> int:

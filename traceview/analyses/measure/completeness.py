@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 # by_api and graph_replays: imported from here by summary, groups and efficiency (re-exported)
-from ... import cache
 from ...launches import by_api as by_api
 from ...launches import completeness, consequence, rules, warned, where
 from ...launches import graph_replays as graph_replays
@@ -30,7 +29,7 @@ from ...model import list_codes
 from ...report import Finding
 from ..select.region import Region
 from ..wording.words import Cite
-from .derived import kept_for_region, of_trace, texts
+from .derived import kept_for_region, kept_for_trace, texts
 from .work import shapes_recorded, trace_work
 
 GRAPH_REPLAY = "(graph replay: {})"  # what stands where a graph kernel's CPU op would
@@ -50,9 +49,7 @@ def completeness_table(sides) -> pd.DataFrame:
 def launches_by_api(trace) -> pd.DataFrame:
     """``by_api`` of the trace (the table ``launches``), kept in its cache entry (a warm summary
     reads no launch table); each caller gets its own copy of the few rows."""
-    return of_trace(
-        trace, "launches_by_api", lambda t: cache.derived_frame(t, "launches_by_api", by_api)
-    ).copy()
+    return kept_for_trace(trace, "launches_by_api", by_api).copy()
 
 
 # ------------------------------------------------------------------ the work a region ran

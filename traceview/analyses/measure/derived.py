@@ -32,6 +32,13 @@ def of_trace(trace, what: str, make: Callable[[Any], Any]) -> Any:
     return held[what]
 
 
+def kept_for_trace(trace, what: str, make: Callable[[Any], Any], *, value: bool = False) -> Any:
+    """``of_trace``, and kept in the trace's cache entry as well (``cache.derived_frame``; ``value``:
+    a small value of plain data, ``cache.derived_value``), so a warm run reads it back."""
+    keep = cache.derived_value if value else cache.derived_frame
+    return of_trace(trace, what, lambda t: keep(t, what, make))
+
+
 def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> Any:
     """``make(r)`` once per trace and selection. Kept with the region's frames and used only for a
     region that holds those very frames (``region`` hands every caller the same ones): a Region
@@ -44,17 +51,23 @@ def of_region(r: Region, what: str | tuple, make: Callable[[Region], Any]) -> An
     return got[2]
 
 
-def kept_for_region(r: Region, what: str, make: Callable[[Region], Any], *, value: bool = False) -> Any:
+def kept_for_region(
+    r: Region, what: str, make: Callable[[Region], Any], *, value: bool = False, reads_devices: bool = False
+) -> Any:
     """``of_region``, and for the trace's own region of the whole trace (the one ``region`` cut
     without a selection) also kept in the trace's cache entry (``cache.derived_frame``; ``value``:
     a small value of plain data, ``cache.derived_value``), so a warm run reads it back. A region
     built by hand is never served a kept table; a narrower selection's is held in memory only
     (``check`` asks for every step: a file per step would be hundreds of small files written and
-    read on its path, in an entry only a store evicts)."""
+    read on its path, in an entry only a store evicts). ``reads_devices``: ``make`` reads the
+    device table, so a trace loaded with a user's (``devices=``, a file the entry's key does not
+    cover) has it held in memory only."""
     own = r.trace.derived.get(("region", r.selection))
     if own is None or any(held(own, f) is not held(r, f) for f in ("activities", "ops")):
         return of_region(r, what, make)
     if r.selection != type(r.selection)():
+        return of_region(r, what, make)
+    if reads_devices and getattr(r.trace, "devices", None) is not None:
         return of_region(r, what, make)
     name = f"{what}-{hashlib.sha256(repr(r.selection).encode()).hexdigest()[:16]}"
     keep = cache.derived_value if value else cache.derived_frame

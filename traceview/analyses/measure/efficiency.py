@@ -41,7 +41,7 @@ from ...model import list_codes
 from ..select.region import Region
 from ..wording.words import Cite
 from .completeness import graph_replays
-from .derived import is_text, kept_for_region, of_region, of_trace
+from .derived import is_text, kept_for_region, kept_for_trace, of_region, of_trace
 from .work import counted_owner, shapes_recorded, trace_work
 from .work import rules as work_rules
 
@@ -82,7 +82,7 @@ def kernel_work(trace) -> pd.DataFrame:
     """Per GPU activity of ``trace.kernels`` (same index): ``owner`` (ops row, -1: none),
     the FLOPs and bytes it is given, its op's precision (a categorical) and whether it is a
     ``helper``."""
-    return of_trace(trace, "kernel_work", lambda t: cache.derived_frame(t, "kernel_work", _kernel_work))
+    return kept_for_trace(trace, "kernel_work", _kernel_work)
 
 
 def _kernel_work(trace) -> pd.DataFrame:
@@ -466,12 +466,10 @@ def _compact_dims(dims: pd.Series) -> np.ndarray:
 
 def _category_rate(r: Region, category: str) -> tuple[float, float]:
     """(achieved TFLOP/s, percent of peak) of one category's kernels with FLOPs: the peak is
-    time-weighted over those whose peak is known, and the percent ``rated`` (one time base). Kept
-    in the trace's cache entry for the whole trace, but for a trace loaded with a user's device
-    table (``devices=``: a file the entry's key does not cover)."""
-    if getattr(r.trace, "devices", None) is not None:
-        return of_region(r, ("category_rate", category), lambda r: _rate(r, category))
-    return kept_for_region(r, f"category_rate-{category}", lambda r: _rate(r, category), value=True)
+    time-weighted over those whose peak is known, and the percent ``rated`` (one time base); kept
+    in the trace's cache entry for the whole trace."""
+    name = f"category_rate-{category}"
+    return kept_for_region(r, name, lambda r: _rate(r, category), value=True, reads_devices=True)
 
 
 def _rate(r: Region, category: str) -> tuple[float, float]:
@@ -558,9 +556,7 @@ def efficiency_notes(trace) -> list[str]:
             "no shapes, so their FLOPs, bytes and efficiency columns are left empty"
         )
     if shapes_recorded(trace) and len(trace.kernels):
-        zero = of_trace(
-            trace, "zero_time_work", lambda t: cache.derived_value(t, "zero_time_work", _zero_time_work)
-        )
+        zero = kept_for_trace(trace, "zero_time_work", _zero_time_work, value=True)
         if zero:
             notes.append(
                 f"{trace.label}: {zero} GPU activit{'y' if zero == 1 else 'ies'} with work took 0 ns: "
@@ -663,15 +659,13 @@ def category_efficiency(r: Region, category: str) -> dict:
 
 def _kept_efficiency(r: Region, category: str) -> dict:
     """``_category_efficiency``, kept in the trace's cache entry for the whole trace (its device
-    written as None and found again: a table's entry, not plain data), unless the trace was loaded
-    with a user's device table (``devices=``: a file the entry's key does not cover)."""
-    if getattr(r.trace, "devices", None) is not None:
-        return _category_efficiency(r, category)
+    written as None and found again: a table's entry, not plain data)."""
 
     def without_device(r: Region) -> dict:
         return {**_category_efficiency(r, category), "device": None}
 
-    kept = kept_for_region(r, f"category_efficiency-{category}", without_device, value=True)
+    name = f"category_efficiency-{category}"
+    kept = kept_for_region(r, name, without_device, value=True, reads_devices=True)
     return {**kept, "device": trace_device(r.trace)}
 
 

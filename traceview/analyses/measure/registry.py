@@ -123,11 +123,13 @@ def metrics_of(r: Region) -> dict:
 
 def _kept_values(r: Region) -> dict:
     """Every metric of the region, kept in the trace's cache entry for the whole trace (a warm run
-    works none out); a trace loaded with a user's device table (``devices=``, a file the entry's
-    key does not cover) starts from none, each worked out when asked."""
-    if getattr(r.trace, "devices", None) is not None:
-        return {}
-    return dict(kept_for_region(r, "metrics", lambda r: {x.name: x.compute(r) for x in METRICS}, value=True))
+    works none out)."""
+    every = kept_for_region(r, "metrics", _every_metric, value=True, reads_devices=True)
+    return dict(every)
+
+
+def _every_metric(r: Region) -> dict:
+    return {x.name: x.compute(r) for x in METRICS}
 
 
 def shown(values: dict, output: str, gpu: bool = True) -> dict:

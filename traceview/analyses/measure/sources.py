@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import cache
 from ...sources import user_frames
-from .derived import of_trace
+from .derived import kept_for_trace
 from .work import trace_work
 
 NO_SOURCE = "(no source line)"
@@ -42,7 +41,7 @@ COLUMNS = (
 def has_stacks(trace) -> bool:
     """Whether some op of the trace has a call stack; kept in its cache entry (a warm run reads no
     ops table)."""
-    return of_trace(trace, "has_stacks", lambda t: cache.derived_value(t, "has_stacks", _has_stacks))
+    return kept_for_trace(trace, "has_stacks", _has_stacks, value=True)
 
 
 def _has_stacks(trace) -> bool:

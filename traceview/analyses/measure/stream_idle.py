@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ... import cache
-from .derived import of_trace
+from .derived import kept_for_trace
 
 CAUSES = ("host", "dependency", "unknown")
 
@@ -64,7 +63,7 @@ def stream_idle(acts: pd.DataFrame, launch_ts: np.ndarray) -> pd.DataFrame:
 def launch_times(trace) -> np.ndarray:
     """Start of each GPU activity's launch call (-1 when unlinked), row by row of ``trace.kernels``;
     kept in the trace's cache entry (a warm run reads no events)."""
-    kept = of_trace(trace, "launch_ts", lambda t: cache.derived_frame(t, "launch_ts", _launch_ts))
+    kept = kept_for_trace(trace, "launch_ts", _launch_ts)
     return kept["launch_ts_ns"].to_numpy()
 
 

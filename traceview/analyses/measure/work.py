@@ -32,7 +32,7 @@ import pandas as pd
 
 from ... import cache
 from ...model import list_codes
-from .derived import of_trace
+from .derived import kept_for_trace, of_trace
 
 try:
     import tomllib
@@ -54,7 +54,7 @@ def rules() -> dict:
 
 def shapes_recorded(trace) -> bool:
     """``has_shapes`` of the trace's ops, kept in its cache entry (a warm run reads no ops table)."""
-    return of_trace(trace, "has_shapes", lambda t: cache.derived_value(t, "has_shapes", _ops_have_shapes))
+    return kept_for_trace(trace, "has_shapes", _ops_have_shapes, value=True)
 
 
 def _ops_have_shapes(trace) -> bool:

@@ -507,11 +507,10 @@ def advice_table(r: Region, min_pct: float | None = None) -> tuple[pd.DataFrame,
 
 def _kept_advice(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``_advice_table``, its two tables kept in the trace's cache entry for the whole trace
-    (``kept_for_region``). Worked out every time where it reads files the entry's key does not
-    cover: a trace with call stacks (the line to edit is looked up in the source files it names,
-    under the current folder: a file may appear or change), or one loaded with a user's device
-    table (``devices=``: the fp32 GEMM rule reads the device's peaks)."""
-    if getattr(r.trace, "devices", None) is not None or has_stacks(r.trace):
+    (``kept_for_region``; the fp32 GEMM rule reads the device's peaks). Worked out every time for a
+    trace with call stacks: the line to edit is looked up in the source files it names, under the
+    current folder, files the entry's key does not cover (one may appear or change)."""
+    if has_stacks(r.trace):
         return _advice_table(r, min_pct)
     made: dict = {}
 
@@ -521,8 +520,8 @@ def _kept_advice(r: Region, min_pct: float | None) -> tuple[pd.DataFrame, pd.Dat
         return made["tables"]
 
     return (
-        kept_for_region(r, f"advice-{min_pct}", lambda r: both(r)[0]),
-        kept_for_region(r, f"advice_rules-{min_pct}", lambda r: both(r)[1]),
+        kept_for_region(r, f"advice-{min_pct}", lambda r: both(r)[0], reads_devices=True),
+        kept_for_region(r, f"advice_rules-{min_pct}", lambda r: both(r)[1], reads_devices=True),
     )
 
 

@@ -28,12 +28,12 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ... import cache, schema
+from ... import schema
 from ...errors import TraceviewError
 from ...report import Finding
 from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
-from ..measure.derived import as_text, is_text, kept_for_region, of_region, of_trace, texts
+from ..measure.derived import as_text, is_text, kept_for_region, kept_for_trace, of_region, texts
 from ..measure.work import shapes_recorded, trace_work
 from ..select.region import Region
 from ..wording.names import kernel_label
@@ -200,7 +200,7 @@ def _shape_work(r: Region) -> tuple[float | None, str | None]:
 def annotation_names(trace) -> list[str]:
     """The distinct names of the trace's annotations, the first met first; kept in its cache entry
     (a warm diff reads no events)."""
-    kept = of_trace(trace, "annotation_names", lambda t: cache.derived_frame(t, "annotation_names", _names))
+    kept = kept_for_trace(trace, "annotation_names", _names)
     return [n for n in kept["name"] if isinstance(n, str)]
 
 

@@ -112,7 +112,7 @@ CORPUS_CASES = [
     ),
     ("c-kernels-kind", ["kernels", ALEX, "--kind", "kernel"], lambda: tv.kernels(ALEX, kind="kernel", **NO)),
     ("c-kernels-device", ["kernels", ALEX, "--device", 0], lambda: tv.kernels(ALEX, device=0, **NO)),
-    ("c-diff", ["diff", TOK[0], TOK[1]], lambda: tv.diff(*TOK, **NO)),
+    ("c-diff", ["diff", *TOK], lambda: tv.diff(*TOK, **NO)),  # TOK is empty without the corpus
     ("c-compare", ["compare", ANNOT, ALEX, *TOK], lambda: tv.compare([ANNOT, ALEX, *TOK], **NO)),
     ("c-timeline", ["timeline", ANNOT], lambda: tv.timeline(ANNOT, **NO)),
     ("c-timeline-step", ["timeline", ROCM, "--step", 1], lambda: tv.timeline(ROCM, step=1, **NO)),
@@ -130,7 +130,7 @@ CORPUS_CASES = [
     ("c-ranks", ["ranks", *TOK], lambda: tv.ranks(TOK, **NO)),
     (
         "c-check",
-        ["check", TOK[1], "--baseline", TOK[0]],
+        ["check", *TOK[1:], "--baseline", *TOK[:1]],  # TOK is empty without the corpus
         lambda: tv.check([str(TOK[1])], baseline=[str(TOK[0])], **NO),
     ),
 ]

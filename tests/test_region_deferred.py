@@ -21,7 +21,7 @@ from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
 from traceview.analyses.measure.derived import of_region
-from traceview.analyses.select.region import region
+from traceview.analyses.select.region import Selection, op_rows, outer_rows, region
 from traceview.deferred import Deferred, held, replaced, unmade
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -56,6 +56,58 @@ def test_the_ops_of_every_step_are_cut_when_used_as_a_recount_says(path):
     pd.testing.assert_frame_equal(r.ops, want, check_exact=True)
     assert not unmade(r, "ops") and isinstance(held(r, "ops"), Deferred)
     assert 0 < int(want["outer"].sum()) < len(want) or path.name == "naive.json.gz"
+
+
+@pytest.mark.parametrize("path", STEPPED, ids=lambda p: p.name[:40])
+def test_the_ops_of_every_step_are_found_without_the_cut_as_a_recount_says(path):
+    """``op_rows``: positions in the trace's op table and ``outer``, the same before the cut (found
+    from the steps) and after it (read from the cut); a cold summary asks no more, so cuts nothing."""
+    if not path.exists():
+        pytest.skip(SKIP_REASON)
+    t = tv.load(path, cache=False)
+    want = _plain_cut(t.ops)
+    r = region(t)
+    for _ in ("before the cut", "after it"):
+        rows, outer = op_rows(r)
+        np.testing.assert_array_equal(rows, want.index.to_numpy())
+        np.testing.assert_array_equal(outer, want["outer"].to_numpy())
+        assert len(r.ops) == len(want)  # makes the cut for the second round
+    fresh = tv.load(path, cache=False)
+    tv.summary(fresh)
+    assert unmade(region(fresh), "ops")
+
+
+@pytest.mark.skipif(not (CORPUS / "hta").is_dir(), reason=SKIP_REASON)
+def test_the_ops_of_one_step_are_outermost_as_a_recount_says():
+    """A region cut at once (``--step``): ``outer`` is whether the parent op is in no row of the
+    region, recounted with pandas' ``isin`` on the events."""
+    t = tv.load(CORPUS / "hta/trace_diff__control__control.json.gz", cache=False)
+    step = int(t.steps["step"].iloc[1])
+    r = region(t, Selection(step=step))
+    kept = t.ops[(t.ops["step"] == step).fillna(False).to_numpy()]
+    parent = kept["parent"].to_numpy()
+    parent_event = pd.Series(np.where(parent >= 0, t.ops["event"].to_numpy()[parent.clip(0)], -1))
+    want = ~parent_event.isin(set(kept["event"])).to_numpy()
+    np.testing.assert_array_equal(r.ops["outer"].to_numpy(), want)
+    assert 0 < want.sum() < len(want)
+    rows, outer = op_rows(r)
+    np.testing.assert_array_equal(rows, kept.index.to_numpy())
+    np.testing.assert_array_equal(outer, want)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_outermost_is_a_parent_outside_the_rows_as_isin_says(seed):
+    """``outer_rows`` on random forests and random subsets (parents left out, -1 roots), against
+    the definition it replaced: the parent's event is not among the events of the rows."""
+    rng = np.random.default_rng(seed)
+    n = 2_000
+    parent = np.array([rng.integers(-1, i) if i else -1 for i in range(n)], dtype=np.int64)
+    ops = pd.DataFrame({"parent": parent, "event": rng.permutation(n) * 3 + 7})
+    rows = np.sort(rng.choice(n, size=n // 3, replace=False))
+    parent_event = np.where(parent[rows] >= 0, ops["event"].to_numpy()[parent[rows].clip(0)], -1)
+    want = ~np.isin(parent_event, ops["event"].to_numpy()[rows])
+    assert 0 < want.sum() < len(want) and (parent[rows][want] >= 0).any()
+    np.testing.assert_array_equal(outer_rows(ops, rows), want)
 
 
 @pytest.mark.parametrize("path", STEPPED, ids=lambda p: p.name[:40])

@@ -27,7 +27,7 @@ from ...launches import completeness, consequence, rules, warned, where
 from ...launches import graph_replays as graph_replays
 from ...model import list_codes
 from ...report import Finding
-from ..select.region import Region
+from ..select.region import Region, op_rows
 from ..wording.words import Cite
 from .derived import kept_for_region, kept_for_trace, texts
 from .work import shapes_recorded, trace_work
@@ -64,12 +64,12 @@ def workload(r: Region) -> dict:
 
 def _workload(r: Region) -> dict:
     t = r.trace
-    if not len(r.ops) or not shapes_recorded(t):
+    at, _ = op_rows(r)
+    if not len(at) or not shapes_recorded(t):
         return {"flops": None, "bytes": None, "shapes": None, "gemm_m": {}, "gemm_m_by_op": {}}
     w = trace_work(t)
     # arrays of the trace's op table taken at the region's counted ops (in the region's order),
     # not a frame cut per column; names as their codes, Input Dims as codes of their lists
-    at = _positions(t.ops.index, r.ops.index)
     at = at[w["counted"].to_numpy()[at]]
     flops = w["flops"].to_numpy(dtype=np.int64, na_value=0)[at]
     moved = w["bytes_moved"].to_numpy(dtype=np.int64, na_value=0)[at]
@@ -86,13 +86,6 @@ def _workload(r: Region) -> dict:
         "gemm_m_by_op": (by_op := _gemm_m(ops)),
         "gemm_m": _m_of(by_op, {n for n, _ in by_op}),
     }
-
-
-def _positions(index: pd.Index, labels: pd.Index) -> np.ndarray:
-    """Where each of ``labels`` stands in ``index`` (the trace's op table and a region's ops)."""
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        return labels.to_numpy(dtype=np.int64)
-    return index.get_indexer(labels)
 
 
 class _Coded(NamedTuple):

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ...domain import domain, gemm_family
-from ..select.region import Region
+from ..select.region import Region, op_rows
 from .derived import is_text, kept_for_region, of_region, texts
 
 
@@ -91,7 +91,8 @@ def _op_figures(r: Region) -> tuple[int, int]:
     warm run reads neither the ops table nor the region's cut of it)."""
 
     def make(r: Region) -> tuple[int, int]:
-        return len(r.ops), _time_of(r.ops, r.ops["outer"].to_numpy(dtype=bool))
+        rows, outer = op_rows(r)
+        return len(rows), _time_of(r.trace.ops, rows[outer])
 
     return kept_for_region(r, "op_figures", make, value=True)
 
@@ -184,7 +185,9 @@ def attention(r: Region) -> dict:
 def _sdpa_ops(r: Region) -> list[str]:
     """The region's SDPA ops' names (``domain().sdpa_ops``), in the order of their first row."""
     sdpa_ops = domain().sdpa_ops
-    codes, values = texts(r.ops["name"])  # the distinct names looked up, never every row's text
+    rows, _ = op_rows(r)
+    codes, values = texts(r.trace.ops["name"])  # the distinct names looked up, never every row's text
+    codes = codes[rows]
     wanted = [i for i, v in enumerate(values) if isinstance(v, str) and v in sdpa_ops]
     return [str(values[c]) for c in pd.unique(codes[np.isin(codes, wanted)])]
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ... import cache
-from ...deferred import deferred_fields, replaced, stand_in
+from ...deferred import deferred_fields, replaced, stand_in, unmade
 from ...errors import TraceviewError
 
 if TYPE_CHECKING:  # for the annotation only
@@ -129,15 +129,35 @@ def _cut(trace, sel: Selection) -> Region:
 
 
 def _marked(kept: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
-    """The region's ops ``kept`` with ``outer``: no parent op inside the region."""
-    return kept.assign(outer=_outermost(kept, ops))
+    """The region's ops ``kept`` (rows of ``ops``) with ``outer``: no parent op inside the region."""
+    return kept.assign(outer=outer_rows(ops, positions(ops.index, kept.index)))
 
 
-def _outermost(kept: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """Which of the region's ops have no parent op inside the region."""
-    parent = kept["parent"].to_numpy()
-    parent_event = np.where(parent >= 0, ops["event"].to_numpy()[np.clip(parent, 0, None)], -1)
-    return ~np.isin(parent_event, kept["event"].to_numpy())
+def outer_rows(ops: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Which of the ops at positions ``rows`` of ``ops`` (a region's) have no parent op among them:
+    ``parent`` is a position in ``ops``, so a mask of the region answers without a search."""
+    inside = np.zeros(len(ops), dtype=bool)
+    inside[rows] = True
+    parent = ops["parent"].to_numpy()[rows]
+    return ~((parent >= 0) & inside[np.clip(parent, 0, None)])
+
+
+def positions(index: pd.Index, labels: pd.Index) -> np.ndarray:
+    """Where each of ``labels`` stands in ``index`` (the trace's op table and a region's ops)."""
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return labels.to_numpy(dtype=np.int64)
+    return index.get_indexer(labels)
+
+
+def op_rows(r: Region) -> tuple[np.ndarray, np.ndarray]:
+    """The region's ops as positions in ``r.trace.ops`` (in the region's order) and whether each
+    is outermost. Every step's ops, not cut yet, are found without the cut: a count, a sum or a
+    lookup over them then copies none of a 400k-row table (a cold summary asks no more of them)."""
+    ops = r.trace.ops
+    if r.region_kind == "steps" and unmade(r, "ops"):
+        rows = _stepped_rows(ops)
+        return rows, outer_rows(ops, rows)
+    return positions(ops.index, r.ops.index), r.ops["outer"].to_numpy(dtype=bool)
 
 
 # ------------------------------------------------------------------ checking the selection
@@ -288,11 +308,18 @@ def _stepped_activities(trace, sel: Selection) -> pd.DataFrame:
 
 def _stepped_ops(trace) -> pd.DataFrame:
     ops = trace.ops
-    return _marked(_rows(ops, ops["step"].notna().to_numpy()), ops)
+    rows = _stepped_rows(ops)
+    kept = ops if len(rows) == len(ops) else ops.take(rows)
+    return kept.assign(outer=outer_rows(ops, rows))
+
+
+def _stepped_rows(ops: pd.DataFrame) -> np.ndarray:
+    """The positions of the ops inside some step."""
+    return np.flatnonzero(ops["step"].notna().to_numpy())
 
 
 def _rows(frame: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
-    """``frame[keep]``, or ``frame`` itself when every row is kept: a 400k-row op table is not
+    """``frame[keep]``, or ``frame`` itself when every row is kept: a 400k-row table is not
     copied to keep all of it (a region's frames are never changed by their readers)."""
     return frame if keep.all() else frame[keep]
 

@@ -35,7 +35,7 @@ from ..measure.derived import as_text, is_text, kept_for_region, of_region, text
 from ..measure.exposed import exposed
 from ..measure.sources import NO_SOURCE, has_stacks, launching_ops, op_sources
 from ..measure.work import shapes_recorded
-from ..select.region import Region, Selection, region
+from ..select.region import Region, Selection, op_rows, region
 from ..wording.words import Cite
 
 RULES_PATH = Path(__file__).resolve().parents[2] / "rules" / "advice.toml"
@@ -148,8 +148,8 @@ class Facts:
 
     @functools.cached_property
     def _in_region(self) -> np.ndarray:
-        """Per op of the trace, whether the region holds it (its rows' labels, as positions)."""
-        rows = self.r.ops.index.to_numpy()
+        """Per op of the trace, whether the region holds it."""
+        rows, _ = op_rows(self.r)
         mark = np.zeros(len(self.parent), dtype=bool)
         mark[rows[(rows >= 0) & (rows < len(mark))]] = True
         return mark

@@ -65,17 +65,14 @@ def identity(path) -> dict | None:
     }
 
 
+@functools.cache
 def _code_digest() -> str:
-    """Digest of traceview's modules and rule files (re-hashed only when one changes)."""
+    """Digest of traceview's modules and rule files, worked out once per process: the replay's key
+    and every trace's cache key ask for it (listing and stat-ing its 150 files again at each ask
+    took 10 ms), and the code a process runs is what it read when it started (its rule files are
+    read once too)."""
     files = sorted(p for p in PKG.rglob("*") if p.suffix in (".py", ".toml") and "__pycache__" not in p.parts)
-    return _digest_of(tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in files))
-
-
-@functools.lru_cache(maxsize=1)
-def _digest_of(sig: tuple) -> str:
-    """The files' digest for their stat signature ``sig``: a changed file has another signature."""
     h = hashlib.sha256()
-    for name, _mtime, _size in sig:
-        p = Path(name)
+    for p in files:
         h.update(str(p.relative_to(PKG)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()

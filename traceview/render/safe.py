@@ -45,10 +45,15 @@ def visible(text) -> str:
 
 
 def _visible_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """The frame with its column names and text cells escaped; numbers untouched."""
-    out = df.rename(columns=lambda c: visible(c) if isinstance(c, str) else c)
+    """The frame with its column names and text cells escaped; numbers untouched. The frame itself
+    when it holds nothing to escape (the common case: no copy of a table to show it)."""
+    names = {c: visible(c) for c in df.columns if isinstance(c, str) and UNSAFE.search(c)}
+    out = df.rename(columns=names) if names else df
     text_cols = [
-        c for c in out.columns if out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype)
+        c
+        for c in out.columns
+        if (out[c].dtype.kind == "O" or isinstance(out[c].dtype, pd.StringDtype))
+        and any(isinstance(v, str) and UNSAFE.search(v) for v in out[c])
     ]
     if not text_cols:
         return out

@@ -31,6 +31,7 @@ from traceview.deferred import unmade
 from traceview.errors import LateNote, TraceReadError
 
 DEFERRED = ("events", "ops", "kernels")
+SAMPLE_MATH = Path(__file__).resolve().parents[1] / "sample_traces" / "sdpa_math.json.gz"
 
 
 def _deferred(t, name: str = "events") -> bool:
@@ -136,6 +137,44 @@ def test_a_late_rebuild_is_said_where_the_load_warnings_were(tmp_path):
     plain = subprocess.run([*cmd, str(tmp_path / "b.json"), "--no-cache"], capture_output=True, timeout=120)
     assert plain.returncode == 0
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+
+
+def _rewritten_entry(entry: Path, change) -> None:
+    """``entry.json`` with ``change(info)`` applied, its checksum line written to match."""
+    info = json.loads((entry / "entry.json").read_bytes().partition(b"\n")[2])
+    change(info)
+    body = json.dumps(info).encode()
+    (entry / "entry.json").write_bytes(b"crc32:%08x\n" % zlib.crc32(body) + body)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [SAMPLE_MATH, *corpus_files("hta/trace_diff*")],
+    ids=lambda p: p.name[:40],
+)
+def test_a_hit_shows_as_the_trace_does_and_reads_no_table_for_it(tmp_path, path):
+    """A notebook shows a cached Trace (its repr) with the counts a load without the cache gives,
+    read from the entry: its three tables stay unread. An entry stored before the rows were kept
+    (or with rows that are not a count) shows the same, reading the tables."""
+    want = repr(tv.load(path, cache=False))
+    tv.load(path)
+    hit = tv.load(path)
+    assert hit.cached and repr(hit) == want
+    assert all(_deferred(hit, name) for name in DEFERRED)
+    (entry,) = _entries(tmp_path / "default-cache")
+    for rows in (None, -1, "12", 1.5):
+
+        def change(info, rows=rows):
+            for name in DEFERRED:
+                if rows is None:
+                    del info["files"][name]["rows"]
+                else:
+                    info["files"][name]["rows"] = rows
+
+        _rewritten_entry(entry, change)
+        old = tv.load(path)
+        assert old.cached and repr(old) == want
+        assert not any(_deferred(old, name) for name in DEFERRED)
 
 
 @pytest.mark.parametrize("name", DEFERRED)

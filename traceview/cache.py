@@ -490,6 +490,7 @@ def _write(folder: Path, trace, key: dict) -> bytes:
         table = pa.Table.from_pandas(plain, preserve_index=None)
         feather.write_feather(table, folder / f"{name}.arrow", compression="uncompressed")
         files[name] = _file_sum(folder / f"{name}.arrow")  # what is on disk, read back in bounded memory
+        files[name]["rows"] = len(frame)  # a deferred table's length before it is read (Trace's repr)
     info = {
         "key": key,
         "meta": trace.meta,
@@ -630,7 +631,8 @@ def _read(d: _Folder, info: dict, path, deferred: _DeferredTables) -> object:
 
     frames = _tables(d, info, deferred)
     if isinstance(frames["ops"], Deferred):  # made as a Trace's ops are: its list args parsed
-        frames["ops"] = Deferred(functools.partial(_made_with, frames["ops"], lists_parsed))
+        ops = frames["ops"]
+        frames["ops"] = Deferred(functools.partial(_made_with, ops, lists_parsed), ops.length)
     try:
         return Trace(
             path=os.fspath(path),
@@ -732,7 +734,9 @@ class _DeferredTables:
         except BaseException:
             _HELD_FILES.release()
             raise
-        return Deferred(functools.partial(self._later, name, info, held))
+        rows = info["files"][name].get("rows")  # absent from an entry stored before it was kept
+        known = rows if type(rows) is int and rows >= 0 else None
+        return Deferred(functools.partial(self._later, name, info, held), known)
 
     def _later(self, name: str, info: dict, held: _HeldFile) -> pd.DataFrame:
         try:

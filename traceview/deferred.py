@@ -21,12 +21,14 @@ T = TypeVar("T")
 class Deferred:
     """A value made by ``make()`` on first use, made once: the first caller makes it while the
     others wait, then every caller gets that one value. ``make`` is let go once it has run (the
-    bytes it holds go with it)."""
+    bytes it holds go with it). ``length``: the value's ``len``, where it is known before it is made
+    (a cached table's rows, kept in its entry), so that counting it reads nothing."""
 
-    def __init__(self, make: Callable[[], Any]):
+    def __init__(self, make: Callable[[], Any], length: int | None = None):
         self._make: Callable[[], Any] | None = make
         self._lock = threading.Lock()
         self._value: Any = None
+        self.length = length
 
     @property
     def made(self) -> bool:
@@ -101,6 +103,15 @@ def unmade(obj, name: str) -> bool:
     """Whether the field ``name`` of ``obj`` holds a ``Deferred`` not made yet (nothing read it)."""
     value = held(obj, name)
     return isinstance(value, Deferred) and not value.made
+
+
+def length(obj, name: str) -> int:
+    """``len`` of the field ``name`` of ``obj``: a ``Deferred`` not made yet that knows its length
+    stays unmade (a notebook shows a cached Trace without reading its tables)."""
+    value = held(obj, name)
+    if isinstance(value, Deferred) and not value.made and value.length is not None:
+        return value.length
+    return len(getattr(obj, name))
 
 
 def replaced(obj, **changes):

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
-from .deferred import Deferred, deferred_fields, held
+from .deferred import Deferred, deferred_fields, held, length
 from .filenames import as_text
 from .numbers import MISSING
 from .read import Codes, IntColumn, int_values
@@ -152,8 +152,8 @@ class Trace:
 
     def __repr__(self) -> str:
         return (
-            f"<Trace {self.label!r}: {len(self.events)} events, {len(self.kernels)} GPU activities, "
-            f"{len(self.ops)} CPU ops, {len(self.steps)} steps>"
+            f"<Trace {self.label!r}: {length(self, 'events')} events, {length(self, 'kernels')} GPU "
+            f"activities, {length(self, 'ops')} CPU ops, {len(self.steps)} steps>"
         )
 
 

@@ -21,7 +21,7 @@ from corpus import CORPUS, SKIP_REASON
 
 import traceview as tv
 from traceview.analyses.measure.derived import of_region
-from traceview.analyses.select.region import Selection, op_rows, outer_rows, region
+from traceview.analyses.select.region import Selection, op_columns, op_rows, outer_rows, region
 from traceview.deferred import Deferred, held, replaced, unmade
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_traces"
@@ -75,6 +75,31 @@ def test_the_ops_of_every_step_are_found_without_the_cut_as_a_recount_says(path)
     fresh = tv.load(path, cache=False)
     tv.summary(fresh)
     assert unmade(region(fresh), "ops")
+
+
+@pytest.mark.parametrize("path", STEPPED, ids=lambda p: p.name[:40])
+def test_some_columns_of_the_ops_of_every_step_are_taken_without_the_cut(path):
+    """``op_columns``: the very rows and values of the cut's columns, before and after it."""
+    if not path.exists():
+        pytest.skip(SKIP_REASON)
+    t = tv.load(path, cache=False)
+    want = _plain_cut(t.ops)[["chain", "name", "dur_ns"]]
+    r = region(t)
+    pd.testing.assert_frame_equal(op_columns(r, "chain", "name", "dur_ns"), want, check_exact=True)
+    assert unmade(r, "ops")
+    assert len(r.ops)
+    pd.testing.assert_frame_equal(op_columns(r, "chain", "name", "dur_ns"), want, check_exact=True)
+
+
+@pytest.mark.skipif(not (CORPUS / "hta").is_dir(), reason=SKIP_REASON)
+def test_a_cold_diff_and_compare_of_gpu_traces_cut_no_ops():
+    """Their per-op and per-chain tables and their work read the columns they use (a trace with no
+    GPU activity is shown by its CPU ops' self times and spans, from its cut)."""
+    paths = [STEPPED[1], CORPUS / "hta/trace_diff__test__test.json.gz", STEPPED[2]]
+    traces = [tv.load(p, cache=False) for p in paths]
+    tv.diff(traces[0], traces[1])
+    tv.compare(traces)
+    assert all(unmade(region(t), "ops") for t in traces)
 
 
 @pytest.mark.skipif(not (CORPUS / "hta").is_dir(), reason=SKIP_REASON)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...filenames import as_text
 from ...link import ARROW
-from ..select.region import Region
+from ..select.region import Region, op_columns
 from ..wording.names import normalise_kernel_name
 from .completeness import GRAPH_REPLAY, graph_replays
 from .derived import kept_for_region, texts
@@ -166,7 +166,9 @@ def _count_and_time(frame: pd.DataFrame, column: str, r: Region) -> pd.DataFrame
 
 def op_table(r: Region) -> pd.DataFrame:
     """Per CPU op name: count and inclusive CPU time per step."""
-    return kept_for_region(r, "op_table", lambda r: _count_and_time(r.ops, "name", r)).copy()
+    return kept_for_region(
+        r, "op_table", lambda r: _count_and_time(op_columns(r, "name", "dur_ns"), "name", r)
+    ).copy()
 
 
 def chain_table(r: Region) -> pd.DataFrame:
@@ -175,7 +177,7 @@ def chain_table(r: Region) -> pd.DataFrame:
 
 
 def _chain_table(r: Region) -> pd.DataFrame:
-    o = r.ops
+    o = op_columns(r, "chain", "name", "dur_ns")
     if not len(o):
         return pd.DataFrame(
             {

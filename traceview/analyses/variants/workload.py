@@ -35,7 +35,7 @@ from ...run import rank_info
 from ..measure.completeness import graph_replays, workload
 from ..measure.derived import as_text, is_text, kept_for_region, kept_for_trace, of_region, texts
 from ..measure.work import shapes_recorded, trace_work
-from ..select.region import Region
+from ..select.region import Region, op_rows
 from ..wording.names import kernel_label
 from ..wording.words import Cite, num, pct, plural, times
 from .launch_config import with_configs
@@ -184,10 +184,10 @@ def _figures(r: Region, k: pd.DataFrame) -> tuple:
 
 def _shape_work(r: Region) -> tuple[float | None, str | None]:
     """torch's FLOPs per step of the counted ops, and the precision holding most of them."""
-    if not len(r.ops) or not shapes_recorded(r.trace):
+    rows, _ = op_rows(r)  # positions in the trace's ops, with which ``trace_work`` is aligned
+    if not len(rows) or not shapes_recorded(r.trace):
         return None, None
-    work = trace_work(r.trace)  # aligned with the trace's ops: the region's rows by position
-    rows = work.index.get_indexer(r.ops.index)
+    work = trace_work(r.trace)
     rows = rows[work["counted"].to_numpy()[rows]]
     fl = work["torch_flops"].iloc[rows].fillna(0).astype("int64").to_numpy()
     if not fl.any():

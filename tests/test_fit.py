@@ -13,6 +13,8 @@ import re
 
 import pytest
 from corpus import SKIP_REASON, corpus_files
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import traceview as tv
 from traceview.analyses.trace.kernels import kernel_stats
@@ -130,3 +132,15 @@ def test_rich_output_fits_and_shows_markup_as_written():
     text = _re.sub(r"\x1b\[[0-9;]*m", "", render(r, "table", rich=True, width=80))
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "[bold]x[/bold] :smile:" in text and "<script>" in text and "😄" not in text
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet="ab ,<>()[]{}%_", max_size=24))
+def test_a_list_cell_is_told_as_its_top_level_items_say(text):
+    """``_is_list``'s shortcut (a bracket anywhere: no list; else split at every ", ") against its
+    definition: two or more top-level items, each of one to three words and no bracket."""
+    from traceview.render import fit
+
+    items = fit._items(text)
+    want = len(items) > 1 and all(0 < len(i.split()) <= 3 and not set("()<>[]{}") & set(i) for i in items)
+    assert fit._is_list(text) == want

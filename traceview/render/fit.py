@@ -141,12 +141,19 @@ def _items(text: str) -> list[str]:
     return [*items, text[start:]]
 
 
+#: a cell with any of these is a kernel's signature, not a list of names
+_BRACKETS = frozenset("()<>[]{}")
+
+
 def _is_list(text: str) -> bool:
     """A list cell: two or more items of one to three words (``sgemm 63%, splitK reduce 37%``); a
-    sentence with a comma is not one (its clauses run longer)."""
-    items = _items(text)
-    brackets = set("()<>[]{}")  # a kernel's signature, not a list of names
-    return len(items) > 1 and all(0 < len(i.split()) <= 3 and not brackets & set(i) for i in items)
+    sentence with a comma is not one (its clauses run longer). A bracket anywhere is in some item,
+    so such a cell is none, told before its items are walked (a kernel signature's hundreds of
+    characters, in every cell of a diff's kernel tables); without brackets every ", " is an item's
+    end."""
+    if ", " not in text or not _BRACKETS.isdisjoint(text):
+        return False
+    return all(0 < len(i.split()) <= 3 for i in text.split(", "))
 
 
 def _list_cut(text: str, width: int) -> str:

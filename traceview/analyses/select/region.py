@@ -165,9 +165,7 @@ def op_columns(r: Region, *columns: str) -> pd.DataFrame:
     yet, are those columns taken at ``op_rows``, not the 23 columns of all of them copied."""
     if not _uncut(r):
         return r.ops[list(columns)]
-    rows = _stepped_rows(r.trace.ops)
-    ops = r.trace.ops[list(columns)]
-    return ops if len(rows) == len(ops) else ops.take(rows)
+    return _at(r.trace.ops[list(columns)], _stepped_rows(r.trace.ops))
 
 
 def _uncut(r: Region) -> bool:
@@ -324,8 +322,13 @@ def _stepped_activities(trace, sel: Selection) -> pd.DataFrame:
 def _stepped_ops(trace) -> pd.DataFrame:
     ops = trace.ops
     rows = _stepped_rows(ops)
-    kept = ops if len(rows) == len(ops) else ops.take(rows)
-    return kept.assign(outer=outer_rows(ops, rows))
+    return _at(ops, rows).assign(outer=outer_rows(ops, rows))
+
+
+def _at(frame: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``frame``'s rows at the sorted, distinct positions ``rows``: the frame itself when they are
+    all of them (no copy of a 400k-row table to keep all of it)."""
+    return frame if len(rows) == len(frame) else frame.take(rows)
 
 
 def _stepped_rows(ops: pd.DataFrame) -> np.ndarray:

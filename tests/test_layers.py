@@ -35,6 +35,7 @@ LAYERS = [
             "temporaries",
             "deferred",
             "plain",
+            "selection",
         ],
     ),
     ("read", ["read"]),

@@ -115,3 +115,28 @@ def test_import_traceview_imports_no_pandas_and_names_stay_the_functions(tmp_pat
         "Trace": "Trace",
         "LoadOptions": "LoadOptions",
     }
+
+
+def test_the_command_line_parses_without_pandas(tmp_path):
+    """Importing the command line and asking it for its help or a command's usage imports neither
+    pandas, numpy nor pyarrow: click declares every option from plain data (``--format``'s names,
+    the selection, the load options), and a command imports the library when it runs.
+    ``traceview --help`` and a usage error then answer in a fraction of the time. ``--version``
+    names the decoder, and looks it up when asked."""
+    got = fresh(
+        "import json, sys, contextlib, io\nimport traceview.cli\n"
+        "from traceview.cli import main\nout = io.StringIO()\n"
+        "codes = []\nHEAVY = ('pandas', 'numpy', 'pyarrow')\n"
+        "ARGS = (['--help'], ['summary', '--help'], ['diff', '--format', 'x', 'a', 'b'], ['--version'])\n"
+        "for args in ARGS:\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+        "        try:\n"
+        "            main(args, standalone_mode=True)\n"
+        "        except SystemExit as e:\n"
+        "            codes.append(e.code)\n"
+        "    if args == ARGS[-2]:\n"
+        "        heavy = sorted(m for m in sys.modules if m.split('.')[0] in HEAVY)\n"
+        "print(json.dumps({'heavy': heavy, 'codes': codes, 'decoder': 'decoder:' in out.getvalue()}))",
+        tmp_path,
+    )
+    assert got == {"heavy": [], "codes": [0, 0, 2, 0], "decoder": True}

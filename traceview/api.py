@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from . import temporaries
-from .analyses.select.region import KINDS, Selection
 from .commands import COMMANDS, LOAD, SELECT, refusal
 from .discover import load_all
 from .filenames import as_text
@@ -37,6 +36,7 @@ from .model import Trace
 from .options import LoadOptions
 from .read import read_together
 from .report import Report
+from .selection import KINDS, Selection
 
 if TYPE_CHECKING:  # the names the signatures below use (help() shows them as written)
     from typing_extensions import Unpack

@@ -11,6 +11,10 @@ it before reading a plain file and again as a gzip stream's output grows.
 from __future__ import annotations
 
 MEMORY_FACTOR = 4
+#: the reader's default caps (``--max-bytes``, ``--max-ratio``): here, below the reader, so that the
+#: command line declares its options without importing it
+DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap
+DEFAULT_MAX_RATIO = 200  # decompressed / compressed bytes; ~6x the worst real trace seen
 
 
 def available_memory() -> int | None:

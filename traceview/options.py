@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
+from .limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
 
 if TYPE_CHECKING:  # for the annotations only: classify and model load when first used
     from .classify import RuleSet

@@ -40,11 +40,11 @@ from concurrent.futures import ThreadPoolExecutor
 from . import temporaries
 from .analyses.runs.rank_work import RunResults, rank_result
 from .analyses.runs.ranks import ranks_report
-from .analyses.select.region import Selection
 from .errors import TraceviewError
 from .read import read_together
 from .report import Report
 from .run import Loaded, load_rank, run_files, settle
+from .selection import Selection
 
 SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")  # Dask's network transports
 TIMEOUT_ENV = "TRACEVIEW_DASK_TIMEOUT"

@@ -6,7 +6,6 @@ import json
 
 import click
 
-from .. import cache as cache_mod
 from .common import friendly
 from .group import main
 
@@ -48,6 +47,8 @@ def cache():
 @friendly
 def info(folder, fmt):
     """Cache folder, number of entries, size in MiB and the cap."""
+    from .. import cache as cache_mod  # its tables' module: imported by the command that reads it
+
     d = cache_mod.info(folder)
     if fmt == "json":
         click.echo(json.dumps(d, indent=2))
@@ -83,6 +84,8 @@ def info(folder, fmt):
 @friendly
 def clear(folder, fmt):
     """Remove every cache entry and recorded output (nothing else in the folder)."""
+    from .. import cache as cache_mod
+
     d = cache_mod.clear(folder)
     if fmt == "json":
         click.echo(json.dumps(d, indent=2))

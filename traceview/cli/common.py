@@ -14,13 +14,14 @@ from pathlib import Path
 
 import click
 
-from ..api import KINDS, LoadOptions, Selection
 from ..atomic import InputTargetError, OutputError, reading, refuse_inputs
 from ..commands import COMMANDS, SELECT, refusal
 from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_UNREADABLE, EXIT_USAGE, LateNote, TraceviewError
-from ..read import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
+from ..limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO
+from ..options import LoadOptions
 from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
+from ..selection import KINDS, Selection
 
 
 def say(line: str) -> None:

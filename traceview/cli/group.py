@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import click
 
-from ..read.compiled import describe
+
+def _version(ctx: click.Context, _param, value: bool) -> None:
+    """``--version``: the version and, since it is part of it, the decoder (a bug report then says
+    whether the compiled one ran). Looked up when asked: the decoder's module imports numpy."""
+    if not value or ctx.resilient_parsing:
+        return
+    from importlib.metadata import version
+
+    from ..read.compiled import describe
+
+    click.echo(f"{ctx.find_root().info_name} {version('traceview')}\n{describe()}", color=ctx.color)
+    ctx.exit()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-# the decoder is part of the version: a bug report then says whether the compiled one ran
-@click.version_option(package_name="traceview", message=f"%(prog)s %(version)s\n{describe()}")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version and exit.",
+)
 def main():
     """Analyse saved PyTorch profiler traces (Chrome/Kineto JSON, plain or gzip).
 

@@ -19,11 +19,9 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from ..errors import TraceReadError
-from ..limits import memory_cap, memory_problem
+from ..limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_RATIO, memory_cap, memory_problem
 
 GZIP_MAGIC = b"\x1f\x8b"
-DEFAULT_MAX_BYTES = 16 * 2**30  # decompressed-size cap
-DEFAULT_MAX_RATIO = 200  # decompressed / compressed bytes; ~6x the worst real trace seen
 RATIO_FLOOR = 64 << 20  # less output than this is never refused for its ratio: it costs little
 INFLATE_STEP = 16 << 20  # most output one decompress call makes, so every check runs often
 STREAM_STEP = 1 << 20  # the same, where the text is consumed as it is inflated (inflated_pieces)

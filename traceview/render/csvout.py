@@ -19,9 +19,6 @@ from ..report import FINDING_OBJECTS
 from .raw import raw_report
 from .safe import csv_frame
 
-EXTENSIONS = (".csv",)
-BINARY = False
-
 
 def render_csv(report, table: str | None = None) -> str:
     return _to_csv(_frame(raw_report(report), table))

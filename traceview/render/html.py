@@ -5,21 +5,8 @@ Every text escaped (:mod:`.htmlreport`)."""
 
 from __future__ import annotations
 
-import sys
-
 from .htmlreport import esc, page, render_report_set, report_html
-
-EXTENSIONS = (".html", ".htm")
-BINARY = False
-
-_REPORT_SET = __name__.split(".")[0] + ".analyses.report_set"
-
-
-def is_report_set(x) -> bool:
-    """Whether ``x`` is ``traceview report``'s ReportSet. Its module imports every analysis, and a
-    command that never imported it (summary, diff, ...) holds none: asked without importing it."""
-    module = sys.modules.get(_REPORT_SET)
-    return module is not None and isinstance(x, module.ReportSet)
+from .sets import is_report_set
 
 
 def render_html(report) -> str:

@@ -14,9 +14,6 @@ import json
 from ..report import SCHEMA_VERSION, report_to_dict
 from .raw import raw_report
 
-EXTENSIONS = (".json",)
-BINARY = False
-
 
 def render_json(report) -> str:
     return _dump(report_to_dict(raw_report(report)))

@@ -14,9 +14,6 @@ import html
 from .cells import display_frame, heading, info_lines
 from .safe import visible_report
 
-EXTENSIONS = (".md", ".markdown")
-BINARY = False
-
 
 def render_reports(reports, *, rich=None, width=None) -> str:
     """Several reports one after another, each its own ``##`` section."""

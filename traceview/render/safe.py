@@ -18,8 +18,10 @@ from __future__ import annotations
 import dataclasses
 import html
 import re
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # the frames' functions are given frames: pandas is imported by then
+    import pandas as pd
 
 #: C0 controls (newline and tab included: one cell is one line), DEL, C1 controls; the bidi
 #: embeddings, overrides, isolates and marks; line/paragraph separators; invisible joiners
@@ -47,6 +49,8 @@ def visible(text) -> str:
 def _visible_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The frame with its column names and text cells escaped; numbers untouched. The frame itself
     when it holds nothing to escape (the common case: no copy of a table to show it)."""
+    import pandas as pd
+
     names = {c: visible(c) for c in df.columns if isinstance(c, str) and UNSAFE.search(c)}
     out = df.rename(columns=names) if names else df
     text_cols = [
@@ -105,6 +109,8 @@ def defused(text: str) -> str:
 def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The frame as CSV may write it: text escaped (:func:`visible`), formulas defused,
     column names included; numbers untouched."""
+    import pandas as pd
+
     df = _visible_frame(df)
     out = df.rename(columns=lambda c: defused(c) if isinstance(c, str) else c)
     text_cols = [

@@ -14,9 +14,6 @@ from .cells import display_frame, heading, info_lines
 from .fit import fit_rows, layout, middle, output_width, wrap
 from .safe import visible_report
 
-EXTENSIONS = (".txt",)
-BINARY = False
-
 
 def render_reports(reports, *, rich: bool | None = None, width: int | None = -1) -> str:
     """Several reports one after another."""

@@ -20,7 +20,7 @@ What a region is:
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,28 +29,10 @@ import pandas as pd
 from ... import cache
 from ...deferred import deferred_fields, replaced, stand_in, unmade
 from ...errors import TraceviewError
+from ...selection import KINDS, PER_WORD, Selection
 
 if TYPE_CHECKING:  # for the annotation only
     from ...model import Trace
-
-KINDS = ("kernel", "memcpy", "memset")
-#: what "per step" means, in a sentence, for each kind of region
-PER_WORD = {"step": "step", "steps": "step", "annotation": "annotated region", "trace": "trace"}
-
-
-@dataclass(frozen=True)
-class Selection:
-    step: int | None = None
-    annotation: str | None = None
-    device: int | None = None
-    stream: int | None = None
-    kind: str | None = None
-
-    def describe(self) -> str:
-        parts = [
-            f"{f.name}={getattr(self, f.name)}" for f in fields(self) if getattr(self, f.name) is not None
-        ]
-        return ", ".join(parts) or "all"
 
 
 def per_region_count(counts, regions: int):

@@ -18,7 +18,10 @@ The jobs (``--jobs``, comma-separated; all by default):
   A``, ``traceview compare A B C``, ``traceview ranks RUN`` (output to /dev/null), ``cold`` with
   ``--no-cache``, ``warm`` with every trace already in a cache folder of the benchmark's own
   (``TRACEVIEW_CACHE_DIR``, filled before the first round, never ``~/.cache``) and no replay
-  record (``<cache>/replay`` is emptied before each warm run): the analyses on cached traces;
+  record (``<cache>/replay`` is emptied before each warm run): the analyses on cached traces
+  (a warm ``summary`` shows what the untimed run before the first round kept in the entry of
+  what it showed, ``traceview.kept``); ``summary analyses``: a warm summary with that removed
+  too (``<cache>/*/derived-*-shown-*.json``), as a summary of a trace another command cached;
   ``repeat``: the same command line again, answered from the record of its output
   (``traceview.replay``; one untimed run before each makes sure the record is there);
 - HTA 0.5.0 where it has the job, run by ``--hta-python``: ``hta diff`` = two ``Trace`` parses
@@ -57,6 +60,7 @@ JOBS = (
     "diff repeat",
     "summary cold",
     "summary warm",
+    "summary analyses",
     "summary repeat",
     "compare cold",
     "compare warm",
@@ -159,7 +163,7 @@ def commands(f: dict, hta_python: str, hta_dir: str) -> dict[str, list[str]]:
     out = {}
     for job in JOBS:
         base, _, how = job.rpartition(" ")
-        if how in ("cold", "warm", "repeat") and base in cmds:
+        if how in ("cold", "warm", "analyses", "repeat") and base in cmds:
             out[job] = cmds[base] + (["--no-cache"] if how == "cold" else [])
         elif job in cmds:
             out[job] = cmds[job]
@@ -254,7 +258,7 @@ def table(runs: dict, f: dict) -> str:
     floor = {"diff": "load A+B", "summary": "load A", "compare": None, "ranks": None}
     for job, m in med.items():
         base, _, how = job.rpartition(" ")
-        ref = floor.get(base) if how in ("cold", "warm", "repeat") else None
+        ref = floor.get(base) if how in ("cold", "warm", "analyses", "repeat") else None
         vs = f"{m['wall_s'] / med[ref]['wall_s']:.2f}x {ref}" if ref in med else "-"
         hta = f"hta {base}"
         ratio = f"{med[hta]['wall_s'] / m['wall_s']:.1f}x" if hta in med and hta != job else "-"
@@ -300,8 +304,11 @@ def main() -> None:
     runs: dict = {j: [] for j in cmds}
     for rnd in range(a.rounds):
         for job, cmd in cmds.items():
-            if job.endswith(" warm"):  # the analyses on cached traces, not a replay of their output
+            if job.endswith((" warm", " analyses")):  # on cached traces, not a replay of their output
                 shutil.rmtree(cache / "replay", ignore_errors=True)
+            if job.endswith(" analyses"):  # nor what a summary showed of them: its analyses run
+                for kept in cache.glob("*/derived-*-shown-*.json"):
+                    kept.unlink()
             if job.endswith(" repeat"):  # the command ran before: its record is there
                 quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
                 subprocess.run(cmd, **quiet, env=env, check=False)

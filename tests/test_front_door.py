@@ -237,6 +237,8 @@ MODULE_STATE_ALLOWED = {
     # why this process's output may not be recorded for a replay (a file written, a rebuilt entry)
     ("replay.py", "_SPOILED"),
     ("replay.py", "_DEPENDS"),  # and the files beyond its arguments that its output depends on
+    # how many lines the command said on stderr: an output that said any is not kept to show again
+    ("cli/common.py", "_SAID"),
 }
 
 

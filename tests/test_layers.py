@@ -36,6 +36,8 @@ LAYERS = [
             "deferred",
             "plain",
             "selection",
+            "entry_files",
+            "kept",
         ],
     ),
     ("read", ["read"]),

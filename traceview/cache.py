@@ -63,7 +63,6 @@ import secrets
 import shutil
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import msgspec
@@ -72,6 +71,16 @@ import pandas as pd
 
 from ._version import __version__
 from .deferred import Deferred
+from .entry_files import FORMAT
+from .entry_files import STAMP as _STAMP
+from .entry_files import Damaged as _Damaged
+from .entry_files import Folder as _Folder
+from .entry_files import crc as _crc
+from .entry_files import entry_folder as _entry
+from .entry_files import sum_line as _sum_line
+from .entry_files import verified_info as _verified_info
+from .entry_files import whole as _whole
+from .entry_files import write_json as _write_json
 from .errors import TraceviewError
 from .filenames import as_text
 from .fingerprint import SAMPLE as _SAMPLE  # noqa: F401  (the identity's sample size, read by tests)
@@ -83,14 +92,12 @@ from .replay import info as replays_info
 from .replay import spoil
 from .temporaries import temporary, track, untrack
 
-FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 _CHUNK = 1 << 20
 _TABLES = ("events", "kernels", "ops", "steps", "memory")
 DEFAULT_MAX_MB = 2048
 MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"
 DEFAULT_MIN_MB = 1.0  # smaller trace files load about as fast as an entry reads back
 MIN_ENV = "TRACEVIEW_CACHE_MIN_MB"
-_STAMP = "stamp"  # the code version that wrote the entry; its mtime is the entry's last use
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 _TMP_NAME = re.compile(r"[0-9a-f]{32}\.tmp-[A-Za-z0-9_]+")
 _TMP_MAX_AGE_S = 3600  # a half-written entry older than this was left by a crash
@@ -103,10 +110,6 @@ def available() -> bool:
     except ImportError:
         return False
     return True
-
-
-class _Damaged(Exception):
-    """An entry of this traceview that fails verification: discarded, rebuilt, noted."""
 
 
 def lookup(path, cache, seen: dict | None = None, *, notes: list | None = None, rebuild=None):
@@ -243,13 +246,6 @@ def _discard(entry: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _entry(folder: Path, path) -> Path:
-    name = hashlib.sha256(os.path.abspath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[
-        :32
-    ]
-    return folder / name
-
-
 def _key(path, seen: dict) -> dict:
     import pyarrow
 
@@ -269,7 +265,8 @@ def _stamp(key: dict) -> str:
     return " ".join(str(key[k]) for k in ("version", "code", "format", "pandas", "pyarrow"))
 
 
-def _current_stamp() -> str | None:
+def current_stamp() -> str | None:
+    """The stamp an entry this process stores gets; None without pyarrow."""
     if not available():
         return None
     import pyarrow
@@ -361,7 +358,7 @@ def evict(folder, cap: int | None = None) -> list[Path]:
     recently used; half-written entries left by a crash go too. Returns what was removed."""
     folder = Path(folder)
     cap = max_bytes() if cap is None else cap
-    current = _current_stamp()
+    current = current_stamp()
     now_ns = time.time_ns()
     removed = []
     keep = []
@@ -408,7 +405,7 @@ def info(cache=None) -> dict:
             found = _scan(folder)
         except OSError as exc:
             raise TraceviewError(f"{folder}: cannot read the cache folder: {exc.strerror or exc}") from None
-    current = _current_stamp()
+    current = current_stamp()
     entries = [f for f in found if not f.tmp]
     replays = replays_info(folder)  # the recorded outputs of repeated commands (traceview.replay)
     total = sum(f.size for f in found) + replays["bytes"]
@@ -511,10 +508,6 @@ def _write(folder: Path, trace, key: dict) -> bytes:
 # does ~1.4 GB/s (with SHA instructions; ~0.4 without): +9% on a cached load instead of +20%.
 
 
-def _crc(data, start: int = 0) -> int:
-    return zlib.crc32(data, start)
-
-
 def _file_sum(path: Path) -> dict:
     crc, size = 0, 0
     with open(path, "rb") as fh:
@@ -522,75 +515,6 @@ def _file_sum(path: Path) -> dict:
             crc = _crc(chunk, crc)
             size += len(chunk)
     return {"size": size, "crc32": crc}
-
-
-def _sum_line(body: bytes) -> bytes:
-    return b"crc32:%08x\n" % _crc(body)
-
-
-def _verified_info(data: bytearray) -> dict:
-    """``entry.json``'s content, once its first line has been checked against the rest."""
-    line, sep, body = bytes(data).partition(b"\n")
-    if not sep or line + sep != _sum_line(body):
-        raise _Damaged("entry.json does not match its checksum")
-    info = msgspec.json.decode(body)
-    if not isinstance(info, dict):
-        raise _Damaged("entry.json is not an entry")
-    return info
-
-
-class _Folder:
-    """An entry's folder, held open: every file is opened relative to that one handle, so a
-    reader sees one entry whole even while a store renames a new one into its place. (Where
-    the platform cannot open relative to a folder handle, plain paths.)"""
-
-    def __init__(self, path: Path):
-        self.path, self.fd = path, None
-
-    def __enter__(self):
-        if os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY"):
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        return self
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
-
-    def open(self, name: str):
-        """The file ``name``, open (unbuffered): it reads as it was, whatever becomes of its name."""
-        fd = (
-            os.open(name, os.O_RDONLY, dir_fd=self.fd)
-            if self.fd is not None
-            else os.open(self.path / name, os.O_RDONLY)
-        )
-        return os.fdopen(fd, "rb", buffering=0)
-
-    def read(self, name: str, size: int | None = None, on_read=None) -> bytearray:
-        """The whole file ``name`` (``_whole``)."""
-        with self.open(name) as fh:
-            return _whole(fh, name, size, on_read)
-
-
-def _whole(fh, name: str, size: int | None = None, on_read=None) -> bytearray:
-    """The whole of the open file ``fh`` (a bytearray: frames built on it stay writable); a file of
-    another ``size`` than the entry recorded fails verification before it is read.
-    ``on_read``: called with each piece (a memoryview) as soon as it is read."""
-    have = os.fstat(fh.fileno()).st_size
-    if size is not None and have != size:
-        raise _Damaged(f"{name} is {have} bytes, not {size}")
-    buf = bytearray(have)
-    view, got = memoryview(buf), 0
-    while got < have:
-        n = fh.readinto(view[got : got + _PIECE])
-        if not n:
-            raise _Damaged(f"{name} ended early")
-        if on_read is not None:
-            on_read(view[got : got + n])
-        got += n
-    return buf
-
-
-_PIECE = 8 << 20  # a table file is read in pieces, each checksummed on a thread while the next is read
 
 
 class _RunningCrc:
@@ -951,16 +875,3 @@ def _write_derived(entry: Path, stem: str, frame: pd.DataFrame) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
     _write_json(entry, stem, msgspec.json.encode(spec, enc_hook=_enc_hook))
-
-
-def _write_json(entry: Path, stem: str, body: bytes) -> None:
-    """``<stem>.json`` in ``entry``, its checksum line first: written to a temporary name, renamed
-    when complete (a write that failed half way leaves nothing behind)."""
-    tmp = entry / f"{stem}.json.tmp-{secrets.token_hex(4)}"
-    try:
-        with temporary(tmp):
-            tmp.write_bytes(_sum_line(body) + body)
-            os.replace(tmp, entry / f"{stem}.json")
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()

@@ -109,6 +109,11 @@ def spoil(reason: str) -> None:
     _SPOILED.append(reason)
 
 
+def spoiled() -> bool:
+    """Whether this run's output must not be recorded (``spoil``)."""
+    return bool(_SPOILED)
+
+
 #: the files beyond its arguments that this run's output depends on (``depend``), each with its
 #: identity when first looked at (None: absent, or not a regular file)
 _DEPENDS: dict[str, dict | None] = {}
@@ -127,6 +132,11 @@ def depend(path) -> None:
         spoil("a file that cannot be named")
     if len(_DEPENDS) > MAX_DEPENDS:
         spoil("too many files to check")
+
+
+def depends() -> bool:
+    """Whether this run's output depends on files beyond its arguments (``depend``)."""
+    return bool(_DEPENDS)
 
 
 def _unchanged(depends: dict) -> bool:
@@ -165,6 +175,18 @@ def key(argv: list[str], files: list | None = None) -> str | None:
         "argv": _hash(json.dumps(argv)),
         "cwd": _hash(os.getcwd()),
         "files": files,
+        **interpreter(),
+        "env": sorted((k, v) for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)),
+        "tty": [_terminal(fd) for fd in (0, 1, 2)],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def interpreter() -> dict:
+    """What runs: traceview's version, code digest and compiled parts, the interpreter, its flags,
+    and the folders it imports from (installing or upgrading a package changes them: pandas,
+    pyarrow, rich), so that what was printed by one of them is known to be what this one prints."""
+    return {
         "version": __version__,
         "code": fingerprint._code_digest(),
         "native": _stats(p for p in fingerprint.PKG.rglob("*") if p.suffix in (".so", ".pyd")),
@@ -172,10 +194,7 @@ def key(argv: list[str], files: list | None = None) -> str | None:
         # the interpreter's own flags: -X utf8, -W error, -O, -I ... can change what is printed
         "flags": [list(sys.flags), sys.warnoptions, sorted(map(str, sys._xoptions.items()))],
         "paths": _stats(Path(p) for p in sys.path[1:] if p),
-        "env": sorted((k, v) for k, v in os.environ.items() if k in ENV_NAMES or k.startswith(ENV_PREFIXES)),
-        "tty": [_terminal(fd) for fd in (0, 1, 2)],
     }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
 def _files(argv: list[str]) -> list | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from .. import kept
+from .again import applies, keep, show
 from .common import (
     command_options,
     dask_options,
@@ -33,9 +35,13 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     """Device, GPU time, kernel counts in all and per step, time per kind and category, top kernels.
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
+    refuse("summary", run=run)
+    again = applies(traces, sel, options, out, run)
+    if again and show(traces, top, out):  # what an earlier run kept: shown without pandas
+        return
+    seen = kept.identities(traces) if again else []
     from .. import api
 
-    refuse("summary", run=run)
     if run:
         paths = traces[0] if len(traces) == 1 else list(traces)
         dask = executor(workers, scheduler)
@@ -45,6 +51,8 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
         list(traces), sel=sel, top=top, recursive=recursive, options=options, on_warning=say
     )
     emit(reports, out)  # several traces: one document (one JSON, one CSV, one HTML page)
+    if again:
+        keep(traces, seen, top, reports)
 
 
 @main.command()

@@ -23,10 +23,20 @@ from ..render import FORMATS, OUTPUTS, format_for_path, render, write
 from ..render.safe import visible
 from ..selection import KINDS, Selection
 
+#: how many lines this process said on stderr (``say``, and other Python warnings shown): an
+#: output kept to be shown again (``cli.again``) must be one that said nothing
+_SAID: list[int] = [0]
+
+
+def said() -> int:
+    """How many warnings and notes this process has said on stderr."""
+    return _SAID[0]
+
 
 def say(line: str) -> None:
     """The API's ``on_warning`` for every command: the load's warnings (and notes) on stderr, one
     line each. They quote names from the trace and file names: escaped like every output."""
+    _SAID[0] += 1
     click.echo(visible(line), err=True)
 
 
@@ -41,6 +51,7 @@ def late_notes_said():
         if issubclass(category, LateNote):
             say(f"warning: {message}")
         else:
+            _SAID[0] += 1
             shown(message, category, *args, **kwargs)
 
     with warnings.catch_warnings():

@@ -11,23 +11,30 @@ from __future__ import annotations
 
 import json
 
-from ..report import SCHEMA_VERSION, report_to_dict
-from .raw import raw_report
+
+def document(report) -> dict:
+    """One Report's document (``report.report_to_dict`` of its raw numbers)."""
+    from ..report import report_to_dict  # its tables' module: pandas
+    from .raw import raw_report
+
+    return report_to_dict(raw_report(report))
 
 
 def render_json(report) -> str:
-    return _dump(report_to_dict(raw_report(report)))
+    return render_documents([document(report)])
 
 
 def render_reports(reports, *, rich=None, width=None) -> str:
-    if len(reports) == 1:
-        return render_json(reports[0])
+    return render_documents([document(r) for r in reports])
+
+
+def render_documents(docs: list[dict]) -> str:
+    """One Report document as itself; several as one ``traceview.reports`` document, of the
+    schema version each of them carries (the one ``report.SCHEMA_VERSION``)."""
+    if len(docs) == 1:
+        return _dump(docs[0])
     return _dump(
-        {
-            "schema": "traceview.reports",
-            "schema_version": SCHEMA_VERSION,
-            "reports": [report_to_dict(raw_report(r)) for r in reports],
-        }
+        {"schema": "traceview.reports", "schema_version": docs[0]["schema_version"], "reports": docs}
     )
 
 

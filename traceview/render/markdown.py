@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import html
 
-from .cells import display_frame, heading, info_lines
-from .safe import visible_report
+from .shown import shown
 
 
 def render_reports(reports, *, rich=None, width=None) -> str:
@@ -21,17 +20,17 @@ def render_reports(reports, *, rich=None, width=None) -> str:
 
 
 def render_markdown(report) -> str:
-    report = visible_report(report)
+    """``report``: a Report, or what it shows (``shown.Shown``)."""
+    report = shown(report)
     out = [f"## {_text(report.title)}", ""]
-    out += [f"- **{_text(k)}**: {_text(v)}" for k, v in info_lines(report.info)]
+    out += [f"- **{_text(k)}**: {_text(v)}" for k, v in report.info]
     if report.findings:
         out += ["", "### Findings", ""] + [f"- {_text(f)}" for f in report.findings]
-    for name, df in report.tables.items():
-        out += ["", f"### {_text(heading(report, name))}", ""]
-        cols = [str(c) for c in df.columns]
-        out.append("| " + " | ".join(_escape(c) for c in cols) + " |")
-        out.append("|" + "|".join("---:" if df[c].dtype.kind in "iuf" else "---" for c in df.columns) + "|")
-        out += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in display_frame(df)]
+    for t in report.tables:
+        out += ["", f"### {_text(t.heading)}", ""]
+        out.append("| " + " | ".join(_escape(c) for c in t.header) + " |")
+        out.append("|" + "|".join("---:" if n else "---" for n in t.numeric) + "|")
+        out += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in t.rows]
     if report.notes:
         out += [""] + [f"> note: {_text(n)}" for n in report.notes]
     return "\n".join(out) + "\n"

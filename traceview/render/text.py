@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sys
 
-from .cells import display_frame, heading, info_lines
 from .fit import fit_rows, layout, middle, output_width, wrap
-from .safe import visible_report
+from .shown import Shown, shown
 
 
 def render_reports(reports, *, rich: bool | None = None, width: int | None = -1) -> str:
@@ -21,10 +20,10 @@ def render_reports(reports, *, rich: bool | None = None, width: int | None = -1)
 
 
 def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> str:
-    """``width``: -1 (default) from the terminal (``PIPED_WIDTH`` when piped), None or 0 unlimited,
-    else that many columns."""
+    """``report``: a Report, or what it shows (``shown.Shown``). ``width``: -1 (default) from the
+    terminal (``PIPED_WIDTH`` when piped), None or 0 unlimited, else that many columns."""
     width = output_width() if width == -1 else (width or None)
-    report = visible_report(report)  # before fitting: ``\x1b`` takes four columns, ESC none
+    report = shown(report)  # escaped before fitting: ``\x1b`` takes four columns, ESC none
     if rich is None:
         rich = sys.stdout.isatty()
     if rich:
@@ -35,10 +34,10 @@ def render_text(report, *, rich: bool | None = None, width: int | None = -1) -> 
     return _render_plain(report, width)
 
 
-def _head(report, width) -> list[str]:
+def _head(report: Shown, width) -> list[str]:
     title = wrap(report.title, width)
     out = [*title, "=" * min(max(len(t) for t in title), width or 10**6)]
-    for k, v in info_lines(report.info):
+    for k, v in report.info:
         line = f"{k}: {v}"
         # a value of one word (a path) stays whole on its key's line, so it can be copied
         whole = width is not None and len(line) > width and not any(c.isspace() for c in str(v))
@@ -46,14 +45,14 @@ def _head(report, width) -> list[str]:
     return out
 
 
-def _render_plain(report, width) -> str:
+def _render_plain(report: Shown, width) -> str:
     out = _head(report, width)
     if report.findings:
         out += ["", "Findings:"]
         for f in report.findings:
             out += wrap(f, width, "  - ", "    ")
-    for name, df in report.tables.items():
-        out += ["", *wrap(f"[{heading(report, name)}]", width), _plain_table(df, width)]
+    for table in report.tables:
+        out += ["", *wrap(f"[{table.heading}]", width), _plain_table(table, width)]
     if report.notes:
         out.append("")
         for n in report.notes:
@@ -61,16 +60,10 @@ def _render_plain(report, width) -> str:
     return "\n".join(out) + "\n"
 
 
-def _numeric(df) -> list[bool]:
-    return [df[c].dtype.kind in "iuf" for c in df.columns]
-
-
-def _plain_table(df, width) -> str:
-    header = [str(c) for c in df.columns]
-    rows = display_frame(df)
+def _plain_table(table, width) -> str:
+    header, rows, numeric = table.header, table.rows, table.numeric
     if not rows:
         return "(none)"
-    numeric = _numeric(df)
     blocks = []
     for block in layout(header, rows, numeric, width):
 
@@ -88,7 +81,7 @@ def _plain_table(df, width) -> str:
     return "\n\n".join(blocks)
 
 
-def _render_rich(report, width) -> str:
+def _render_rich(report: Shown, width) -> str:
     from io import StringIO
 
     from rich.console import Console
@@ -105,7 +98,7 @@ def _render_rich(report, width) -> str:
         soft_wrap=width is None,
     )
     console.print(f"[bold]{escape(report.title)}[/bold]")
-    for key, value in info_lines(report.info):
+    for key, value in report.info:
         # a one-word value (a path): the terminal wraps it, rich would fold it mid-path (not copyable)
         path = not any(c.isspace() for c in value)
         console.print(f"  [dim]{escape(key)}:[/dim] {escape(value)}", soft_wrap=path or width is None)
@@ -113,11 +106,10 @@ def _render_rich(report, width) -> str:
         console.print("\n[bold]Findings[/bold]")
         for f in report.findings:
             console.print(f"  • {escape(f)}")
-    for name, df in report.tables.items():
-        header = [str(c) for c in df.columns]
-        rows, numeric = display_frame(df), _numeric(df)
+    for t in report.tables:
+        header, rows, numeric = t.header, t.rows, t.numeric
         for n, block in enumerate(layout(header, rows, numeric, width, gap=3, edge=4) if rows else [[]]):
-            title = heading(report, name) + (" (continued)" if n else "")
+            title = t.heading + (" (continued)" if n else "")
             table = Table(title=escape(title), title_justify="left")
             for i, w in block:
                 table.add_column(
@@ -130,6 +122,6 @@ def _render_rich(report, width) -> str:
             for r in fit_rows(rows, block):
                 table.add_row(*(escape(middle(r[i], w)) for i, w in block))
             console.print(table)
-    for n in report.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(n)}")
+    for note in report.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     return buf.getvalue()

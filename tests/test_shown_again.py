@@ -1,0 +1,209 @@
+"""A summary of cached traces shown again from what an earlier run kept in each trace's cache
+entry (``traceview.kept``, ``cli.again``; issue 35), before pandas, numpy or pyarrow is imported.
+
+Real processes throughout, each with its own cache folder; the replay's records are removed
+before every run, so that an answer comes from the entry, not from the record of the same command
+line. Each run says, in a file, which of pandas, numpy and pyarrow it imported: a run that
+imported none showed what was kept; the others did the work. What is shown again is compared,
+byte for byte, with the same command run with ``--no-cache`` (nothing kept, nothing read back).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import corpus
+import pytest
+
+from traceview import entry_files, fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = sorted((REPO / "sample_traces").glob("*.json.gz"))
+#: corpus traces of other kinds: an older Kineto format, ROCm, the HTA diff trace, one rank of a job
+PICKS = (
+    "kineto/docs_traces__after_fix_trace.json.gz",
+    "rocm/hta__mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta/trace_diff__control__control.json.gz",
+    "hta/trace_filter__sampled_rank-0.json.gz",
+)
+#: a trace without call stacks or load warnings: its summary is kept
+KEPT = "hta/trace_diff__control__control.json.gz"
+HEAVY = ("pandas", "numpy", "pyarrow")
+#: runs ``traceview`` as its entry point does, then writes the heavy modules it imported to $HEAVY_OUT
+WRAP = (
+    f"import atexit, json, os, sys\nHEAVY = {HEAVY!r}\n"
+    "def said():\n"
+    "    heavy = sorted({m.split('.')[0] for m in sys.modules} & set(HEAVY))\n"
+    "    with open(os.environ['HEAVY_OUT'], 'w') as fh: json.dump(heavy, fh)\n"
+    "atexit.register(said)\n"
+    "sys.argv[0] = 'traceview'\n"
+    "from traceview._entry import main\n"
+    "main()\n"
+)
+VARIANTS = {
+    "table at 60": ((), {"COLUMNS": "60"}),
+    "table at 200": ((), {"COLUMNS": "200"}),
+    "wide": (("--wide",), {}),
+    "markdown": (("--format", "markdown"), {}),
+    "json": (("--format", "json"), {}),
+}
+
+
+def run(home: Path, *args, env=None, flags=()) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``traceview ARGS`` in ``home`` with its cache in ``home/cache`` and no replay record: the
+    finished process and the heavy modules it imported."""
+    shutil.rmtree(home / "cache" / "replay", ignore_errors=True)
+    heavy = home / "heavy.json"
+    full = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES") and not k.startswith("TRACEVIEW_")
+    }
+    full |= {
+        "TRACEVIEW_CACHE_DIR": str(home / "cache"),
+        "TRACEVIEW_CACHE_MIN_MB": "0",
+        "HEAVY_OUT": str(heavy),
+    }
+    full |= env or {}
+    done = subprocess.run(
+        [sys.executable, *flags, "-c", WRAP, *map(str, args)],
+        cwd=home,
+        env=full,
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    return done, json.loads(heavy.read_text())
+
+
+def kept_files(home: Path) -> list[Path]:
+    return sorted((home / "cache").glob("*/derived-*-shown-*.json"))
+
+
+def same(home: Path, *args, env=None) -> list[str]:
+    """Run ``args`` and again with ``--no-cache``: the same bytes on stdout and stderr, the same
+    status; the heavy modules the first imported."""
+    got, heavy = run(home, *args, env=env)
+    ref, _ = run(home, *args, "--no-cache", env=env)
+    assert got.returncode == ref.returncode == 0, got.stderr
+    assert got.stdout == ref.stdout
+    assert got.stderr == ref.stderr
+    return heavy
+
+
+NEEDS_CORPUS = pytest.mark.skipif(not corpus.CORPUS.is_dir(), reason=corpus.SKIP_REASON)
+
+
+def trace_params():
+    picks = [pytest.param(p, id=p.name) for p in SAMPLES]
+    return picks + [pytest.param(corpus.CORPUS / p, id=Path(p).name, marks=NEEDS_CORPUS) for p in PICKS]
+
+
+@pytest.mark.parametrize("trace", trace_params())
+def test_what_is_shown_again_is_what_the_summary_prints(tmp_path, trace):
+    """A first summary keeps what it showed (unless it said something or read a source file); every
+    format and width after it is the summary's own output, and drawn from what was kept."""
+    first, _ = run(tmp_path, "summary", trace)
+    assert first.returncode == 0, first.stderr
+    kept = bool(kept_files(tmp_path))
+    if first.stderr:
+        assert not kept, "a run that said something keeps nothing to show again"
+    for args, env in VARIANTS.values():
+        heavy = same(tmp_path, "summary", trace, *args, env=env)
+        assert (heavy == []) == kept, (args, env, heavy)
+    assert (same(tmp_path, "summary", trace, trace) == []) == kept  # two traces: one document
+
+
+@NEEDS_CORPUS
+def test_a_trace_without_stacks_or_warnings_is_kept_and_shown_without_pandas(tmp_path):
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(corpus.CORPUS / KEPT, trace)
+    first, heavy = run(tmp_path, "summary", trace)
+    assert first.returncode == 0 and not first.stderr and heavy == sorted(HEAVY)
+    assert len(kept_files(tmp_path)) == 1
+    again, heavy = run(tmp_path, "summary", trace)
+    assert again.stdout == first.stdout and heavy == []
+
+
+@pytest.fixture
+def kept_trace(tmp_path):
+    trace = tmp_path / "t.json.gz"
+    if not (corpus.CORPUS / KEPT).exists():
+        pytest.skip(corpus.SKIP_REASON)
+    shutil.copy(corpus.CORPUS / KEPT, trace)
+    first, _ = run(tmp_path, "summary", trace)
+    assert first.returncode == 0 and len(kept_files(tmp_path)) == 1
+    return trace
+
+
+@pytest.mark.parametrize(
+    "args, env, flags",
+    [
+        (("--top", "3"), {}, ()),
+        (("--step", "1010"), {}, ()),
+        (("--format", "csv"), {}, ()),
+        (("--no-cache",), {}, ()),
+        ((), {"TRACEVIEW_SOMETHING": "1"}, ()),
+        ((), {}, ("-X", "utf8")),
+    ],
+    ids=["another top", "a step", "csv", "no cache", "another setting", "interpreter flags"],
+)
+def test_other_options_settings_or_interpreter_do_the_work(tmp_path, kept_trace, args, env, flags):
+    got, heavy = run(tmp_path, "summary", kept_trace, *args, env=env, flags=flags)
+    ref, _ = run(tmp_path, "summary", kept_trace, *args, "--no-cache", env=env)
+    assert got.returncode == 0 and got.stdout == ref.stdout
+    assert heavy != []
+
+
+def test_an_output_file_is_drawn_from_the_reports(tmp_path, kept_trace):
+    out = tmp_path / "s.md"
+    got, heavy = run(tmp_path, "summary", kept_trace, "-o", out)
+    assert got.returncode == 0 and heavy != [] and out.read_text()
+
+
+def test_a_changed_trace_does_the_work(tmp_path, kept_trace):
+    os.utime(kept_trace)  # its identity (mtime, ctime) changed: not the trace the entry holds
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert got.returncode == 0 and heavy != []
+    assert got.stdout == run(tmp_path, "summary", kept_trace, "--no-cache")[0].stdout
+
+
+def test_a_damaged_kept_file_does_the_work(tmp_path, kept_trace):
+    (path,) = kept_files(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0x01
+    path.write_bytes(bytes(data))
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert got.returncode == 0 and heavy != []
+    assert got.stdout == run(tmp_path, "summary", kept_trace, "--no-cache")[0].stdout
+
+
+def test_a_kept_file_cannot_put_a_control_on_the_terminal(tmp_path, kept_trace):
+    """A kept file rewritten with a valid checksum (the folder is the user's own: a damage check,
+    not a signature) and an escape sequence in the title: shown escaped."""
+    (path,) = kept_files(tmp_path)
+    body = json.loads(path.read_bytes().partition(b"\n")[2])
+    body["value"]["shown"]["title"] = "\x1b[31mred\x1b[0m"
+    raw = json.dumps(body).encode()
+    path.write_bytes(entry_files.sum_line(raw) + raw)
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert heavy == [] and b"\x1b" not in got.stdout
+    assert got.stdout.startswith(b"\\x1b[31mred\\x1b[0m\n")
+
+
+def test_what_was_kept_belongs_to_the_entry_it_was_written_in(tmp_path, kept_trace):
+    """The entry rebuilt (its stamp and entry.json rewritten by another store): the kept file's
+    name no longer matches, and the summary does the work again."""
+    (path,) = kept_files(tmp_path)
+    entry = path.parent
+    raw = (entry / "entry.json").read_bytes()
+    body = raw.partition(b"\n")[2] + b" "  # the same entry, another hash
+    (entry / "entry.json").write_bytes(entry_files.sum_line(body) + body)
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert got.returncode == 0 and heavy != []
+    assert fingerprint.identity(kept_trace) is not None

@@ -207,3 +207,76 @@ def test_what_was_kept_belongs_to_the_entry_it_was_written_in(tmp_path, kept_tra
     got, heavy = run(tmp_path, "summary", kept_trace)
     assert got.returncode == 0 and heavy != []
     assert fingerprint.identity(kept_trace) is not None
+
+
+def pair_params():
+    s = {p.name: p for p in SAMPLES}
+    pairs = [
+        pytest.param((s["naive_inplace.json.gz"], s["sdpa_flash.json.gz"]), id="inplace-flash"),
+        pytest.param((s["naive.json.gz"], s["naive_inplace.json.gz"]), id="naive-inplace (stacks)"),
+    ]
+    hta = corpus.CORPUS / "hta"
+    both = (hta / "trace_diff__control__control.json.gz", hta / "trace_diff__test__test.json.gz")
+    return [*pairs, pytest.param(both, id="hta control-test", marks=NEEDS_CORPUS)]
+
+
+@pytest.mark.parametrize("pair", pair_params())
+@pytest.mark.parametrize("command", ["diff", "compare"])
+def test_a_diff_or_compare_shown_again_is_what_it_prints(tmp_path, pair, command):
+    """diff and compare keep their one report in the first trace's entry: every format and width
+    after the first run is the command's own output, drawn from what was kept."""
+    a, b = pair
+    first, _ = run(tmp_path, command, a, b)
+    assert first.returncode == 0, first.stderr
+    kept = bool(kept_files(tmp_path))
+    if first.stderr:
+        assert not kept
+    for args, env in VARIANTS.values():
+        assert (same(tmp_path, command, a, b, *args, env=env) == []) == kept, (args, env)
+    assert (same(tmp_path, command, b, a) != []) or not kept  # the other order: its own first run
+    assert (same(tmp_path, command, b, a) == []) == kept
+
+
+@pytest.fixture
+def kept_pair(tmp_path):
+    s = {p.name: p for p in SAMPLES}
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copy(s["naive_inplace.json.gz"], a)
+    shutil.copy(s["sdpa_flash.json.gz"], b)
+    first, _ = run(tmp_path, "diff", a, b)
+    assert first.returncode == 0 and not first.stderr and len(kept_files(tmp_path)) == 1
+    assert run(tmp_path, "diff", a, b)[1] == []
+    return a, b
+
+
+def test_a_changed_second_trace_does_the_work(tmp_path, kept_pair):
+    a, b = kept_pair
+    os.utime(b)
+    got, heavy = run(tmp_path, "diff", a, b)
+    assert got.returncode == 0 and heavy != []
+    assert got.stdout == run(tmp_path, "diff", a, b, "--no-cache")[0].stdout
+
+
+def test_a_rebuilt_second_entry_does_the_work(tmp_path, kept_pair):
+    """B's entry rewritten (the same trace, another entry.json): the name the diff was kept under
+    held B's old entry, so it is not found."""
+    a, b = kept_pair
+    entry = entry_files.entry_folder(tmp_path / "cache", b)
+    body = (entry / "entry.json").read_bytes().partition(b"\n")[2] + b" "
+    (entry / "entry.json").write_bytes(entry_files.sum_line(body) + body)
+    got, heavy = run(tmp_path, "diff", a, b)
+    assert got.returncode == 0 and heavy != []
+    assert got.stdout == run(tmp_path, "diff", a, b, "--no-cache")[0].stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--top", "3"), ("--annotation-b", "x"), ("--step", "1"), ("--format", "html")],
+    ids=["another top", "B's annotation", "a step", "html"],
+)
+def test_other_diff_options_do_the_work(tmp_path, kept_pair, args):
+    a, b = kept_pair
+    got, heavy = run(tmp_path, "diff", a, b, *args)
+    ref, _ = run(tmp_path, "diff", a, b, *args, "--no-cache")
+    assert got.returncode == ref.returncode and got.stdout == ref.stdout and got.stderr == ref.stderr
+    assert heavy != []

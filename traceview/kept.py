@@ -76,6 +76,22 @@ def read(path, name: str):
     return None
 
 
+def token(path) -> str | None:
+    """The hash that names what ``path``'s entry keeps (``cache._mark``), while the entry is the one
+    stored for the trace as it is now by this code; else None. What a command kept of several traces
+    is kept in the first one's entry under a name made with the others' tokens: a rebuilt or
+    changed trace among them has another."""
+    with contextlib.suppress(Exception):
+        where = folder()
+        seen = fingerprint.identity(path)
+        if where is None or seen is None:
+            return None
+        with Folder(entry_folder(where, path)) as d:
+            found = _entry(d, path, seen)
+        return None if found is None else found[0]
+    return None
+
+
 def write(path, seen: dict | None, stamp: str, name: str, value) -> None:
     """Keep ``value`` (JSON's types only) as ``name`` in ``path``'s entry, if the entry is the one
     stored for identity ``seen`` (taken before the run read the trace) under ``stamp`` (this

@@ -1,12 +1,16 @@
-"""``traceview summary`` of cached traces, shown again from what an earlier run kept in each
-trace's cache entry (``traceview.kept``) before pandas, numpy or pyarrow is imported.
+"""``traceview summary``, ``diff`` and ``compare`` of cached traces, shown again from what an
+earlier run kept in the traces' cache entries (``traceview.kept``) before pandas, numpy or pyarrow
+is imported.
 
-A summary whose every trace is a file, with no selection and the default load options, printed to
-stdout as a table, markdown or JSON, keeps for each trace what it showed (``render.shown``: the
-texts and cells before any width or colour, and the JSON document) when it said nothing on stderr,
-wrote no file and read no source file (``replay``: the advice's line to edit comes from files the
-entry does not cover). The next such summary of the same files, with the same ``--top``, as typed,
-shows that in the format and width it asks for. Anything else runs the summary as always.
+A run whose every trace is a file, with no selection and the default load options, none of the
+command's options that write a file or run elsewhere (``--plot``, ``-o``, ``--run``, Dask), printed
+to stdout as a table, markdown or JSON, keeps what it showed (``render.shown``: the texts and cells
+before any width or colour, and the JSON document) when it said nothing on stderr and read no
+source file (``replay``: the advice's line to edit comes from files the entries do not cover).
+``summary`` keeps each trace's report in that trace's entry; ``diff`` and ``compare`` keep their
+one report in the first trace's entry, under a name made with the other traces' entries
+(``kept.token``). The next such run of the same command on the same files as typed, with the same
+options, shows that in the format and width it asks for. Anything else runs as always.
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ from .common import Output, said
 FORMATS = ("table", "markdown", "json")
 
 
-def applies(traces, sel: Selection, options: LoadOptions, out: Output, run: bool) -> bool:
-    """Whether this summary may be shown from, and kept in, its traces' entries."""
+def applies(traces, sel: Selection, options: LoadOptions, out: Output) -> bool:
+    """Whether this run may be shown from, and kept in, its traces' entries (the caller has checked
+    the command's own options)."""
     return (
-        not run
-        and out.path is None
+        out.path is None
         and out.fmt in FORMATS
         and sel == Selection()
         and options == LoadOptions()
@@ -39,16 +43,20 @@ def applies(traces, sel: Selection, options: LoadOptions, out: Output, run: bool
     )
 
 
-def show(traces, top: int, out: Output) -> bool:
-    """Print what earlier runs kept for every trace, as ``emit`` prints the reports; False (nothing
-    printed) when one of them has nothing kept, or nothing that still holds."""
+def show(command: str, traces, asked: dict, out: Output) -> bool:
+    """Print what an earlier run of ``command`` on ``traces`` with options ``asked`` kept, as
+    ``emit`` prints the reports; False (nothing printed) when any of it is missing or no longer
+    holds."""
     from ..render import render
     from ..render.jsonout import render_documents
     from ..render.shown import from_data
 
+    places = _places(command, traces, asked)
+    if places is None:
+        return False
     found = []
-    for path in traces:
-        value = kept.read(path, _name(path, top))
+    for path, name in places:
+        value = kept.read(path, name)
         if value is None:
             return False
         try:
@@ -62,30 +70,50 @@ def show(traces, top: int, out: Output) -> bool:
     return True
 
 
-def keep(traces, seen: list, top: int, reports: list) -> None:
-    """Keep what ``reports`` (one per trace, just printed) show, in each trace's entry, when this
-    run said nothing on stderr and read nothing beyond its traces. ``seen``: the traces'
-    identities taken before they were read."""
-    if said() or replay.spoiled() or replay.depends() or len(reports) != len(traces):
+def keep(command: str, traces, seen: list, asked: dict, reports) -> None:
+    """Keep what ``reports`` (just printed) show, when this run said nothing on stderr and read
+    nothing beyond its traces. ``seen``: the traces' identities taken before they were read."""
+    reports = reports if isinstance(reports, list) else [reports]
+    if said() or replay.spoiled() or replay.depends():
         return
     from ..cache import current_stamp
     from ..render.jsonout import document
     from ..render.shown import as_data, shown
 
     stamp = current_stamp()
-    if stamp is None:
+    places = _places(command, traces, asked)
+    if stamp is None or places is None or len(places) != len(reports):
         return
-    for path, ident, report in zip(traces, seen, reports, strict=True):
+    if kept.identities(traces) != seen:  # a trace changed meanwhile: the others' names would lie
+        return
+    for (path, name), report in zip(places, reports, strict=True):
         value = {"shown": as_data(shown(report)), "json": document(report)}
-        kept.write(path, ident, stamp, _name(path, top), value)
+        kept.write(path, seen[traces.index(path)], stamp, name, value)
 
 
-def _name(path, top: int) -> str:
-    """What was asked: the command, its options and the path as typed (the report shows it), and
-    traceview's own environment variables (the cache's place and size among them)."""
+def _places(command: str, traces, asked: dict) -> list[tuple[str, str]] | None:
+    """(trace, name) of each value kept: summary's in each trace's entry; diff's and compare's one,
+    in the first trace's entry, named with the others' entries; None when one has none."""
+    if command == "summary":
+        return [(p, _name(command, [p], asked, [])) for p in traces]
+    others = [kept.token(p) for p in traces[1:]]
+    if any(t is None for t in others):
+        return None
+    return [(traces[0], _name(command, traces, asked, others))]
+
+
+def _name(command: str, paths, asked: dict, others: list) -> str:
+    """What was asked: the command, its options, the paths as typed (the reports show them), the
+    other traces' entries, and traceview's own environment variables (the cache's among them)."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(("TRACEVIEW_", "_TRACEVIEW")))
-    asked = {"command": "summary", "top": top, "path": os.fspath(path), "env": env}
-    text = json.dumps(asked, sort_keys=True).encode("utf-8", "surrogateescape")
+    what = {
+        "command": command,
+        "asked": asked,
+        "paths": [os.fspath(p) for p in paths],
+        "others": others,
+        "env": env,
+    }
+    text = json.dumps(what, sort_keys=True).encode("utf-8", "surrogateescape")
     return hashlib.sha256(text).hexdigest()[:32]
 
 

@@ -36,8 +36,8 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     With --run, TRACES (a folder or the files) are the ranks of one job: one row per rank and the run's
     overall row."""
     refuse("summary", run=run)
-    again = applies(traces, sel, options, out, run)
-    if again and show(traces, top, out):  # what an earlier run kept: shown without pandas
+    again = not run and applies(traces, sel, options, out)
+    if again and show("summary", traces, {"top": top}, out):  # an earlier run's, without pandas
         return
     seen = kept.identities(traces) if again else []
     from .. import api
@@ -52,7 +52,7 @@ def summary(traces, out, sel, options, recursive, top, run, workers, scheduler):
     )
     emit(reports, out)  # several traces: one document (one JSON, one CSV, one HTML page)
     if again:
-        keep(traces, seen, top, reports)
+        keep("summary", traces, seen, {"top": top}, reports)
 
 
 @main.command()

@@ -6,6 +6,8 @@ import os
 
 import click
 
+from .. import kept
+from .again import applies, keep, show
 from .common import (
     command_options,
     dask_options,
@@ -56,10 +58,15 @@ def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
     kernels that appeared or vanished (with the CPU ops that launched them), GEMM path,
     attention backend. CPU-only traces compare CPU ops per step. Two folders are two runs
     (rank traces of one job each): ranks are matched and compared one by one and overall."""
-    from .. import api
-
     runs = os.path.isdir(a) and os.path.isdir(b)
     refuse("diff", runs=runs)
+    plain = annotation_b is None and plot is None and workers is None and scheduler is None
+    again = plain and applies((a, b), sel, options, out)
+    if again and show("diff", (a, b), {"top": top}, out):  # an earlier run's, without pandas
+        return
+    seen = kept.identities((a, b)) if again else []
+    from .. import api
+
     if runs:
         return emit(api.diff_runs(a, b, options=options, on_warning=say, **executor(workers, scheduler)), out)
     report = api.diff(
@@ -68,6 +75,8 @@ def diff(a, b, out, sel, annotation_b, options, top, plot, workers, scheduler):
     if plot is not None:
         say(f"wrote {plot}")
     emit(report, out)
+    if again:
+        keep("diff", (a, b), seen, {"top": top}, report)
 
 
 @main.command()
@@ -88,9 +97,15 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
     """One row per trace (files or folders of traces): kernels and GPU time per step, ratio to
     the baseline, tensor-core share of GEMM time, attention backend, top categories. With --run,
     each path is one run (a folder of rank traces): runs compared overall and rank by rank."""
+    refuse("compare", run=run)
+    plain = not run and plot is None and workers is None and scheduler is None
+    again = plain and applies(traces, sel, options, out)
+    asked = {"baseline": baseline, "recursive": recursive}
+    if again and show("compare", traces, asked, out):  # an earlier run's, without pandas
+        return
+    seen = kept.identities(traces) if again else []
     from .. import api
 
-    refuse("compare", run=run)
     # with --run every path is one run: a file is refused there ("not a folder"), as in the API
     report = api.compare(
         list(traces),
@@ -106,6 +121,8 @@ def compare(traces, baseline, out, sel, options, recursive, plot, run, workers, 
     if plot is not None:
         say(f"wrote {plot}")
     emit(report, out)
+    if again:
+        keep("compare", traces, seen, asked, report)
 
 
 @main.command()

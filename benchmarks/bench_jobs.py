@@ -20,8 +20,9 @@ The jobs (``--jobs``, comma-separated; all by default):
   (``TRACEVIEW_CACHE_DIR``, filled before the first round, never ``~/.cache``) and no replay
   record (``<cache>/replay`` is emptied before each warm run): the analyses on cached traces
   (a warm ``summary`` shows what the untimed run before the first round kept in the entry of
-  what it showed, ``traceview.kept``); ``summary analyses``: a warm summary with that removed
-  too (``<cache>/*/derived-*-shown-*.json``), as a summary of a trace another command cached;
+  what it showed, ``traceview.kept``); ``summary analyses``: a warm summary with a setting of
+  its own each round (``TRACEVIEW_BENCH_ROUND``), so that nothing it showed before is shown
+  again and its analyses run, as for a trace that another command cached;
   ``repeat``: the same command line again, answered from the record of its output
   (``traceview.replay``; one untimed run before each makes sure the record is there);
 - HTA 0.5.0 where it has the job, run by ``--hta-python``: ``hta diff`` = two ``Trace`` parses
@@ -306,13 +307,13 @@ def main() -> None:
         for job, cmd in cmds.items():
             if job.endswith((" warm", " analyses")):  # on cached traces, not a replay of their output
                 shutil.rmtree(cache / "replay", ignore_errors=True)
-            if job.endswith(" analyses"):  # nor what a summary showed of them: its analyses run
-                for kept in cache.glob("*/derived-*-shown-*.json"):
-                    kept.unlink()
+            # nor what a summary showed of them: a setting of its own each round (a TRACEVIEW_*
+            # variable is part of the name a shown output is kept under), so its analyses run
+            mine = {**env, "TRACEVIEW_BENCH_ROUND": str(rnd)} if job.endswith(" analyses") else env
             if job.endswith(" repeat"):  # the command ran before: its record is there
                 quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
                 subprocess.run(cmd, **quiet, env=env, check=False)
-            r = measure(cmd, env, a.timeout)
+            r = measure(cmd, mine, a.timeout)
             runs[job].append(r)
             state = "ok" if r["ok"] else "FAILED"
             print(

@@ -280,3 +280,14 @@ def test_other_diff_options_do_the_work(tmp_path, kept_pair, args):
     ref, _ = run(tmp_path, "diff", a, b, *args, "--no-cache")
     assert got.returncode == ref.returncode and got.stdout == ref.stdout and got.stderr == ref.stderr
     assert heavy != []
+
+
+def test_a_kept_file_past_the_cap_is_not_read(tmp_path, kept_trace):
+    """A kept file larger than ``kept.MAX_BYTES`` (padded with spaces, its checksum right) is a miss."""
+    from traceview import kept
+
+    (path,) = kept_files(tmp_path)
+    body = path.read_bytes().partition(b"\n")[2] + b" " * kept.MAX_BYTES
+    path.write_bytes(entry_files.sum_line(body) + body)
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert got.returncode == 0 and heavy != []

@@ -37,10 +37,11 @@ import msgspec
 
 from . import fingerprint, replay
 from ._version import __version__
-from .entry_files import FORMAT, STAMP, Folder, entry_folder, verified_info, write_json
+from .entry_files import FORMAT, STAMP, Folder, entry_folder, verified_info, whole, write_json
 from .filenames import as_text
 
 _PREFIX = "shown-"  # after ``derived-<token>-``: apart from the analyses' kept values
+MAX_BYTES = 8 * 2**20  # larger is neither kept nor read (a diff with --top 0 of large traces)
 
 
 def identities(paths) -> list[dict | None]:
@@ -67,7 +68,10 @@ def read(path, name: str):
             if found is None:
                 return None
             token, stamp = found
-            kept = verified_info(d.read(f"derived-{token}-{_PREFIX}{name}.json"))
+            with d.open(f"derived-{token}-{_PREFIX}{name}.json") as fh:
+                if os.fstat(fh.fileno()).st_size > MAX_BYTES:
+                    return None
+                kept = verified_info(whole(fh, name))
         if kept.get("stamp") != stamp or kept.get("interpreter") != _interpreter():
             return None
         with contextlib.suppress(OSError):
@@ -108,7 +112,8 @@ def write(path, seen: dict | None, stamp: str, name: str, value) -> None:
         body = msgspec.json.encode(
             {"stamp": stamp, "interpreter": _interpreter(), "value": value}, enc_hook=_as_text
         )
-        write_json(entry, f"derived-{found[0]}-{_PREFIX}{name}", body)
+        if len(body) <= MAX_BYTES:
+            write_json(entry, f"derived-{found[0]}-{_PREFIX}{name}", body)
 
 
 def _entry(d: Folder, path, seen: dict) -> tuple[str, str] | None:

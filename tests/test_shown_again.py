@@ -47,7 +47,6 @@ WRAP = (
 )
 VARIANTS = {
     "table at 60": ((), {"COLUMNS": "60"}),
-    "table at 200": ((), {"COLUMNS": "200"}),
     "wide": (("--wide",), {}),
     "markdown": (("--format", "markdown"), {}),
     "json": (("--format", "json"), {}),
@@ -116,7 +115,8 @@ def test_what_is_shown_again_is_what_the_summary_prints(tmp_path, trace):
     for args, env in VARIANTS.values():
         heavy = same(tmp_path, "summary", trace, *args, env=env)
         assert (heavy == []) == kept, (args, env, heavy)
-    assert (same(tmp_path, "summary", trace, trace) == []) == kept  # two traces: one document
+    assert run(tmp_path, "summary", trace, trace)[0].returncode == 0  # two traces: kept of their own
+    assert (same(tmp_path, "summary", trace, trace) == []) == kept  # one document
 
 
 @NEEDS_CORPUS
@@ -291,3 +291,16 @@ def test_a_kept_file_past_the_cap_is_not_read(tmp_path, kept_trace):
     path.write_bytes(entry_files.sum_line(body) + body)
     got, heavy = run(tmp_path, "summary", kept_trace)
     assert got.returncode == 0 and heavy != []
+
+
+def test_a_summary_of_several_traces_is_kept_for_those_traces_together(tmp_path):
+    """What ``summary A`` and ``summary B`` kept is not ``summary A B``'s (several traces may be
+    the ranks of one job, which it says): that does the work, then is kept in its own right."""
+    s = {p.name: p for p in SAMPLES}
+    a, b = s["naive_inplace.json.gz"], s["sdpa_flash.json.gz"]
+    for one in (a, b):
+        assert run(tmp_path, "summary", one)[0].returncode == 0
+        assert run(tmp_path, "summary", one)[1] == []
+    assert run(tmp_path, "summary", a, b)[1] != []
+    assert same(tmp_path, "summary", a, b) == []
+    assert run(tmp_path, "summary", b, a)[1] != []

@@ -93,13 +93,16 @@ def keep(command: str, traces, seen: list, asked: dict, reports) -> None:
 
 def _places(command: str, traces, asked: dict) -> list[tuple[str, str]] | None:
     """(trace, name) of each value kept: summary's in each trace's entry; diff's and compare's one,
-    in the first trace's entry, named with the others' entries; None when one has none."""
-    if command == "summary":
-        return [(p, _name(command, [p], asked, [])) for p in traces]
-    others = [kept.token(p) for p in traces[1:]]
-    if any(t is None for t in others):
+    in the first trace's entry. Each is named with the other traces' entries (a summary of several
+    traces says on stderr when they look like the ranks of one job); None when one has none."""
+    tokens = [kept.token(p) for p in traces] if len(traces) > 1 else [None]
+    if len(traces) > 1 and any(t is None for t in tokens):
         return None
-    return [(traces[0], _name(command, traces, asked, others))]
+    places = [(i, p) for i, p in enumerate(traces)] if command == "summary" else [(0, traces[0])]
+    return [
+        (p, _name(command, traces, {**asked, "at": i}, [t for j, t in enumerate(tokens) if j != i]))
+        for i, p in places
+    ]
 
 
 def _name(command: str, paths, asked: dict, others: list) -> str:

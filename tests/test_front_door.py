@@ -239,6 +239,8 @@ MODULE_STATE_ALLOWED = {
     ("replay.py", "_DEPENDS"),  # and the files beyond its arguments that its output depends on
     # how many lines the command said on stderr: an output that said any is not kept to show again
     ("cli/common.py", "_SAID"),
+    # whether the command showed what a trace's cache entry kept (a replay may then record it)
+    ("kept.py", "_SERVED"),
 }
 
 

@@ -304,3 +304,12 @@ def test_a_summary_of_several_traces_is_kept_for_those_traces_together(tmp_path)
     assert run(tmp_path, "summary", a, b)[1] != []
     assert same(tmp_path, "summary", a, b) == []
     assert run(tmp_path, "summary", b, a)[1] != []
+
+
+def test_a_run_shown_from_the_entry_is_recorded_for_a_replay(tmp_path, kept_trace):
+    """A run that showed what the entry kept read its trace through the cache: the replay records
+    it, as it records a run that loaded the trace, and the same command line is then replayed."""
+    got, heavy = run(tmp_path, "summary", kept_trace)
+    assert heavy == [] and got.returncode == 0
+    (record,) = (tmp_path / "cache" / "replay").glob("*.rec")
+    assert record.stat().st_size > len(got.stdout)

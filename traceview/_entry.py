@@ -29,8 +29,7 @@ def main():
         _run()
     except SystemExit as exc:
         if recorder is not None:
-            cache = sys.modules.get("traceview.cache")  # not imported: no trace was read
-            recorder.finish(exc.code, None if cache is None else cache._min_bytes())
+            recorder.finish(exc.code, _least())
         code = exc.code
     finally:
         if recorder is not None:
@@ -62,6 +61,18 @@ def _leave(code) -> None:
     except (OSError, ValueError):  # a closed pipe: the interpreter says it, as it always did
         sys.exit(code)
     os._exit(code)
+
+
+def _least() -> float | None:
+    """The cache's threshold for storing a trace (a run on smaller files is not recorded either),
+    or None when this run read no trace through the cache: it neither loaded one (the cache's
+    module is not imported) nor showed what a trace's entry kept (``kept``)."""
+    kept = sys.modules.get("traceview.kept")
+    if "traceview.cache" not in sys.modules and (kept is None or not kept.served()):
+        return None
+    from .entry_files import min_bytes
+
+    return min_bytes()
 
 
 def _replayed(argv: list[str]):

@@ -77,6 +77,7 @@ from .entry_files import Damaged as _Damaged
 from .entry_files import Folder as _Folder
 from .entry_files import crc as _crc
 from .entry_files import entry_folder as _entry
+from .entry_files import min_bytes as _min_bytes
 from .entry_files import sum_line as _sum_line
 from .entry_files import verified_info as _verified_info
 from .entry_files import whole as _whole
@@ -96,8 +97,6 @@ _CHUNK = 1 << 20
 _TABLES = ("events", "kernels", "ops", "steps", "memory")
 DEFAULT_MAX_MB = 2048
 MAX_ENV = "TRACEVIEW_CACHE_MAX_MB"
-DEFAULT_MIN_MB = 1.0  # smaller trace files load about as fast as an entry reads back
-MIN_ENV = "TRACEVIEW_CACHE_MIN_MB"
 _ENTRY_NAME = re.compile(r"[0-9a-f]{32}")
 _TMP_NAME = re.compile(r"[0-9a-f]{32}\.tmp-[A-Za-z0-9_]+")
 _TMP_MAX_AGE_S = 3600  # a half-written entry older than this was left by a crash
@@ -301,17 +300,6 @@ def max_bytes() -> int:
             "0 turns the cache off)"
         )
     return int(mib * 2**20)
-
-
-def _min_bytes() -> float:
-    """With the default cache, only trace files of ``$TRACEVIEW_CACHE_MIN_MB`` (default 1 MiB)
-    or more are stored: a small one parses in milliseconds, and storing it would only fill
-    the user's cache folder (a folder given explicitly caches every trace)."""
-    try:
-        mib = float(os.environ.get(MIN_ENV, "") or DEFAULT_MIN_MB)
-    except ValueError:
-        return math.inf
-    return mib * 2**20 if not math.isnan(mib) else math.inf
 
 
 class _Found:

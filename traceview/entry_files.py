@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import secrets
 import zlib
@@ -25,6 +26,19 @@ from .temporaries import temporary
 
 FORMAT = 2  # 2: identity with ctime/inode/sample, checksums
 STAMP = "stamp"  # the code version that wrote the entry; its mtime is the entry's last use
+DEFAULT_MIN_MB = 1.0  # smaller trace files load about as fast as an entry reads back
+MIN_ENV = "TRACEVIEW_CACHE_MIN_MB"
+
+
+def min_bytes() -> float:
+    """With the default cache, only trace files of ``$TRACEVIEW_CACHE_MIN_MB`` (default 1 MiB)
+    or more are stored: a small one parses in milliseconds, and storing it would only fill
+    the user's cache folder (a folder given explicitly caches every trace)."""
+    try:
+        mib = float(os.environ.get(MIN_ENV, "") or DEFAULT_MIN_MB)
+    except ValueError:
+        return math.inf
+    return mib * 2**20 if not math.isnan(mib) else math.inf
 
 
 class Damaged(Exception):

@@ -42,6 +42,14 @@ from .filenames import as_text
 
 _PREFIX = "shown-"  # after ``derived-<token>-``: apart from the analyses' kept values
 MAX_BYTES = 8 * 2**20  # larger is neither kept nor read (a diff with --top 0 of large traces)
+#: whether this process showed what an entry kept: its output read its traces through the cache,
+#: and a replay may record it as it records a run that loaded them (``_entry``)
+_SERVED: list[bool] = []
+
+
+def served() -> bool:
+    """Whether this process read back anything an entry kept (``read``)."""
+    return bool(_SERVED)
 
 
 def identities(paths) -> list[dict | None]:
@@ -76,6 +84,7 @@ def read(path, name: str):
             return None
         with contextlib.suppress(OSError):
             os.utime(entry / STAMP)  # least recently used goes first
+        _SERVED.append(True)
         return kept["value"]
     return None
 

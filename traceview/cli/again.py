@@ -8,7 +8,7 @@ to stdout as a table, markdown or JSON, keeps what it showed (``render.shown``: 
 before any width or colour, and the JSON document) when it said nothing on stderr and read no
 source file (``replay``: the advice's line to edit comes from files the entries do not cover).
 ``summary`` keeps each trace's report in that trace's entry; ``diff`` and ``compare`` keep their
-one report in the first trace's entry, under a name made with the other traces' entries
+one report in the first trace's entry; every name is made with the other traces' entries
 (``kept.token``). The next such run of the same command on the same files as typed, with the same
 options, shows that in the format and width it asks for. Anything else runs as always.
 """
